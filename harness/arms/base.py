@@ -1,0 +1,162 @@
+"""The Arm protocol, its registry and the canonical id.
+
+An arm is a named, parameterised strategy. Its canonical id is its repr: every parameter,
+defaults included, sorted by name, as key=value; the model behind its LLM roles as
+`model=NAME` when all use one, else `model.ROLE=NAME` per role."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from harness.evalset.model import Account, Session, Turn
+
+REGISTRY: dict[str, type["Arm"]] = {}
+
+
+def register(name: str) -> Callable[[type], type]:
+    """Class decorator: make an arm available under `name` in run configs."""
+
+    def deco(cls):
+        if name in REGISTRY:
+            raise ValueError(f"arm {name!r} registered twice")
+        cls.name = name
+        REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, bool):
+        return str(v).lower()
+    if v is None:
+        return "none"
+    return str(v)
+
+
+@dataclass
+class TurnContext:
+    """What an arm sees of one labelled turn. `labels` is there for the oracle only."""
+
+    session: Session
+    position: int  # 0-based position of the turn in the session
+    turn_index: int
+    turn: Turn
+    entitlement_filters: list[dict]
+    inherited_filters: list[dict]
+    index: Any  # harness.corpus.index.Index
+    info: Any  # EvalSetInfo
+    repeat: int = 0
+    seed: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def history(self) -> list[Turn]:
+        return self.session.turns[: self.position]
+
+    @property
+    def account(self) -> Account:
+        return self.turn.state.account or self.session.account
+
+
+@dataclass
+class ArmResult:
+    """One round of an arm on one turn (arms without rounds return one)."""
+
+    issued_queries: list[str]
+    lanes: list[str]
+    applied_filters: list[dict]
+    candidates: list[dict]
+    ranking: list[str]
+    is_final: bool = True
+    must_keep: list[str] = field(default_factory=list)
+    proposed_filters: list[dict] = field(default_factory=list)
+    filter_violations: list[str] = field(default_factory=list)
+    fallback_reason: str | None = None
+    verdict: str | None = None
+    verdict_reason: str | None = None
+    answer: str | None = None
+    answer_doc_ids: list[str] = field(default_factory=list)
+    abstained: bool | None = None
+    not_applicable: str | None = None  # the arm cannot run on this turn (e.g. no reference rewrite)
+    ms: dict = field(default_factory=dict)
+    llm: dict = field(default_factory=dict)  # llm_calls, tokens, cost, cache_hits, prompt_hashes
+    error: str | None = None
+
+
+class Arm(Protocol):
+    name: ClassVar[str]
+    params: Params
+
+    @property
+    def arm_id(self) -> str: ...
+
+    def backends(self) -> dict[str, str]: ...
+
+    async def run(self, ctx: TurnContext) -> list[ArmResult]: ...
+
+
+class BaseArm:
+    name: ClassVar[str] = "?"
+    Params: ClassVar[type[Params]] = Params
+
+    def __init__(self, **kwargs):
+        self.params = self.Params(**kwargs)
+
+    def backends(self) -> dict[str, str]:
+        """LLM role -> model name (or 'offline'); empty for arms that use no LLM role."""
+        return {}
+
+    @property
+    def arm_id(self) -> str:
+        parts = {k: _fmt(v) for k, v in self.params.model_dump().items()}
+        b = self.backends()
+        if b:
+            models = set(b.values())
+            if len(models) == 1:
+                parts["model"] = next(iter(models))
+            else:
+                parts.update({f"model.{r}": m for r, m in b.items()})
+        if not parts:
+            return self.name
+        return f"{self.name}(" + ",".join(f"{k}={parts[k]}" for k in sorted(parts)) + ")"
+
+    def __repr__(self) -> str:
+        return self.arm_id
+
+
+class ArmSpecError(ValueError):
+    pass
+
+
+def make_arm(spec: str | dict) -> BaseArm:
+    if isinstance(spec, str):
+        spec = {"name": spec}
+    spec = dict(spec)
+    name = spec.pop("name", None)
+    if name not in REGISTRY:
+        raise ArmSpecError(f"unknown arm {name!r}; known: {', '.join(sorted(REGISTRY))}")
+    try:
+        return REGISTRY[name](**spec)
+    except ValidationError as e:
+        msgs = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+        raise ArmSpecError(f"arm {name}: {msgs}") from None
+
+
+def expand_grid(spec: str | dict) -> list[str | dict]:
+    """A spec whose parameter values are lists becomes one spec per grid point."""
+    if isinstance(spec, str):
+        return [spec]
+    keys = [k for k, v in spec.items() if isinstance(v, list) and k != "name"]
+    points: list[dict] = [dict(spec)]
+    for k in keys:
+        points = [{**p, k: v} for p in points for v in spec[k]]
+    return points

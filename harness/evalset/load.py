@@ -1,0 +1,227 @@
+"""Load and validate an eval set folder. Every problem is collected (file, line, field) and
+reported at once; a set with any problem is refused as a whole."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from harness.evalset.model import Document, EvalSetInfo, Session
+
+SPLIT_FILES = {"main": "sessions.jsonl", "test": "sessions.test.jsonl"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class EvalSetError(Exception):
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        head = f"{len(problems)} problem(s) in eval set"
+        super().__init__(head + "\n" + "\n".join(f"  {p}" for p in problems))
+
+
+@dataclass
+class EvalSet:
+    path: Path
+    info: EvalSetInfo
+    docs: dict[str, Document]
+    sessions: list[Session]  # every split, in file order
+    split_of: dict[str, str]  # session_id -> split
+    content_hash: str
+    line_of: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    def sessions_in(self, splits: list[str] | None) -> list[Session]:
+        if not splits:
+            return list(self.sessions)
+        return [s for s in self.sessions if self.split_of[s.session_id] in splits]
+
+
+def _loc(err: dict) -> str:
+    return ".".join(str(p) for p in err["loc"]) or "(root)"
+
+
+def _read_lines(path: Path, rel: str, problems: list[Problem]) -> list[tuple[int, dict]]:
+    out: list[tuple[int, dict]] = []
+    raw = path.read_bytes()
+    for no, bline in enumerate(raw.split(b"\n"), start=1):
+        if not bline.strip():
+            continue
+        try:
+            text = bline.decode("utf-8")
+        except UnicodeDecodeError as e:
+            problems.append(Problem(rel, no, "(line)", f"not valid UTF-8 at byte {e.start}"))
+            continue
+        try:
+            obj = json.loads(text)
+        except RecursionError:
+            problems.append(Problem(rel, no, "(line)", "JSON nested too deeply"))
+            continue
+        except json.JSONDecodeError as e:
+            problems.append(Problem(rel, no, "(line)", f"invalid JSON: {e.msg} at column {e.colno}"))
+            continue
+        if not isinstance(obj, dict):
+            problems.append(Problem(rel, no, "(line)", f"expected a JSON object, got {type(obj).__name__}"))
+            continue
+        out.append((no, obj))
+    return out
+
+
+def _validate(model: type[BaseModel], obj: dict, rel: str, no: int | None, problems: list[Problem]):
+    try:
+        return model.model_validate(obj)
+    except ValidationError as e:
+        for err in e.errors():
+            problems.append(Problem(rel, no, _loc(err), err["msg"]))
+    except RecursionError:
+        problems.append(Problem(rel, no, "(line)", "JSON nested too deeply"))
+    return None
+
+
+def load_eval_set(path: str | Path) -> EvalSet:
+    """Load the eval set in folder `path`; raise EvalSetError listing every problem."""
+    root = Path(path)
+    problems: list[Problem] = []
+    if not root.is_dir():
+        raise EvalSetError([Problem(str(root), None, "", "not a folder")])
+    info_path = root / "eval_set.yaml"
+    info = None
+    if not info_path.exists():
+        problems.append(Problem("eval_set.yaml", None, "", "missing"))
+    else:
+        try:
+            raw = yaml.safe_load(info_path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            mark = getattr(e, "problem_mark", None)
+            problems.append(Problem("eval_set.yaml", mark.line + 1 if mark else None, "(file)", f"invalid YAML: {e}"))
+            raw = None
+        if raw is not None and not isinstance(raw, dict):
+            problems.append(Problem("eval_set.yaml", None, "(file)", "expected a mapping"))
+        elif raw is not None:
+            info = _validate(EvalSetInfo, raw, "eval_set.yaml", None, problems)
+
+    docs: dict[str, Document] = {}
+    corpus_path = root / "corpus.jsonl"
+    if not corpus_path.exists():
+        problems.append(Problem("corpus.jsonl", None, "", "missing"))
+    else:
+        for no, obj in _read_lines(corpus_path, "corpus.jsonl", problems):
+            d = _validate(Document, obj, "corpus.jsonl", no, problems)
+            if d is None:
+                continue
+            if d.doc_id in docs:
+                problems.append(Problem("corpus.jsonl", no, "doc_id", f"duplicate doc_id {d.doc_id!r}"))
+                continue
+            docs[d.doc_id] = d
+        if not docs and not any(p.file == "corpus.jsonl" for p in problems):
+            problems.append(Problem("corpus.jsonl", None, "", "empty corpus"))
+
+    sessions: list[Session] = []
+    split_of: dict[str, str] = {}
+    line_of: dict[str, tuple[str, int]] = {}
+    if not (root / SPLIT_FILES["main"]).exists():
+        problems.append(Problem(SPLIT_FILES["main"], None, "", "missing"))
+    for split, fname in SPLIT_FILES.items():
+        p = root / fname
+        if not p.exists():
+            continue
+        n_before = len(sessions)
+        for no, obj in _read_lines(p, fname, problems):
+            sid = obj.get("session_id")
+            if isinstance(sid, str) and sid in line_of:  # checked before validation: a bad twin still counts
+                f0, l0 = line_of[sid]
+                problems.append(Problem(fname, no, "session_id", f"duplicate session_id {sid!r} (first at {f0}:{l0})"))
+                continue
+            if isinstance(sid, str):
+                line_of[sid] = (fname, no)
+            s = _validate(Session, obj, fname, no, problems)
+            if s is None:
+                continue
+            split_of[s.session_id] = split
+            sessions.append(s)
+            _check_session(s, docs, info, fname, no, problems)
+        if len(sessions) == n_before and not any(x.file == fname for x in problems):
+            problems.append(Problem(fname, None, "", "no sessions"))
+
+    if problems:
+        raise EvalSetError(problems)
+    assert info is not None
+    return EvalSet(root, info, docs, sessions, split_of, _content_hash(root), line_of)
+
+
+def _check_session(s: Session, docs: dict, info: EvalSetInfo | None, fname: str, no: int, problems: list[Problem]):
+    prev = 0
+    labelled = 0
+    for i, t in enumerate(s.turns):
+        tix = t.turn_index or (i + 1)
+        if tix <= prev:
+            problems.append(Problem(fname, no, f"turns.{i}.turn_index", f"{tix} does not increase (previous {prev})"))
+        prev = tix
+        if t.assistant:
+            for j, sh in enumerate(t.assistant.shown):
+                if docs and sh.doc_id not in docs:
+                    problems.append(Problem(fname, no, f"turns.{i}.assistant.shown.{j}.doc_id", f"unknown document {sh.doc_id!r}"))
+        if info is not None:
+            for j, f in enumerate(t.state.filters):
+                if info.filter_field(f.field) is None:
+                    problems.append(Problem(fname, no, f"turns.{i}.state.filters.{j}.field", f"unknown filter field {f.field!r}"))
+        if t.labels is None:
+            continue
+        labelled += 1
+        for doc in t.labels.qrels:
+            if docs and doc not in docs:
+                problems.append(Problem(fname, no, f"turns.{i}.labels.qrels.{doc}", "qrels name an unknown document"))
+        if t.labels.surface_doc and docs and t.labels.surface_doc not in docs:
+            problems.append(Problem(fname, no, f"turns.{i}.labels.surface_doc", f"unknown document {t.labels.surface_doc!r}"))
+        if info is not None:
+            for j, f in enumerate(t.labels.expected_filters):
+                ff = info.filter_field(f.field)
+                if ff is None:
+                    problems.append(Problem(fname, no, f"turns.{i}.labels.expected_filters.{j}.field", f"unknown filter field {f.field!r}"))
+    if labelled == 0:
+        problems.append(Problem(fname, no, "turns", "session has no labelled turn"))
+
+
+def _content_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for name in ["eval_set.yaml", "corpus.jsonl", *SPLIT_FILES.values()]:
+        p = root / name
+        if p.exists():
+            h.update(name.encode() + b"\0")
+            h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def iter_labelled(es: EvalSet, splits: list[str] | None = None):
+    """(session, position, turn_index, turn) for every labelled turn."""
+    for s in es.sessions_in(splits):
+        for i, t in enumerate(s.turns):
+            if t.labels is not None:
+                yield s, i, (t.turn_index or i + 1), t
+
+
+def dump_jsonl(rows, path: Path) -> None:
+    """Write models or dicts as JSON lines (atomically)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for r in rows:
+            obj = r.model_dump(exclude_none=True, exclude_defaults=True) if isinstance(r, BaseModel) else r
+            f.write(json.dumps(obj, ensure_ascii=False, sort_keys=False) + "\n")
+    tmp.replace(path)

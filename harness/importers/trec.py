@@ -1,0 +1,67 @@
+"""TREC importer: <DOC><DOCNO> documents, <top><num><title> topics, and qrels
+(`qid iter docno grade`). Each topic becomes a session of one labelled turn."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from harness.importers.common import write_eval_set
+
+_DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S)
+_DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S)
+_TOP = re.compile(r"<top>(.*?)</top>", re.S)
+_NUM = re.compile(r"<num>\s*(?:Number:)?\s*(.*?)\s*(?:</num>|\n)", re.S)
+_TITLE = re.compile(r"<title>\s*(.*?)\s*(?:</title>|<desc>|</top>|$)", re.S)
+
+
+def read_trec_docs(path: Path):
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    for block in _DOC.findall(text):
+        m = _DOCNO.search(block)
+        if not m:
+            continue
+        body = _DOCNO.sub("", block)
+        body = re.sub(r"</?TEXT>", "", body)
+        yield m.group(1), " ".join(body.split())
+
+
+def read_trec_topics(path: Path) -> dict[str, str]:
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    out = {}
+    for block in _TOP.findall(text):
+        num, title = _NUM.search(block), _TITLE.search(block)
+        if num and title:
+            out[num.group(1).strip()] = " ".join(title.group(1).split())
+    return out
+
+
+def read_trec_qrels(path: Path) -> dict[str, dict[str, int]]:
+    q: dict[str, dict[str, int]] = {}
+    for no, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 4:
+            raise ValueError(f"{path}:{no}: expected 'qid iter docno grade', got {line!r}")
+        qid, _, doc, grade = parts
+        q.setdefault(qid, {})[doc] = int(grade)
+    return q
+
+
+def import_trec(docs_path: Path, topics_path: Path, qrels_path: Path, out: Path, name: str,
+                licence: str, source: str, notices=(), lowercase_topics: bool = True) -> Path:
+    docs = [{"doc_id": d, "text": t} for d, t in read_trec_docs(docs_path) if t]
+    known = {d["doc_id"] for d in docs}
+    topics = read_trec_topics(topics_path)
+    qrels = read_trec_qrels(qrels_path)
+    sessions = []
+    for qid, title in topics.items():
+        rel = {d: g for d, g in qrels.get(qid, {}).items() if d in known}
+        q = title.lower() if lowercase_topics else title
+        sessions.append({"session_id": qid, "turns": [{"user": q, "labels": {
+            "qrels": rel, "qrels_measured": qid in qrels, "language": "en", "query_type": "topic",
+            "reference_rewrite": q}}]})
+    info = {"name": name, "version": "1.0", "description": f"{name}: TREC collection converted by `harness import trec`",
+            "languages": ["en"], "source": source, "licence": licence, "written_here": False,
+            "pooled_corpus": False, "filters": []}
+    return write_eval_set(out, info, docs, sessions, notices=notices)

@@ -1,0 +1,117 @@
+"""Score a run folder: per-turn values and aggregates per (arm, metric, segment). Reads the run
+folder only: never calls a model or a retriever. Unmeasured turns are counted beside the mean,
+never averaged in as 0 and never dropped silently."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from harness.manifest import read_manifest
+from harness.metrics.ir import ir_metric_names, per_turn_ir, present
+from harness.metrics.segments import Segment, default_segments
+from harness.traces import read_traces
+
+FINAL_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "ranking",
+                 "not_applicable", "error", "fallback_reason"]
+
+
+@dataclass
+class MetricsResult:
+    per_turn: pd.DataFrame  # arm_id, repeat, session_id, turn_index, metric, value, unmeasured
+    aggregates: pd.DataFrame  # arm_id, metric, segment, mean, n, n_unmeasured, n_sessions
+    arms: list[str]
+    metric_names: list[str]
+
+
+def load_labels(run_dir: Path) -> pd.DataFrame:
+    labels = pq.read_table(Path(run_dir) / "labels.parquet").to_pandas()
+    for k in sorted({k for s in labels["segments"] for k in json.loads(s or "{}")}):
+        labels[f"seg.{k}"] = [json.loads(s or "{}").get(k) for s in labels["segments"]]
+    return labels
+
+
+def final_rows(run_dir: Path) -> pd.DataFrame:
+    t = read_traces(run_dir, FINAL_COLUMNS).to_pandas()
+    return t[t["is_final"]].reset_index(drop=True)
+
+
+def compute_metrics(run_dir: Path, segments: list[Segment] | None = None) -> MetricsResult:
+    run_dir = Path(run_dir)
+    man = read_manifest(run_dir)
+    mcfg = man.get("metrics") or {"cutoffs": [5, 10, 20], "ndcg_at": 10, "mrr_at": 10}
+    labels = load_labels(run_dir)
+    final = final_rows(run_dir)
+    arms = [a["arm_id"] for a in man["arms"]]
+    names = ir_metric_names(mcfg["cutoffs"], mcfg["ndcg_at"], mcfg["mrr_at"])
+    parts = [per_turn_ir(final, labels, names)]
+    ops = []
+    for arm_id, rep, sid, tix, ranking, na, err, fb in zip(final["arm_id"], final["repeat"], final["session_id"],
+                                                           final["turn_index"], final["ranking"],
+                                                           final["not_applicable"], final["error"],
+                                                           final["fallback_reason"]):
+        na, err, fb = present(na), present(err), present(fb)
+        why = f"n/a: {na}" if na else None
+        zero = np.nan if (na or err) else float(ranking is None or len(ranking) == 0)
+        ops.append((arm_id, rep, sid, tix, "zero_results", zero, why or ("error" if err else None)))
+        ops.append((arm_id, rep, sid, tix, "error_rate", float(bool(err)), why))
+        ops.append((arm_id, rep, sid, tix, "fallback_rate", np.nan if why else float(bool(fb)), why))
+    parts.append(pd.DataFrame(ops, columns=parts[0].columns))
+    per_turn = pd.concat(parts, ignore_index=True)
+    names = names + ["zero_results", "error_rate", "fallback_rate"]
+    aggregates = aggregate(per_turn, labels, segments or default_segments(labels))
+    return MetricsResult(per_turn, aggregates, arms, names)
+
+
+def aggregate(per_turn: pd.DataFrame, labels: pd.DataFrame, segments: list[Segment]) -> pd.DataFrame:
+    """Mean over turns (repeats first averaged per turn), with counts of measured and unmeasured
+    turns and the between-repeat spread (mean per-turn standard deviation across repeats)."""
+    g = per_turn.groupby(["arm_id", "metric", "session_id", "turn_index"], sort=False)
+    turn = g["value"].agg(["mean", "std", "count"]).reset_index()
+    turn = turn.rename(columns={"mean": "value", "std": "repeat_sd", "count": "n_measured_repeats"})
+    keys = labels[["session_id", "turn_index"]]
+    rows = []
+    for seg in segments:
+        sel = keys[seg.mask(labels).to_numpy()]
+        if sel.empty:
+            continue
+        sub = turn.merge(sel, on=["session_id", "turn_index"], how="inner")
+        for (arm_id, metric), grp in sub.groupby(["arm_id", "metric"], sort=False):
+            measured = grp["n_measured_repeats"] > 0
+            vals = grp.loc[measured, "value"]
+            rows.append({
+                "arm_id": arm_id, "metric": metric, "segment": seg.name,
+                "mean": float(vals.mean()) if len(vals) else np.nan,
+                "n": int(measured.sum()), "n_unmeasured": int((~measured).sum()),
+                "n_sessions": int(grp.loc[measured, "session_id"].nunique()),
+                "repeat_sd": float(grp["repeat_sd"].mean()) if grp["repeat_sd"].notna().any() else np.nan,
+            })
+    return pd.DataFrame(rows, columns=["arm_id", "metric", "segment", "mean", "n", "n_unmeasured", "n_sessions", "repeat_sd"])
+
+
+def write_metrics(run_dir: Path, res: MetricsResult) -> Path:
+    """metrics.parquet: aggregate rows (kind=aggregate) and per-turn rows (kind=turn)."""
+    agg = res.aggregates.assign(kind="aggregate", session_id=None, turn_index=None, repeat=None, value=None, unmeasured=None)
+    pt = res.per_turn.assign(kind="turn", segment=None, mean=None, n=None, n_unmeasured=None, n_sessions=None, repeat_sd=None)
+    cols = ["kind", "arm_id", "metric", "segment", "mean", "n", "n_unmeasured", "n_sessions", "repeat_sd",
+            "repeat", "session_id", "turn_index", "value", "unmeasured"]
+    df = pd.concat([agg[cols], pt[cols]], ignore_index=True)
+    for c in ("mean", "repeat_sd", "value"):
+        df[c] = df[c].astype("float64")
+    for c in ("n", "n_unmeasured", "n_sessions", "repeat", "turn_index"):
+        df[c] = df[c].astype("Int64")
+    for c in ("segment", "session_id", "unmeasured"):
+        df[c] = df[c].astype("string")
+    path = Path(run_dir) / "metrics.parquet"
+    tmp = path.with_name("metrics.parquet.tmp")
+    df.to_parquet(tmp, index=False)
+    tmp.replace(path)
+    return path
+
+
+def read_metrics(run_dir: Path) -> pd.DataFrame:
+    return pd.read_parquet(Path(run_dir) / "metrics.parquet")

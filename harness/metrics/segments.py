@@ -1,0 +1,90 @@
+"""The segment grammar shared by metrics, compare and gate:
+`all`, `field=value`, `field in [a, b]`, `field>=n`, `field<=n`.
+Fields are label columns (turn_index, query_type, language, domain, answerability,
+multi_turn_type, split) or keys of a turn's `segments` labels (e.g. collection)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+
+_IN = re.compile(r"^\s*([A-Za-z_][\w.]*)\s+in\s+\[(.*)\]\s*$")
+_CMP = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(>=|<=|=)\s*(.+?)\s*$")
+
+FIELDS = ("turn_index", "query_type", "language", "domain", "answerability", "multi_turn_type", "split")
+
+
+class SegmentError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Segment:
+    field: str | None
+    op: str  # all | = | in | >= | <=
+    value: object = None
+
+    @property
+    def name(self) -> str:
+        if self.op == "all":
+            return "all"
+        if self.op == "in":
+            return f"{self.field} in [{', '.join(map(str, self.value))}]"
+        return f"{self.field}{self.op}{self.value}"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def mask(self, labels: pd.DataFrame) -> pd.Series:
+        if self.op == "all":
+            return pd.Series(True, index=labels.index)
+        if self.field not in labels.columns:
+            raise SegmentError(f"segment {self.name!r}: unknown field {self.field!r}")
+        col = labels[self.field]
+        if self.op in (">=", "<="):
+            num = pd.to_numeric(col, errors="coerce")
+            return (num >= self.value) if self.op == ">=" else (num <= self.value)
+        as_str = col.astype("string")
+        if self.op == "=":
+            return (as_str == str(self.value)).fillna(False)
+        return as_str.isin([str(v) for v in self.value]).fillna(False)
+
+
+def parse_segment(text: str) -> Segment:
+    t = text.strip()
+    if t == "all":
+        return Segment(None, "all")
+    m = _IN.match(t)
+    if m:
+        vals = [v.strip().strip("'\"") for v in m.group(2).split(",") if v.strip()]
+        if not vals:
+            raise SegmentError(f"segment {text!r}: empty list")
+        return Segment(m.group(1), "in", tuple(vals))
+    m = _CMP.match(t)
+    if m:
+        field, op, val = m.groups()
+        if op in (">=", "<="):
+            try:
+                return Segment(field, op, float(val) if "." in val else int(val))
+            except ValueError:
+                raise SegmentError(f"segment {text!r}: {op} needs a number") from None
+        return Segment(field, "=", val.strip("'\""))
+    raise SegmentError(f"segment {text!r}: expected all, field=value, field in [a, b], field>=n or field<=n")
+
+
+def default_segments(labels: pd.DataFrame) -> list[Segment]:
+    """all; each exact turn index and the buckets 1, 2, 3, 4+ and >=2; each value of every label field."""
+    segs = [Segment(None, "all")]
+    tix = sorted(int(x) for x in labels["turn_index"].dropna().unique())
+    segs += [Segment("turn_index", "=", str(i)) for i in tix]
+    if any(i >= 2 for i in tix):
+        segs.append(Segment("turn_index", ">=", 2))
+    if any(i >= 4 for i in tix):
+        segs.append(Segment("turn_index", ">=", 4))
+    extra = [c for c in labels.columns if c.startswith("seg.")]
+    for f in [*FIELDS[1:], *extra]:
+        if f in labels.columns:
+            for v in sorted(labels[f].dropna().astype(str).unique()):
+                segs.append(Segment(f, "=", v))
+    return segs

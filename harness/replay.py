@@ -1,0 +1,247 @@
+"""Replay: runs arms x repeats x sessions x labelled turns concurrently, streams trace rows to
+Parquet parts, writes labels.parquet and the manifest, and resumes an interrupted run."""
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.arms import BaseArm, expand_grid, make_arm
+from harness.arms.base import ArmResult, TurnContext
+from harness.config import RunConfig, canonical_hash
+from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
+from harness.manifest import git_state, now, read_manifest, versions, write_manifest
+from harness.traces import PartWriter, read_traces, to_json
+
+LABEL_SCHEMA = pa.schema([
+    ("session_id", pa.string()), ("turn_index", pa.int32()), ("split", pa.string()), ("domain", pa.string()),
+    ("query_type", pa.string()), ("language", pa.string()), ("answerability", pa.string()),
+    ("multi_turn_type", pa.string()), ("qrels", pa.string()), ("qrels_measured", pa.bool_()),
+    ("identifiers", pa.list_(pa.string())), ("expected_filters", pa.string()),
+    ("reference_rewrite", pa.string()), ("reference_answer", pa.string()), ("surface_doc", pa.string()),
+    ("user", pa.string()), ("segments", pa.string()),
+])
+
+
+def labels_table(es: EvalSet, splits) -> pa.Table:
+    rows = []
+    for s, _, tix, t in iter_labelled(es, splits):
+        lab = t.labels
+        rows.append({
+            "session_id": s.session_id, "turn_index": tix, "split": es.split_of[s.session_id],
+            "domain": s.domain, "query_type": lab.query_type, "language": lab.language,
+            "answerability": lab.answerability, "multi_turn_type": lab.multi_turn_type,
+            "qrels": to_json(lab.qrels), "qrels_measured": lab.qrels_measured,
+            "identifiers": lab.identifiers, "expected_filters": to_json([f.model_dump() for f in lab.expected_filters]),
+            "reference_rewrite": lab.reference_rewrite, "reference_answer": lab.reference_answer,
+            "surface_doc": lab.surface_doc, "user": t.user, "segments": to_json(lab.segments),
+        })
+    return pa.Table.from_pylist(rows, schema=LABEL_SCHEMA)
+
+
+def entitlement_filters(info, account) -> list[dict]:
+    """Entitlement filters come from the account, never from a model."""
+    out = []
+    for f in info.filters:
+        if f.kind == "entitlement" and f.account_key:
+            v = getattr(account, f.account_key, None)
+            if v is not None:
+                out.append({"field": f.field, "op": "eq", "value": v})
+    return out
+
+
+def new_run_id(name: str) -> str:
+    return f"{name}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def build_arms(cfg: RunConfig) -> list[BaseArm]:
+    arms, seen = [], set()
+    for spec in cfg.arms:
+        for point in expand_grid(spec):
+            arm = make_arm(point)
+            if arm.arm_id in seen:
+                raise ValueError(f"arm {arm.arm_id} listed twice")
+            seen.add(arm.arm_id)
+            arms.append(arm)
+    return arms
+
+
+@dataclass
+class Job:
+    arm: BaseArm
+    repeat: int
+    ctx: TurnContext
+
+
+def result_rows(run_id: str, arm: BaseArm, repeat: int, ctx: TurnContext, results: list[ArmResult]) -> list[dict]:
+    lab = ctx.turn.labels
+    rows = []
+    for rnd, r in enumerate(results, start=1):
+        llm = r.llm or {}
+        ms = r.ms or {}
+        rows.append({
+            "run_id": run_id, "arm_id": arm.arm_id, "arm": arm.name, "params": to_json(arm.params.model_dump()),
+            "repeat": repeat, "session_id": ctx.session.session_id, "turn_index": ctx.turn_index,
+            "query_type": lab.query_type, "language": lab.language, "domain": ctx.session.domain,
+            "round": rnd, "is_final": rnd == len(results), "original_query": ctx.turn.user,
+            "issued_queries": r.issued_queries, "lanes": r.lanes, "must_keep": r.must_keep,
+            "proposed_filters": to_json(r.proposed_filters), "applied_filters": to_json(r.applied_filters),
+            "filter_violations": r.filter_violations, "fallback_reason": r.fallback_reason,
+            "not_applicable": r.not_applicable, "candidates": r.candidates, "ranking": r.ranking,
+            "verdict": r.verdict, "verdict_reason": r.verdict_reason, "answer": r.answer,
+            "answer_doc_ids": r.answer_doc_ids, "abstained": r.abstained,
+            "llm_calls": llm.get("calls", 0), "prompt_tokens": llm.get("prompt_tokens", 0),
+            "completion_tokens": llm.get("completion_tokens", 0), "cost_usd": llm.get("cost_usd"),
+            "cache_hits": llm.get("cache_hits", 0),
+            "ms_rewrite": ms.get("rewrite"), "ms_retrieve": ms.get("retrieve"), "ms_grade": ms.get("grade"),
+            "ms_answer": ms.get("answer"), "ms_total": ms.get("total", sum(v for v in ms.values() if v)),
+            "error": r.error, "prompt_hashes": to_json(llm.get("prompt_hashes", {})),
+            "backend": to_json(arm.backends() or {}),
+        })
+    return rows
+
+
+class Replay:
+    def __init__(self, cfg: RunConfig, raw_cfg: dict, run_dir: Path | None = None, progress: bool = True,
+                 resume: bool = False):
+        self.cfg, self.raw = cfg, raw_cfg
+        self.es = load_eval_set(cfg.eval_set)
+        self.arms = build_arms(cfg)
+        self.progress = progress
+        if run_dir is None:
+            run_dir = Path(cfg.runs_dir) / new_run_id(cfg.name)
+        self.run_dir = Path(run_dir)
+        self.resume = resume
+        self.run_id = self.run_dir.name
+
+    def _manifest(self, status: str, index=None, counts=None, started=None) -> dict:
+        return {
+            "run_id": self.run_id, "status": status, "config": self.raw, "config_hash": canonical_hash(self.raw),
+            "eval_set": {"name": self.es.info.name, "version": self.es.info.version, "hash": self.es.content_hash,
+                         "path": str(self.cfg.eval_set), "splits": self.cfg.splits or sorted(set(self.es.split_of.values())),
+                         "pooled_corpus": self.es.info.pooled_corpus, "written_here": self.es.info.written_here},
+            "git": git_state(), "versions": versions(),
+            "embedder": index.embedder.name if index else None,
+            "index": {"max_chars": self.cfg.index.max_chars, "qdrant": self.cfg.index.qdrant_url or ":memory:",
+                      "chunks": index.stats.chunks if index else None,
+                      "embedded_cold": index.stats.embedded if index else None},
+            "arms": [{"arm_id": a.arm_id, "arm": a.name, "params": a.params.model_dump(), "backends": a.backends()}
+                     for a in self.arms],
+            "prompt_hashes": {}, "seed": self.cfg.seed, "repeats": self.cfg.repeats,
+            "metrics": self.cfg.metrics.model_dump(),
+            "started": started, "ended": now() if status != "running" else None, "counts": counts or {},
+        }
+
+    def jobs(self, index) -> list[Job]:
+        out = []
+        for arm in self.arms:
+            for rep in range(self.cfg.repeats):
+                for s, pos, tix, t in iter_labelled(self.es, self.cfg.splits):
+                    account = t.state.account or s.account
+                    ctx = TurnContext(session=s, position=pos, turn_index=tix, turn=t,
+                                      entitlement_filters=entitlement_filters(self.es.info, account),
+                                      inherited_filters=[f.model_dump() for f in t.state.filters],
+                                      index=index, info=self.es.info, repeat=rep, seed=self.cfg.seed + rep)
+                    out.append(Job(arm, rep, ctx))
+        return out
+
+    def run(self, index=None) -> Path:
+        from harness.corpus.index import build_index
+
+        started = now()
+        if self.resume:
+            old = read_manifest(self.run_dir)
+            started = old.get("started") or started
+            done = _done_keys(self.run_dir)
+        else:
+            if self.run_dir.exists():
+                raise FileExistsError(f"{self.run_dir} exists; use --resume or another run id")
+            self.run_dir.mkdir(parents=True)
+            done = set()
+        write_manifest(self.run_dir, self._manifest("running", started=started))
+        pq.write_table(labels_table(self.es, self.cfg.splits), self.run_dir / "labels.parquet")
+        t0 = time.perf_counter()
+        cache_dir = Path(self.cfg.index.embedding_cache) if self.cfg.index.embedding_cache else None
+        index = index or build_index(self.es, self.cfg.index, cache_dir)
+        jobs = [j for j in self.jobs(index) if (j.arm.arm_id, j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]
+        writer = PartWriter(self.run_dir)
+        counts = asyncio.run(self._run_jobs(jobs, writer))
+        writer.flush()
+        counts.update({"turns_skipped_resume": len(done), "seconds": round(time.perf_counter() - t0, 2),
+                       "embeddings_cold": index.cache.misses, "embeddings_cached": index.cache.hits})
+        write_manifest(self.run_dir, self._manifest("complete", index=index, counts=counts, started=started))
+        return self.run_dir
+
+    async def _run_jobs(self, jobs: list[Job], writer: PartWriter) -> dict:
+        sem = asyncio.Semaphore(self.cfg.concurrency)
+        counts = {"turns": 0, "rows": 0, "errors": 0, "not_applicable": 0, "llm_calls": 0, "cache_hits": 0}
+        prog = _progress(self.progress, len(jobs))
+
+        async def one(job: Job):
+            async with sem:
+                t0 = time.perf_counter()
+                try:
+                    results = await job.arm.run(job.ctx)
+                except Exception as e:  # a run never dies because one turn failed: the row records it
+                    results = [ArmResult(issued_queries=[], lanes=[], applied_filters=[], candidates=[], ranking=[],
+                                         error=f"{type(e).__name__}: {e}")]
+                if results:
+                    results[-1].ms.setdefault("total", (time.perf_counter() - t0) * 1000)
+                rows = result_rows(self.run_id, job.arm, job.repeat, job.ctx, results)
+                writer.add(rows)
+                counts["turns"] += 1
+                counts["rows"] += len(rows)
+                counts["errors"] += sum(1 for r in rows if r["error"])
+                counts["not_applicable"] += sum(1 for r in rows if r["not_applicable"] and r["is_final"])
+                counts["llm_calls"] += sum(r["llm_calls"] for r in rows)
+                counts["cache_hits"] += sum(r["cache_hits"] for r in rows)
+                prog.advance()
+
+        with prog:
+            await asyncio.gather(*(one(j) for j in jobs))
+        return counts
+
+
+def _done_keys(run_dir: Path) -> set:
+    t = read_traces(run_dir, ["arm_id", "repeat", "session_id", "turn_index", "is_final"])
+    d = t.to_pydict()
+    return {(a, r, s, ti) for a, r, s, ti, f in zip(d["arm_id"], d["repeat"], d["session_id"], d["turn_index"], d["is_final"]) if f}
+
+
+class _progress:
+    def __init__(self, on: bool, total: int):
+        self.on, self.total = on, total
+        self.p = None
+
+    def __enter__(self):
+        if self.on:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            self.p = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                              TimeElapsedColumn(), transient=False)
+            self.p.__enter__()
+            self.task = self.p.add_task("replay", total=self.total)
+        return self
+
+    def advance(self):
+        if self.p:
+            self.p.advance(self.task)
+
+    def __exit__(self, *a):
+        if self.p:
+            self.p.__exit__(*a)
+
+
+def resume_config(run_dir: Path) -> dict:
+    return read_manifest(run_dir)["config"]
+
+
+def jsonable(x):
+    return json.loads(json.dumps(x, default=str))

@@ -1,0 +1,114 @@
+"""The trace row: the contract between replay, metrics and reports (extend, don't break).
+One row per (arm_id, repeat, session_id, turn_index, round). Parts are written to a temporary
+name and renamed when complete, so a killed run loses at most the part in flight."""
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+KEY = ("arm_id", "repeat", "session_id", "turn_index", "round")
+
+CANDIDATE = pa.struct([("doc_id", pa.string()), ("score", pa.float64()), ("rank", pa.int32()), ("lane", pa.string())])
+_STR_LIST = pa.list_(pa.string())
+
+SCHEMA = pa.schema([
+    ("run_id", pa.string()),
+    ("arm_id", pa.string()),
+    ("arm", pa.string()),
+    ("params", pa.string()),  # JSON
+    ("repeat", pa.int32()),
+    ("session_id", pa.string()),
+    ("turn_index", pa.int32()),
+    ("query_type", pa.string()),
+    ("language", pa.string()),
+    ("domain", pa.string()),
+    ("round", pa.int32()),
+    ("is_final", pa.bool_()),
+    ("original_query", pa.string()),
+    ("issued_queries", _STR_LIST),
+    ("lanes", _STR_LIST),
+    ("must_keep", _STR_LIST),
+    ("proposed_filters", pa.string()),  # JSON list of {field, op, value}
+    ("applied_filters", pa.string()),  # JSON
+    ("filter_violations", _STR_LIST),
+    ("fallback_reason", pa.string()),
+    ("not_applicable", pa.string()),
+    ("candidates", pa.list_(CANDIDATE)),
+    ("ranking", _STR_LIST),
+    ("verdict", pa.string()),
+    ("verdict_reason", pa.string()),
+    ("answer", pa.string()),
+    ("answer_doc_ids", _STR_LIST),
+    ("abstained", pa.bool_()),
+    ("llm_calls", pa.int32()),
+    ("prompt_tokens", pa.int64()),
+    ("completion_tokens", pa.int64()),
+    ("cost_usd", pa.float64()),
+    ("cache_hits", pa.int32()),
+    ("ms_rewrite", pa.float64()),
+    ("ms_retrieve", pa.float64()),
+    ("ms_grade", pa.float64()),
+    ("ms_answer", pa.float64()),
+    ("ms_total", pa.float64()),
+    ("error", pa.string()),
+    ("prompt_hashes", pa.string()),  # JSON {role: hash}
+    ("backend", pa.string()),  # JSON {role: model or "offline"}
+])
+
+JSON_COLUMNS = ("params", "proposed_filters", "applied_filters", "prompt_hashes", "backend")
+
+
+def to_json(v) -> str:
+    return json.dumps(v, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def rows_to_table(rows: list[dict]) -> pa.Table:
+    cols = {f.name: [r.get(f.name) for r in rows] for f in SCHEMA}
+    return pa.table(cols, schema=SCHEMA)
+
+
+class PartWriter:
+    """Buffers rows and writes `traces/part-NNNNN-<uid>.parquet` atomically every `rows_per_part`
+    rows. Callers add all rows of one turn at once, so a part never splits a turn."""
+
+    def __init__(self, run_dir: Path, rows_per_part: int = 2000):
+        self.dir = Path(run_dir) / "traces"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.rows_per_part = rows_per_part
+        self.buf: list[dict] = []
+        self.parts = len(list(self.dir.glob("part-*.parquet")))
+        self.written = 0
+
+    def add(self, rows: list[dict]) -> None:
+        self.buf.extend(rows)
+        if len(self.buf) >= self.rows_per_part:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buf:
+            return
+        name = f"part-{self.parts:05d}-{uuid.uuid4().hex[:8]}.parquet"
+        tmp = self.dir / (name + ".tmp")
+        pq.write_table(rows_to_table(self.buf), tmp)
+        tmp.replace(self.dir / name)
+        self.parts += 1
+        self.written += len(self.buf)
+        self.buf = []
+
+
+def read_traces(run_dir: Path, columns: list[str] | None = None) -> pa.Table:
+    """All complete parts of a run (temporary files of a part in flight are ignored)."""
+    parts = sorted((Path(run_dir) / "traces").glob("part-*.parquet"))
+    if not parts:
+        return SCHEMA.empty_table() if columns is None else SCHEMA.empty_table().select(columns)
+    tables = []
+    for p in parts:
+        try:
+            tables.append(pq.read_table(p, columns=columns, schema=SCHEMA if columns is None else None))
+        except (pa.ArrowInvalid, OSError) as e:
+            raise RuntimeError(f"{p}: unreadable trace part ({e}); delete it and run with --resume") from None
+    return pa.concat_tables(tables)

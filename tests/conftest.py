@@ -1,0 +1,57 @@
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "datasets"
+os.environ.setdefault("HARNESS_HOME", str(ROOT))
+os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
+os.environ["RAGAS_DO_NOT_TRACK"] = "true"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def write_set(root: Path, info: dict | None = None, docs: list | None = None, sessions: list | None = None,
+              test_sessions: list | None = None) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    info = info if info is not None else {
+        "name": "tiny", "version": "1", "languages": ["en"], "source": "test", "licence": "CC0",
+        "filters": [{"field": "material", "type": "string", "kind": "preference"},
+                    {"field": "assortment", "type": "string_list", "kind": "entitlement", "account_key": "assortment"}]}
+    (root / "eval_set.yaml").write_text(yaml.safe_dump(info), encoding="utf-8")
+    docs = docs if docs is not None else TINY_DOCS
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    sessions = sessions if sessions is not None else TINY_SESSIONS
+    (root / "sessions.jsonl").write_text("".join(json.dumps(s) + "\n" for s in sessions), encoding="utf-8")
+    if test_sessions:
+        (root / "sessions.test.jsonl").write_text("".join(json.dumps(s) + "\n" for s in test_sessions), encoding="utf-8")
+    return root
+
+
+TINY_DOCS = [
+    {"doc_id": "d1", "title": "Holiday", "text": "Employees get 30 days of holiday per calendar year. Leftover days must be taken by 31 March.",
+     "metadata": {"material": "none", "assortment": ["A", "B"]}},
+    {"doc_id": "d2", "title": "Travel", "text": "Rail travel is second class. Flights only above 600 km. Per diem is 28 EUR.",
+     "metadata": {"material": "none", "assortment": ["A"]}},
+    {"doc_id": "d3", "title": "Stainless bolt 4711-32", "text": "Hex bolt M8 x 40 stainless steel A2, part number 4711-32.",
+     "metadata": {"material": "stainless", "assortment": ["A"]}},
+    {"doc_id": "d4", "title": "Galvanised bolt 4711-33", "text": "Hex bolt M8 x 40 galvanised steel, part number 4711-33.",
+     "metadata": {"material": "galvanised", "assortment": ["B"]}},
+]
+
+TINY_SESSIONS = [
+    {"session_id": "s1", "domain": "hr", "turns": [
+        {"user": "How many holiday days do I get?", "assistant": {"answer": "30 days.", "shown": [{"doc_id": "d1", "name": "Holiday"}]},
+         "labels": {"qrels": {"d1": 2}, "query_type": "direct", "language": "en", "reference_rewrite": "holiday days per year"}},
+        {"user": "and for travel by train?",
+         "labels": {"qrels": {"d2": 1}, "query_type": "topic_switch", "language": "en", "reference_rewrite": "rail travel class"}}]},
+    {"session_id": "s2", "domain": "shop", "account": {"assortment": "A"}, "turns": [
+        {"user": "M8 hex bolts", "labels": {"qrels": {"d3": 2, "d4": 1}, "query_type": "self_contained", "language": "en"}}]},
+]
+
+
+@pytest.fixture
+def tiny_set(tmp_path):
+    return write_set(tmp_path / "tiny")
