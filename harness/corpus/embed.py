@@ -115,6 +115,7 @@ class EmbeddingCache:
     def __init__(self, root: str | Path, block: int = 256):
         self.root = Path(root)
         self.block = block
+        self._pending: dict[tuple[str, str], list[str]] = {}
         self._mem: dict[tuple[str, str], dict[str, np.ndarray]] = {}
         self.hits = 0
         self.misses = 0
@@ -141,14 +142,25 @@ class EmbeddingCache:
         self.misses += len(missing)
         self.hits += len(keys) - len(missing)
         fn = embedder.embed_queries if kind == "query" else embedder.embed_documents
-        for i in range(0, len(missing), self.block):  # written block by block: a kill loses one block
+        for i in range(0, len(missing), self.block):
             block = missing[i:i + self.block]
             vecs = fn([t for _, t in block]).astype(np.float16)
-            self._write_shard(embedder.name, kind, [k for k, _ in block], vecs)
+            pend = self._pending.setdefault((embedder.name, kind), [])
             for (k, _), v in zip(block, vecs):
                 table[k] = v
+                pend.append(k)
+            if len(pend) >= self.block:  # written block by block: a kill loses at most one block
+                self.flush()
         # always serve the float16 values, cold or warm, so rankings are identical
         return np.vstack([table[k] for k in keys]).astype(np.float32) if keys else np.zeros((0, embedder.dim), np.float32)
+
+    def flush(self) -> None:
+        """Write the entries computed since the last flush as one new shard per model and kind."""
+        for (model, kind), keys in list(self._pending.items()):
+            if keys:
+                table = self._mem[(model, kind)]
+                self._write_shard(model, kind, keys, np.vstack([table[k] for k in keys]).astype(np.float16))
+            self._pending[(model, kind)] = []
 
     def _write_shard(self, model, kind, keys, vecs):
         d = self._dir(model, kind)

@@ -12,14 +12,22 @@ def _as_list(v: Any) -> list:
     return list(v) if isinstance(v, (list, tuple, set)) else [v]
 
 
+def _is_float(v) -> bool:
+    return isinstance(v, float) and not isinstance(v, bool)
+
+
 def to_qdrant(filters: list[dict]) -> qm.Filter | None:
     if not filters:
         return None
     must = []
     for f in filters:
         key, op, val = f"meta.{f['field']}", f.get("op", "eq"), f["value"]
-        if op == "eq":
+        if op == "eq" and _is_float(val):  # MatchValue takes only str, int and bool
+            must.append(qm.FieldCondition(key=key, range=qm.Range(gte=val, lte=val)))
+        elif op == "eq":
             must.append(qm.FieldCondition(key=key, match=qm.MatchValue(value=val)))
+        elif op == "in" and any(_is_float(v) for v in _as_list(val)):
+            must.append(qm.Filter(should=[qm.FieldCondition(key=key, range=qm.Range(gte=v, lte=v)) for v in _as_list(val)]))
         elif op == "in":
             must.append(qm.FieldCondition(key=key, match=qm.MatchAny(any=_as_list(val))))
         elif op == "gte":

@@ -53,6 +53,7 @@ class Index:
         self.meta = {d.doc_id: d.metadata for d in docs.values()}
         misses0 = cache.misses
         vecs = cache.get_or_compute(embedder, "passage", [c.text for c in self.chunks])
+        cache.flush()
         self.stats = IndexStats(chunks=len(self.chunks), embedded=cache.misses - misses0)
         self.client = QdrantClient(url=qdrant_url) if qdrant_url else QdrantClient(location=":memory:")
         self.collection = collection
@@ -106,7 +107,7 @@ class Index:
                 scores = np.where(np.isin(self._chunk_doc, list(allowed)), scores, 0.0)
             best: dict[str, float] = {}
             for i in np.nonzero(scores > 0)[0]:
-                d = self._chunk_doc[i]
+                d = str(self._chunk_doc[i])
                 best[d] = max(best.get(d, 0.0), float(scores[i]))
             out.append(_hits(best, k, "bm25"))
         return out

@@ -26,7 +26,7 @@ def by_turn_index(agg: pd.DataFrame, metric: str, arms: list[str]) -> tuple[list
                 continue
             r = sub.loc[(arm, s)]
             cell = _fmt(r["mean"]) if r["n"] else "n/a"
-            cell += f" (n={int(r['n'])}" + (f", unmeasured {int(r['n_unmeasured'])})" if r["n_unmeasured"] else ")")
+            cell += f" (n={int(r['n'])}" + (f", {int(r['n_unmeasured'])} unmeasured)" if r["n_unmeasured"] else ")")
             cells.append(cell)
         rows.append(cells)
     return header, rows
