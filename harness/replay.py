@@ -172,8 +172,11 @@ class Replay:
         index = index or build_index(self.es, self.cfg.index, cache_dir)
         jobs = [j for j in self.jobs(index) if (j.arm.arm_id, j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]
         writer = PartWriter(self.run_dir)
-        counts = asyncio.run(self._run_jobs(jobs, writer))
-        writer.flush()
+        try:
+            counts = asyncio.run(self._run_jobs(jobs, writer))
+        finally:
+            writer.flush()
+            index.cache.flush()
         counts.update({"turns_skipped_resume": len(done), "seconds": round(time.perf_counter() - t0, 2),
                        "embeddings_cold": index.cache.misses, "embeddings_cached": index.cache.hits})
         write_manifest(self.run_dir, self._manifest("complete", index=index, counts=counts, started=started))
