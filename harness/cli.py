@@ -104,9 +104,11 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
         rp = Replay(cfg, raw, run_dir=run_dir, progress=not no_progress and sys.stderr.isatty(), resume=bool(resume))
     except (ConfigError, EvalSetError, FileNotFoundError, ValueError) as e:
         fail(str(e))
+    from harness.llm.transport import ReplayMiss
+
     try:
         out = rp.run()
-    except FileExistsError as e:
+    except (FileExistsError, ReplayMiss) as e:
         fail(str(e))
     console.print(f"run folder: {out}", highlight=False)
     if metrics:

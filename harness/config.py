@@ -28,6 +28,12 @@ class MetricsConfig(Strict):
     mrr_at: int = 10
 
 
+def _llm_default():
+    from harness.roles.base import LLMConfig
+
+    return LLMConfig()
+
+
 class RunConfig(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     eval_set: str
@@ -39,6 +45,7 @@ class RunConfig(Strict):
     repeats: int = Field(default=1, ge=1)
     seed: int = 0
     runs_dir: str = "runs"
+    llm: "LLMConfig" = Field(default_factory=_llm_default)  # roles without an endpoint run offline
 
 
 class ConfigError(Exception):
@@ -99,3 +106,8 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None)
 
 def canonical_hash(raw: dict) -> str:
     return hashlib.sha256(json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
+from harness.roles.base import LLMConfig  # noqa: E402
+
+RunConfig.model_rebuild()

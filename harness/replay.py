@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from harness.arms import BaseArm, expand_grid, make_arm
 from harness.arms.base import ArmResult, TurnContext
 from harness.config import RunConfig, canonical_hash
+from harness.llm.transport import ReplayMiss
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
 from harness.manifest import git_state, now, read_manifest, versions, write_manifest
 from harness.traces import PartWriter, read_traces, to_json
@@ -61,11 +62,11 @@ def new_run_id(name: str) -> str:
     return f"{name}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
-def build_arms(cfg: RunConfig) -> list[BaseArm]:
+def build_arms(cfg: RunConfig, roles=None) -> list[BaseArm]:
     arms, seen = [], set()
     for spec in cfg.arms:
         for point in expand_grid(spec):
-            arm = make_arm(point)
+            arm = make_arm(point, roles)
             if arm.arm_id in seen:
                 raise ValueError(f"arm {arm.arm_id} listed twice")
             seen.add(arm.arm_id)
@@ -104,6 +105,8 @@ def result_rows(run_id: str, arm: BaseArm, repeat: int, ctx: TurnContext, result
             "ms_answer": ms.get("answer"), "ms_total": ms.get("total", sum(v for v in ms.values() if v)),
             "error": r.error, "prompt_hashes": to_json(llm.get("prompt_hashes", {})),
             "backend": to_json(arm.backends() or {}),
+            "clarify": to_json(r.clarify) if r.clarify else None, "turn_class": r.turn_class,
+            "filters_removed": r.filters_removed,
         })
     return rows
 
@@ -112,8 +115,11 @@ class Replay:
     def __init__(self, cfg: RunConfig, raw_cfg: dict, run_dir: Path | None = None, progress: bool = True,
                  resume: bool = False):
         self.cfg, self.raw = cfg, raw_cfg
+        from harness.roles.base import Roles
+
         self.es = load_eval_set(cfg.eval_set)
-        self.arms = build_arms(cfg)
+        self.roles = Roles(cfg.llm, cfg.concurrency)
+        self.arms = build_arms(cfg, self.roles)
         self.progress = progress
         if run_dir is None:
             run_dir = Path(cfg.runs_dir) / new_run_id(cfg.name)
@@ -134,7 +140,10 @@ class Replay:
                       "embedded_cold": index.stats.embedded if index else None},
             "arms": [{"arm_id": a.arm_id, "arm": a.name, "params": a.params.model_dump(), "backends": a.backends()}
                      for a in self.arms],
-            "prompt_hashes": {}, "seed": self.cfg.seed, "repeats": self.cfg.repeats,
+            "prompt_hashes": self.roles.prompt_hashes(), "seed": self.cfg.seed,
+            "llm": {"cache": self.cfg.llm.cache.model_dump(),
+                    "roles": {r: {"kind": e.kind, "model": e.model, "prompt": self.roles.prompt(r)}
+                              for r, e in self.cfg.llm.roles.items()}}, "repeats": self.cfg.repeats,
             "metrics": self.cfg.metrics.model_dump(),
             "started": started, "ended": now() if status != "running" else None, "counts": counts or {},
         }
@@ -148,7 +157,8 @@ class Replay:
                     ctx = TurnContext(session=s, position=pos, turn_index=tix, turn=t,
                                       entitlement_filters=entitlement_filters(self.es.info, account),
                                       inherited_filters=[f.model_dump() for f in t.state.filters],
-                                      index=index, info=self.es.info, repeat=rep, seed=self.cfg.seed + rep)
+                                      index=index, info=self.es.info, repeat=rep, seed=self.cfg.seed + rep,
+                                      roles=self.roles)
                     out.append(Job(arm, rep, ctx))
         return out
 
@@ -174,6 +184,10 @@ class Replay:
         writer = PartWriter(self.run_dir)
         try:
             counts = asyncio.run(self._run_jobs(jobs, writer))
+        except BaseException as e:  # the folder says why it stopped; --resume continues it
+            write_manifest(self.run_dir, {**self._manifest("failed", index=index, started=started),
+                                          "failure": f"{type(e).__name__}: {e}"})
+            raise
         finally:
             writer.flush()
             index.cache.flush()
@@ -184,7 +198,7 @@ class Replay:
 
     async def _run_jobs(self, jobs: list[Job], writer: PartWriter) -> dict:
         sem = asyncio.Semaphore(self.cfg.concurrency)
-        counts = {"turns": 0, "rows": 0, "errors": 0, "not_applicable": 0, "llm_calls": 0, "cache_hits": 0}
+        counts = {"turns": 0, "rows": 0, "errors": 0, "fallbacks": 0, "not_applicable": 0, "llm_calls": 0, "cache_hits": 0}
         prog = _progress(self.progress, len(jobs))
 
         async def one(job: Job):
@@ -192,6 +206,8 @@ class Replay:
                 t0 = time.perf_counter()
                 try:
                     results = await job.arm.run(job.ctx)
+                except ReplayMiss:  # not a failed call: the cache does not cover this run
+                    raise
                 except Exception as e:  # a run never dies because one turn failed: the row records it
                     results = [ArmResult(issued_queries=[], lanes=[], applied_filters=[], candidates=[], ranking=[],
                                          error=f"{type(e).__name__}: {e}")]
@@ -202,13 +218,18 @@ class Replay:
                 counts["turns"] += 1
                 counts["rows"] += len(rows)
                 counts["errors"] += sum(1 for r in rows if r["error"])
+                counts["fallbacks"] += sum(1 for r in rows if r["fallback_reason"])
                 counts["not_applicable"] += sum(1 for r in rows if r["not_applicable"] and r["is_final"])
                 counts["llm_calls"] += sum(r["llm_calls"] for r in rows)
                 counts["cache_hits"] += sum(r["cache_hits"] for r in rows)
                 prog.advance()
 
-        with prog:
-            await asyncio.gather(*(one(j) for j in jobs))
+        try:
+            with prog:
+                await asyncio.gather(*(one(j) for j in jobs))
+        finally:
+            counts["http_calls"] = self.roles.http_calls()
+            await self.roles.aclose()
         return counts
 
 

@@ -57,6 +57,9 @@ SCHEMA = pa.schema([
     ("error", pa.string()),
     ("prompt_hashes", pa.string()),  # JSON {role: hash}
     ("backend", pa.string()),  # JSON {role: model or "offline"}
+    ("clarify", pa.string()),  # JSON {question, options} when the rewrite asked back
+    ("turn_class", pa.string()),  # the decide role's class of the turn, where an arm asked it
+    ("filters_removed", _STR_LIST),  # "field: reason" for every proposed filter that was rejected
 ])
 
 JSON_COLUMNS = ("params", "proposed_filters", "applied_filters", "prompt_hashes", "backend")

@@ -56,6 +56,7 @@ class TurnContext:
     info: Any  # EvalSetInfo
     repeat: int = 0
     seed: int = 0
+    roles: Any = None  # harness.roles.base.Roles
     extra: dict = field(default_factory=dict)
 
     @property
@@ -90,6 +91,9 @@ class ArmResult:
     ms: dict = field(default_factory=dict)
     llm: dict = field(default_factory=dict)  # llm_calls, tokens, cost, cache_hits, prompt_hashes
     error: str | None = None
+    clarify: dict | None = None
+    turn_class: str | None = None
+    filters_removed: list[str] = field(default_factory=list)  # "field: reason" for every rejected filter
 
 
 class Arm(Protocol):
@@ -107,13 +111,17 @@ class Arm(Protocol):
 class BaseArm:
     name: ClassVar[str] = "?"
     Params: ClassVar[type[Params]] = Params
+    uses: ClassVar[tuple[str, ...]] = ()  # the LLM roles this arm calls
 
-    def __init__(self, **kwargs):
+    def __init__(self, roles=None, **kwargs):
         self.params = self.Params(**kwargs)
+        self.roles = roles
 
     def backends(self) -> dict[str, str]:
         """LLM role -> model name (or 'offline'); empty for arms that use no LLM role."""
-        return {}
+        from harness.roles.base import OFFLINE
+
+        return {r: (self.roles.backend(r) if self.roles is not None else OFFLINE) for r in self.uses}
 
     @property
     def arm_id(self) -> str:
@@ -137,7 +145,7 @@ class ArmSpecError(ValueError):
     pass
 
 
-def make_arm(spec: str | dict) -> BaseArm:
+def make_arm(spec: str | dict, roles=None) -> BaseArm:
     if isinstance(spec, str):
         spec = {"name": spec}
     spec = dict(spec)
@@ -145,7 +153,7 @@ def make_arm(spec: str | dict) -> BaseArm:
     if name not in REGISTRY:
         raise ArmSpecError(f"unknown arm {name!r}; known: {', '.join(sorted(REGISTRY))}")
     try:
-        return REGISTRY[name](**spec)
+        return REGISTRY[name](roles=roles, **spec)
     except ValidationError as e:
         msgs = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
         raise ArmSpecError(f"arm {name}: {msgs}") from None

@@ -19,23 +19,26 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENT.split(text) if s and s.strip()]
 
 
-def _split_long(sentence: str, max_chars: int) -> list[str]:
+def _pack(pieces: list[str], max_chars: int) -> list[str]:
+    """Join pieces with spaces greedily into strings of at most max_chars (each piece fits)."""
     out, cur = [], ""
-    for w in sentence.split():
-        while len(w) > max_chars:  # a single "word" longer than the limit
-            if cur:
-                out.append(cur)
-                cur = ""
-            out.append(w[:max_chars])
-            w = w[max_chars:]
-        if cur and len(cur) + 1 + len(w) > max_chars:
+    for p in pieces:
+        if cur and len(cur) + 1 + len(p) > max_chars:
             out.append(cur)
-            cur = w
+            cur = p
         else:
-            cur = f"{cur} {w}" if cur else w
+            cur = f"{cur} {p}" if cur else p
     if cur:
         out.append(cur)
     return out
+
+
+def _split_long(sentence: str, max_chars: int) -> list[str]:
+    """A sentence longer than the limit, split at word borders (a longer word is cut)."""
+    words = []
+    for w in sentence.split():
+        words.extend(w[i:i + max_chars] for i in range(0, len(w), max_chars))
+    return _pack(words, max_chars)
 
 
 def chunk_text(text: str, max_chars: int) -> list[str]:
@@ -44,16 +47,7 @@ def chunk_text(text: str, max_chars: int) -> list[str]:
     pieces: list[str] = []
     for s in split_sentences(text):
         pieces.extend([s] if len(s) <= max_chars else _split_long(s, max_chars))
-    chunks, cur = [], ""
-    for p in pieces:
-        if cur and len(cur) + 1 + len(p) > max_chars:
-            chunks.append(cur)
-            cur = p
-        else:
-            cur = f"{cur} {p}" if cur else p
-    if cur:
-        chunks.append(cur)
-    return chunks
+    return _pack(pieces, max_chars)
 
 
 def chunk_document(doc_id: str, title: str, text: str, max_chars: int) -> list[Chunk]:

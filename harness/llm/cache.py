@@ -1,0 +1,84 @@
+"""Content-addressed LLM response cache in SQLite (WAL mode, safe for concurrent runs).
+
+Key: sha256 of the canonical request (endpoint kind, model, HTTP path, JSON body with sorted
+keys). Authorization and api-key headers never reach the key or the store, so a cache folder
+shared between CI runs holds no secret. A row keeps the reply body, token usage and the
+original latency. Errors are never cached.
+
+Modes: readwrite (default), replay (a miss is an error naming the role and prompt), refresh
+(ask again and overwrite), off."""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+MODES = ("readwrite", "replay", "refresh", "off")
+
+
+class CacheMiss(Exception):
+    """A miss in replay mode."""
+
+
+@dataclass
+class CachedReply:
+    body: bytes
+    latency_ms: float
+    created: float
+
+
+def request_key(kind: str, path: str, body: dict) -> str:
+    canon = json.dumps({"kind": kind, "path": path, "body": body}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+class LLMCache:
+    def __init__(self, folder: str | Path, mode: str = "readwrite"):
+        if mode not in MODES:
+            raise ValueError(f"cache mode {mode!r}: expected one of {', '.join(MODES)}")
+        self.mode = mode
+        self.folder = Path(folder)
+        self.path = self.folder / "llm_cache.sqlite"
+        self._local = threading.local()
+        if mode != "off":
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with self._conn() as c:
+                c.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, kind TEXT, model TEXT, "
+                          "role TEXT, body BLOB NOT NULL, latency_ms REAL, created REAL)")
+
+    def _conn(self) -> sqlite3.Connection:
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            c = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            c.execute("PRAGMA journal_mode=WAL")
+            c.execute("PRAGMA synchronous=NORMAL")
+            c.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = c
+        return c
+
+    def get(self, key: str) -> CachedReply | None:
+        if self.mode in ("off", "refresh"):
+            return None
+        row = self._conn().execute("SELECT body, latency_ms, created FROM replies WHERE key=?", (key,)).fetchone()
+        return CachedReply(bytes(row[0]), row[1], row[2]) if row else None
+
+    def put(self, key: str, body: bytes, latency_ms: float, kind: str = "", model: str = "", role: str = "") -> None:
+        if self.mode in ("off", "replay"):
+            return
+        for attempt in range(5):
+            try:
+                self._conn().execute("INSERT OR REPLACE INTO replies VALUES (?,?,?,?,?,?,?)",
+                                     (key, kind, model, role, body, latency_ms, time.time()))
+                return
+            except sqlite3.OperationalError:  # database locked beyond busy_timeout: back off
+                time.sleep(0.05 * (attempt + 1))
+        raise RuntimeError(f"{self.path}: could not write cache entry")
+
+    def __len__(self) -> int:
+        if self.mode == "off":
+            return 0
+        return self._conn().execute("SELECT COUNT(*) FROM replies").fetchone()[0]

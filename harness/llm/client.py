@@ -1,0 +1,232 @@
+"""One async LLM client over the openai SDK for OpenAI, Azure OpenAI (v1 API) and any
+OpenAI-compatible server. Structured output (json_schema, strict), one repair attempt,
+retries with exponential backoff and jitter honouring Retry-After, a concurrency bound shared
+by the whole replay, optional requests/tokens per minute budgets, the cache at the HTTP
+transport, and a ledger record per call. A failed call never raises: the record carries the
+error and the caller falls back."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+import openai
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.llm.cache import LLMCache
+from harness.llm.ledger import CallRecord, cost_usd, load_prices
+from harness.llm.schema import strict_schema
+from harness.llm.transport import CACHE_HEADER, LATENCY_HEADER, ROLE_HEADER, CachingTransport, ReplayMiss
+
+
+class EndpointConfig(BaseModel):
+    """One endpoint. Keys come from the environment only, never from a config file."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["openai", "azure", "openai-compatible"]
+    model: str  # Azure: the deployment name
+    base_url: str | None = None  # openai-compatible: required; azure: default $AZURE_OPENAI_BASE_URL
+    api_key_env: str | None = None  # name of the variable holding the key (default per kind)
+    timeout: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=4, ge=0)
+    backoff_base: float = Field(default=0.5, ge=0)
+    backoff_max: float = Field(default=20.0, ge=0)
+    rpm: int | None = Field(default=None, ge=1)
+    tpm: int | None = Field(default=None, ge=1)
+    temperature: float = 0.0
+    max_tokens: int = 512
+    max_string_length: int | None = None  # adds maxLength to schema strings (llama.cpp grammars)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    def key_env(self) -> str | None:
+        if self.api_key_env:
+            return self.api_key_env
+        return {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}.get(self.kind)
+
+    def resolved_base_url(self) -> str | None:
+        if self.kind == "azure":
+            url = self.base_url or os.environ.get("AZURE_OPENAI_BASE_URL")
+            if not url:
+                raise ValueError("azure endpoint: set AZURE_OPENAI_BASE_URL or base_url (…/openai/v1/)")
+            return url
+        if self.kind == "openai-compatible" and not self.base_url:
+            raise ValueError("openai-compatible endpoint needs base_url")
+        return self.base_url
+
+
+@dataclass
+class StructuredResult:
+    value: BaseModel | None
+    record: CallRecord
+    raw: str | None = None
+
+
+class _Budget:
+    """Requests and tokens per minute, as a sliding window."""
+
+    def __init__(self, rpm: int | None, tpm: int | None, window: float = 60.0):
+        self.rpm, self.tpm, self.window = rpm, tpm, window
+        self.events: list[tuple[float, int]] = []
+        self.lock = asyncio.Lock()
+
+    async def acquire(self, tokens: int) -> None:
+        if not self.rpm and not self.tpm:
+            return
+        async with self.lock:
+            while True:
+                now = time.monotonic()
+                self.events = [(t, n) for t, n in self.events if now - t < self.window]
+                ok_r = not self.rpm or len(self.events) < self.rpm
+                ok_t = not self.tpm or sum(n for _, n in self.events) + tokens <= self.tpm or not self.events
+                if ok_r and ok_t:
+                    self.events.append((now, tokens))
+                    return
+                await asyncio.sleep(max(0.01, self.window - (now - self.events[0][0])))
+
+
+def prompt_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def _retry_after(err: Exception) -> float | None:
+    resp = getattr(err, "response", None)
+    if resp is None:
+        return None
+    v = resp.headers.get("retry-after")
+    try:
+        return float(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError)
+
+
+class LLMClient:
+    def __init__(self, endpoint: EndpointConfig, cache: LLMCache | None = None,
+                 semaphore: asyncio.Semaphore | None = None, prices: dict | None = None, seed: int | None = None):
+        self.endpoint = endpoint
+        self.cache = cache
+        self.semaphore = semaphore
+        self.prices = prices if prices is not None else load_prices()
+        self.seed = seed
+        self.transport = CachingTransport(httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256)),
+                                          cache, endpoint.kind)
+        key_env = endpoint.key_env()
+        key = os.environ.get(key_env) if key_env else None
+        if not key:
+            if endpoint.kind == "openai-compatible":
+                key = "none"
+            else:
+                raise ValueError(f"{endpoint.kind} endpoint: set {key_env} in the environment")
+        self.sdk = openai.AsyncOpenAI(
+            api_key=key, base_url=endpoint.resolved_base_url(), max_retries=0, timeout=endpoint.timeout,
+            http_client=httpx.AsyncClient(transport=self.transport, timeout=endpoint.timeout))
+        self.budget = _Budget(endpoint.rpm, endpoint.tpm)
+
+    @property
+    def name(self) -> str:
+        return self.endpoint.model
+
+    @property
+    def stats(self):
+        return self.transport.stats
+
+    async def aclose(self) -> None:
+        await self.sdk.close()
+
+    async def _create(self, role: str, body: dict):
+        """One chat completion with retries. Returns (completion, headers, attempts)."""
+        attempts = 0
+        est = sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4 + body.get("max_tokens", 0)
+        while True:
+            attempts += 1
+            await self.budget.acquire(est)
+            try:
+                if self.semaphore is not None:
+                    async with self.semaphore:
+                        raw = await self.sdk.chat.completions.with_raw_response.create(
+                            **body, extra_headers={ROLE_HEADER: role})
+                else:
+                    raw = await self.sdk.chat.completions.with_raw_response.create(**body, extra_headers={ROLE_HEADER: role})
+                return raw.parse(), raw.headers, attempts
+            except ReplayMiss:
+                raise
+            except RETRYABLE as e:
+                if attempts > self.endpoint.max_retries:
+                    raise
+                wait = _retry_after(e)
+                if wait is None:
+                    wait = min(self.endpoint.backoff_max, self.endpoint.backoff_base * 2 ** (attempts - 1))
+                    wait *= 0.5 + random.random()  # jitter
+                await asyncio.sleep(wait)
+
+    async def structured(self, role: str, system: str, user: str, schema: type[BaseModel],
+                         seed: int | None = None, repair: bool = True) -> StructuredResult:
+        ep = self.endpoint
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        rec = CallRecord(role=role, model=ep.model, prompt_hash=prompt_hash(system))
+        body = {"model": ep.model, "messages": messages, "temperature": ep.temperature, "max_tokens": ep.max_tokens,
+                "response_format": {"type": "json_schema", "json_schema": {
+                    "name": schema.__name__, "strict": True, "schema": strict_schema(schema, ep.max_string_length)}}}
+        s = seed if seed is not None else self.seed
+        if s is not None:
+            body["seed"] = s
+        if ep.extra_body:
+            body["extra_body"] = ep.extra_body
+        raw_text = None
+        for attempt in range(2 if repair else 1):
+            try:
+                completion, headers, n = await self._create(role, body)
+            except ReplayMiss:
+                raise
+            except Exception as e:  # recorded; the caller falls back
+                rec.error = _err(e)
+                return StructuredResult(None, rec, raw_text)
+            rec.attempts += n
+            self._account(rec, completion, headers)
+            if not completion.choices:
+                rec.error = "empty choices"
+                raw_text = None
+            else:
+                raw_text = completion.choices[0].message.content or ""
+                try:
+                    value = schema.model_validate(json.loads(raw_text))
+                    rec.error = None
+                    return StructuredResult(value, rec, raw_text)
+                except json.JSONDecodeError as e:
+                    rec.error = f"invalid JSON: {e.msg}"
+                except ValidationError as e:
+                    rec.error = "schema violation: " + "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:3])
+            # one repair attempt: show the model its reply and the problem
+            body = {**body, "messages": messages + [
+                {"role": "assistant", "content": raw_text or ""},
+                {"role": "user", "content": f"That reply was not valid ({rec.error}). Reply again with only JSON that matches the schema."}]}
+        return StructuredResult(None, rec, raw_text)
+
+    def _account(self, rec: CallRecord, completion, headers) -> None:
+        u = getattr(completion, "usage", None)
+        if u is not None:
+            rec.prompt_tokens += u.prompt_tokens or 0
+            rec.completion_tokens += u.completion_tokens or 0
+            details = getattr(u, "prompt_tokens_details", None)
+            rec.cached_tokens += (getattr(details, "cached_tokens", 0) or 0) if details else 0
+        rec.cache_hit = headers.get(CACHE_HEADER) == "hit"
+        try:
+            rec.latency_ms += float(headers.get(LATENCY_HEADER, 0))
+        except ValueError:
+            pass
+        rec.cost_usd = cost_usd(self.prices, self.endpoint.model, rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens)
+
+
+def _err(e: Exception) -> str:
+    name = type(e).__name__
+    status = getattr(e, "status_code", None)
+    msg = str(e).split("\n")[0][:200]
+    return f"{name}{f' {status}' if status else ''}: {msg}"

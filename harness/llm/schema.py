@@ -1,0 +1,32 @@
+"""Strict JSON schemas from pydantic models for `response_format: json_schema, strict: true`:
+every object closed (additionalProperties false) and every property required (optional
+values are nullable). `max_string_length` adds maxLength to strings, for servers such as
+llama.cpp that enforce the schema with a grammar (a model that never stops would otherwise run
+to max_tokens and cut the JSON)."""
+from __future__ import annotations
+
+import copy
+
+from pydantic import BaseModel
+
+
+def strict_schema(model: type[BaseModel], max_string_length: int | None = None) -> dict:
+    schema = copy.deepcopy(model.model_json_schema())
+
+    def walk(node):
+        if isinstance(node, dict):
+            node.pop("title", None)
+            node.pop("default", None)
+            if node.get("type") == "object" or "properties" in node:
+                node["additionalProperties"] = False
+                node["required"] = list(node.get("properties", {}))
+            if node.get("type") == "string" and max_string_length and "enum" not in node:
+                node.setdefault("maxLength", max_string_length)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(schema)
+    return schema

@@ -1,0 +1,37 @@
+"""The answer role: answer from the hits with the source in brackets, or abstain. Offline:
+extractive, the best sentences of the top passages by term coverage, each with its [doc_id];
+the fixed abstention text in the turn's language when nothing covers the question."""
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from harness.roles.text import best_sentences
+
+ABSTAIN = {"en": "I find nothing on this in the knowledge base.",
+           "de": "Dazu finde ich nichts in der Wissensdatenbank."}
+
+
+class AnswerOutput(BaseModel):
+    answer: str = Field(max_length=2000)
+    doc_ids: list[str]
+    abstained: bool
+
+
+def abstention(language: str | None) -> str:
+    return ABSTAIN.get(language or "en", ABSTAIN["en"])
+
+
+def answer_offline(question: str, passages: list[tuple[str, str]], language: str | None, k: int = 2) -> AnswerOutput:
+    """passages: (doc_id, text), best first; the answer cites the passages it quotes."""
+    parts, used = [], []
+    for doc_id, text in passages[:3]:
+        sents = best_sentences(question, text, k=k - len(parts))
+        for s in sents:
+            parts.append(f"{s} [{doc_id}]")
+            if doc_id not in used:
+                used.append(doc_id)
+        if len(parts) >= k:
+            break
+    if not parts:
+        return AnswerOutput(answer=abstention(language), doc_ids=[], abstained=True)
+    return AnswerOutput(answer=" ".join(parts), doc_ids=used, abstained=False)

@@ -1,0 +1,117 @@
+"""Roles: jobs an LLM can do (rewrite, decide, hyde, grade, rerank, answer, judge). Each role
+has an `llm` implementation (a prompt file, a strict output schema, a call through the LLM
+layer) and an `offline` one that needs no model. The backend of a role is the model name or
+`offline`, part of every arm id that uses it. An LLM call that fails falls back to the offline
+implementation, and the outcome says so (error and fallback), so no offline result is ever
+reported as a model's."""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.llm.cache import LLMCache
+from harness.llm.client import EndpointConfig, LLMClient
+from harness.llm.ledger import CallRecord, load_prices
+
+ROLES = ("rewrite", "decide", "hyde", "grade", "rerank", "answer", "judge")
+OFFLINE = "offline"
+
+
+def prompt_text(name: str) -> str:
+    """A versioned prompt file from harness/prompts (e.g. `rewrite.v1`)."""
+    return resources.files("harness.prompts").joinpath(f"{name}.md").read_text(encoding="utf-8")
+
+
+def prompt_file_hash(name: str) -> str:
+    return hashlib.sha256(prompt_text(name).encode("utf-8")).hexdigest()[:12]
+
+
+class RoleEndpoint(EndpointConfig):
+    prompt: str | None = None  # prompt version, e.g. "rewrite.v1" (default: ROLE.v1)
+
+
+class CacheConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    folder: str = ".cache/llm"
+    mode: str = "readwrite"
+
+
+class LLMConfig(BaseModel):
+    """`llm:` in a run config. A role without an endpoint runs offline."""
+
+    model_config = ConfigDict(extra="forbid")
+    roles: dict[str, RoleEndpoint] = Field(default_factory=dict)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+    prices: str | None = None
+
+
+@dataclass
+class Outcome:
+    """What a role returned, and how: the backend that produced it, the call record of an LLM
+    call (None offline), and the fallback reason when the LLM failed and offline stood in."""
+
+    value: Any
+    backend: str
+    record: CallRecord | None = None
+    fallback: str | None = None
+    ms: float = 0.0
+
+
+@dataclass
+class Roles:
+    """The role backends of one run: LLM clients per configured role, offline otherwise."""
+
+    config: LLMConfig = field(default_factory=LLMConfig)
+    concurrency: int = 16
+    clients: dict[str, LLMClient] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.semaphore = asyncio.Semaphore(self.concurrency) if self.config.roles else None
+        self.cache = LLMCache(self.config.cache.folder, self.config.cache.mode) if self.config.roles else None
+        prices = load_prices(self.config.prices)
+        unknown = set(self.config.roles) - set(ROLES)
+        if unknown:
+            raise ValueError(f"llm.roles: unknown role(s) {sorted(unknown)}; known: {', '.join(ROLES)}")
+        for role, ep in self.config.roles.items():
+            self.clients[role] = LLMClient(ep, self.cache, self.semaphore, prices)
+
+    def backend(self, role: str) -> str:
+        ep = self.config.roles.get(role)
+        return ep.model if ep else OFFLINE
+
+    def prompt(self, role: str) -> str:
+        ep = self.config.roles.get(role)
+        return (ep.prompt if ep and ep.prompt else f"{role}.v1")
+
+    def prompt_hashes(self) -> dict[str, str]:
+        return {r: prompt_file_hash(self.prompt(r)) for r in self.config.roles}
+
+    def http_calls(self) -> int:
+        return sum(c.stats.http_calls for c in self.clients.values())
+
+    async def aclose(self):
+        for c in self.clients.values():
+            await c.aclose()
+
+    async def call(self, role: str, user: str, schema: type[BaseModel], offline, seed: int | None = None) -> Outcome:
+        """Ask the role's LLM if one is configured, else run `offline()`. A failed LLM call
+        returns value None with the error on the record: the caller decides the fallback, and
+        nothing offline is ever passed off as the model's answer."""
+        import time
+
+        client = self.clients.get(role)
+        if client is None:
+            t0 = time.perf_counter()
+            value = offline()
+            return Outcome(value, OFFLINE, ms=(time.perf_counter() - t0) * 1000)
+        res = await client.structured(role, prompt_text(self.prompt(role)), user, schema, seed=seed)
+        if res.value is None:
+            return Outcome(None, client.name, res.record, fallback=f"{role} failed: {res.record.error}",
+                           ms=res.record.latency_ms)
+        return Outcome(res.value, client.name, res.record, ms=res.record.latency_ms)

@@ -1,0 +1,73 @@
+"""The compact state a rewriter sees instead of the transcript: the last N turns, the items the
+assistant showed (in order, ids and names, with their catalogue attributes), the active
+filters and the account context."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from harness.arms.base import TurnContext
+from harness.roles.lang import detect_language
+
+COUNTRY_NAMES = {"DE": "Germany", "AT": "Austria", "CH": "Switzerland", "NL": "the Netherlands", "BE": "Belgium",
+                 "FR": "France", "IT": "Italy", "PL": "Poland", "DK": "Denmark", "CZ": "Czechia"}
+
+
+@dataclass
+class ShownItem:
+    doc_id: str
+    name: str
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass
+class PastTurn:
+    user: str
+    answer: str = ""
+    shown: list[ShownItem] = field(default_factory=list)
+
+
+@dataclass
+class CompactState:
+    turn: str
+    history: list[PastTurn]  # oldest first, at most N
+    filters: list[dict]
+    account: dict
+    schema: list[dict]  # preference fields a model may propose: field, type, values, unit
+    language: str | None = None
+
+    @property
+    def last_shown(self) -> list[ShownItem]:
+        for t in reversed(self.history):
+            if t.shown:
+                return t.shown
+        return []
+
+    def country_name(self) -> str | None:
+        c = self.account.get("ship_country")
+        return COUNTRY_NAMES.get(c, c) if c else None
+
+    def to_prompt(self) -> str:
+        """The user message of the rewrite prompt: the state as compact JSON."""
+        return json.dumps({
+            "last_turns": [{"user": t.user, "assistant": t.answer[:300],
+                            "shown": [{"n": i + 1, "doc_id": s.doc_id, "name": s.name} for i, s in enumerate(t.shown)]}
+                           for t in self.history],
+            "active_filters": self.filters, "account": self.account,
+            "filter_fields": self.schema, "turn": self.turn,
+        }, ensure_ascii=False)
+
+
+def compact_state(ctx: TurnContext, last_n: int = 4, turn_text: str | None = None) -> CompactState:
+    meta = getattr(ctx.index, "meta", {}) if ctx.index is not None else {}
+    hist = []
+    for t in ctx.history[-last_n:]:
+        shown = []
+        if t.assistant:
+            shown = [ShownItem(s.doc_id, s.name, meta.get(s.doc_id, {})) for s in t.assistant.shown]
+        hist.append(PastTurn(t.user, t.assistant.answer if t.assistant else "", shown))
+    schema = [{"field": f.field, "type": f.type, **({"values": f.values} if f.values else {}),
+               **({"unit": f.unit} if f.unit else {})} for f in ctx.info.filters if f.kind == "preference"]
+    account = {k: v for k, v in ctx.account.model_dump().items() if v is not None}
+    return CompactState(turn_text if turn_text is not None else ctx.turn.user, hist, list(ctx.inherited_filters),
+                        account, schema, detect_language(turn_text or ctx.turn.user))

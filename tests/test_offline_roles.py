@@ -1,0 +1,118 @@
+"""The offline roles on the b2b-shop patterns of the MAIN split (the held-out split is not looked
+at here), plus the handbook-style roles (grade, answer, hyde, rerank)."""
+from types import SimpleNamespace
+
+import pytest
+
+from harness.arms.base import TurnContext
+from harness.evalset.load import iter_labelled, load_eval_set
+from harness.guards.identifiers import find_identifiers
+from harness.roles.answer import ABSTAIN, answer_offline
+from harness.roles.decide import decide_offline
+from harness.roles.grade import grade_offline
+from harness.roles.rerank import apply_rerank, rerank_offline
+from harness.roles.rewrite import rewrite_offline
+from harness.roles.state import compact_state
+from tests.conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def shop():
+    es = load_eval_set(ROOT / "eval_sets/b2b-shop")
+    index = SimpleNamespace(meta={d: x.metadata for d, x in es.docs.items()})
+    turns = {}
+    for s, pos, tix, t in iter_labelled(es, ["main"]):
+        ctx = TurnContext(s, pos, tix, t, [], [f.model_dump() for f in t.state.filters], index, es.info)
+        turns[(s.session_id, tix)] = (t, compact_state(ctx))
+    return es, turns
+
+
+def rw(shop, sid, tix):
+    t, state = shop[1][(sid, tix)]
+    d = decide_offline(state)
+    return t, d, rewrite_offline(state, d)
+
+
+def flt(out):
+    return {f.field: (f.op, f.value) for f in out.filters}
+
+
+def test_ordinal_resolves_against_the_shown_list(shop):
+    t, d, out = rw(shop, "b2b-m01", 2)  # "the second one in 60 mm?" after [M8x30 A2, M8x40 A2, M8x30 A4]
+    assert d.turn_class == "ordinal" and d.needs_rewrite
+    assert "M8" in out.standalone and "60 mm" in out.standalone and "A2" in out.standalone
+    assert flt(out)["length_mm"] == ("eq", 60) and flt(out)["material"] == ("eq", "stainless steel A2")
+
+
+def test_pronoun_keeps_the_product_and_changes_the_size(shop):
+    t, d, out = rw(shop, "b2b-m04", 2)  # "and in 10 litres?" after the CleanPro degreaser
+    assert d.needs_rewrite
+    assert "CleanPro" in out.standalone and "10 litres" in out.standalone
+    assert flt(out)["container_ml"] == ("eq", 10000) and flt(out)["category"] == ("eq", "degreaser")
+
+
+def test_ellipsis_switches_category_and_carries_thread_and_material(shop):
+    t, d, out = rw(shop, "b2b-m01", 4)  # "and matching nuts?" after M8 x 60 A4 bolts
+    assert d.needs_rewrite
+    assert flt(out)["category"] == ("eq", "hex nut")
+    assert flt(out)["thread"] == ("eq", "M8") and flt(out)["material"] == ("eq", "stainless steel A4")
+
+
+def test_changed_constraint_negates_material_and_bounds_price(shop):
+    _, d, out = rw(shop, "b2b-m01", 3)  # "not A2 - ... the seawater-resistant one"
+    assert d.turn_class == "changed_constraint"
+    assert flt(out)["material"] == ("eq", "stainless steel A4") and " A2" not in out.standalone
+    es, turns = shop
+    hits = [(k, t) for k, (t, st) in turns.items() if "galvanised one" in t.user and "expensive" in t.user]
+    assert hits
+    _, d, out = rw(shop, *hits[0][0])
+    focus_price = turns[hits[0][0]][1].last_shown[0].metadata["price_net"]
+    assert flt(out)["price_net"] == ("lte", round(focus_price - 0.01, 2))
+    assert flt(out)["material"] == ("eq", "galvanised steel")
+
+
+def test_topic_switch_drops_product_filters_and_keeps_the_country(shop):
+    t, d, out = rw(shop, "b2b-m01", 5)  # "ok, if I order today when will it be here?" (account DE)
+    assert d.turn_class == "topic_switch"
+    assert out.filters == [] and "Germany" in out.standalone and "delivery" in out.standalone
+    _, state = shop[1][("b2b-m01", 5)]
+    assert state.filters  # there were product filters to drop
+
+
+def test_identifier_turns_and_self_contained_turns_stay_as_typed(shop):
+    t, d, out = rw(shop, "b2b-m02", 1)
+    assert d.turn_class == "identifier" and out.standalone == "4711-32" and out.must_keep == ["4711-32"]
+    t, d, out = rw(shop, "b2b-m01", 1)
+    assert d.turn_class == "self_contained" and out.standalone == t.user
+
+
+def test_rules_across_the_main_split(shop):
+    """Every labelled identifier typed in a turn survives the offline rewrite verbatim, and the
+    decide role agrees with the labels on whether a rewrite is needed for most turns."""
+    needs = {"pronoun", "ellipsis", "ordinal", "changed_constraint", "topic_switch"}
+    agree = n = 0
+    for (sid, tix), (t, state) in shop[1].items():
+        d = decide_offline(state)
+        out = rewrite_offline(state, d)
+        for ident in find_identifiers(t.user):
+            assert ident in out.standalone, (sid, tix, out.standalone)
+        n += 1
+        agree += d.needs_rewrite == (t.labels.query_type in needs)
+    assert agree / n >= 0.85, f"decide agrees on {agree}/{n}"
+
+
+def test_grade_answer_rerank_offline():
+    q = "Wie viele Urlaubstage habe ich im Jahr?"
+    good = [("hb-urlaub", "Urlaub. Jeder Mitarbeiter hat 30 Urlaubstage im Kalenderjahr. Resturlaub verfällt nicht.", 0.88)]
+    weak = [("hb-reise", "Reisekosten werden mit 28 EUR Tagespauschale erstattet.", 0.80)]
+    g = grade_offline(q, good)
+    assert g.sufficient and g.new_query == ""
+    g = grade_offline(q, weak)
+    assert not g.sufficient and g.new_query and "urlaubstage" in g.new_query
+    assert grade_offline(q, weak, tried=[g.new_query]).new_query == ""  # no repeat of a tried query
+    a = answer_offline(q, [(d, t) for d, t, _ in good], "de")
+    assert not a.abstained and "[hb-urlaub]" in a.answer and "30 Urlaubstage" in a.answer
+    a = answer_offline("Was passiert mit der Betriebsrente?", [("hb-reise", "Reisekosten werden erstattet.")], "de")
+    assert a.abstained and a.answer == ABSTAIN["de"] and a.doc_ids == []
+    assert rerank_offline(["b", "a"]).doc_ids == ["b", "a"]
+    assert apply_rerank(["a", "b", "c"], ["c", "x", "a"]) == ["c", "a", "b"]
