@@ -1,18 +1,26 @@
-"""`rewrite`: one standalone query from the rewrite role (an LLM through the LLM layer, or the
-offline rules), with the guards: identifiers masked before a model sees the turn and restored
-after, proposed filters validated against the schema (entitlement fields rejected and
-counted), entitlement filters from the account on every lane. A failed rewrite falls back to
-the original query plus the inherited filters, and the row says why."""
+"""The rewrite family: one standalone query from the rewrite role (an LLM through the LLM
+layer, or the offline rules), with the guards: identifiers masked before a model sees the
+turn and restored after, proposed filters validated against the schema (entitlement fields
+rejected and counted), entitlement filters from the account on every lane. A failed or late
+rewrite, or a malformed filter, falls back to the original query plus the inherited filters,
+and the row says why. Options (all part of the id): `decide` rewrites only turns the decide
+role says need it; `budget_ms` bounds the rewrite; `rerank` and `answer` add those stages;
+`id_lane` puts identifiers into an exact-match lexical lane of their own.
+
+`rewrite` is the single-query arm; `rewrite_hyde`, `multi_query_rrf` and `rewrite_adaptive`
+override `queries()` / `vectors()` (one file each)."""
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from typing import Literal
 
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
-from harness.arms.retrieval import retrieve_one
+from harness.arms.pipeline import answer_stage, rerank_stage, search
 from harness.guards.filters import validate_filters
 from harness.guards.identifiers import find_identifiers, mask, unmask
+from harness.roles.decide import Decision, decide_offline
 from harness.roles.rewrite import RewriteOutput, rewrite_offline
 from harness.roles.state import compact_state
 
@@ -21,6 +29,13 @@ class RewriteParams(Params):
     lane: Literal["hybrid", "dense", "bm25"] = "hybrid"
     depth: int = 100
     last_n: int = 4  # turns of history in the compact state
+    decide: bool = False  # rewrite only when the decide role says the turn needs it
+    budget_ms: int = 0  # rewrite time budget; 0 = none
+    id_lane: bool = True
+    rerank: bool = False
+    answer: bool = False
+    pool: int = 100  # cap of the fused candidate pool
+    rrf_k: int = 60
 
 
 def restore_identifiers(text: str, mapping: dict[str, str], ids: list[str]) -> str:
@@ -33,27 +48,24 @@ def restore_identifiers(text: str, mapping: dict[str, str], ids: list[str]) -> s
     return text
 
 
-async def run_rewrite(ctx: TurnContext, roles, last_n: int) -> tuple[RewriteOutput | None, dict, str | None]:
-    """Ask the rewrite role. Returns (output with identifiers restored, llm stats, fallback reason)."""
+async def ask_rewrite(ctx: TurnContext, last_n: int):
+    """The rewrite role's outcome, identifiers restored in an LLM's output."""
     ids = find_identifiers(ctx.turn.user)
     masked, mapping = mask(ctx.turn.user)
     state = compact_state(ctx, last_n)
     masked_state = compact_state(ctx, last_n, turn_text=masked)
-    out = await roles.call("rewrite", masked_state.to_prompt(), RewriteOutput, lambda: rewrite_offline(state),
-                           seed=ctx.seed)
-    llm = llm_stats([out])
-    if out.value is None:
-        return None, llm, out.fallback
-    v: RewriteOutput = out.value
-    if out.backend != "offline":
-        v = v.model_copy(update={
+    out = await ctx.roles.call("rewrite", masked_state.to_prompt(), RewriteOutput, lambda: rewrite_offline(state),
+                               seed=ctx.seed)
+    if out.value is not None and out.backend != "offline":
+        v = out.value
+        out.value = v.model_copy(update={
             "standalone": restore_identifiers(v.standalone, mapping, ids),
-            "variants": [unmask(x, mapping) for x in v.variants],
+            "variants": [restore_identifiers(x, mapping, ids) for x in v.variants],
             "must_keep": sorted(set([unmask(x, mapping) for x in v.must_keep] + ids)),
         })
-    if not v.standalone.strip():
-        return None, llm, "rewrite returned an empty query"
-    return v, llm, None
+    if out.value is not None and not out.value.standalone.strip():
+        out.value, out.fallback = None, "rewrite returned an empty query"
+    return out
 
 
 def llm_stats(outcomes) -> dict:
@@ -66,35 +78,90 @@ def llm_stats(outcomes) -> dict:
         "cost_usd": (None if any(c is None for c in costs) else float(sum(costs))) if recs else None,
         "cache_hits": sum(1 for r in recs if r.cache_hit),
         "prompt_hashes": {r.role: r.prompt_hash for r in recs if r.prompt_hash},
-        "ms": sum(o.ms for o in outcomes if o is not None),
     }
 
 
-@register("rewrite")
-class Rewrite(BaseArm):
+class RewriteFamily(BaseArm):
     Params = RewriteParams
-    uses = ("rewrite",)
+
+    @property
+    def uses(self) -> tuple[str, ...]:
+        p = self.params
+        return tuple(r for r, on in (("decide", p.decide or self.needs_decide), ("rewrite", True),
+                                     ("hyde", self.needs_hyde), ("rerank", p.rerank), ("answer", p.answer)) if on)
+
+    needs_decide = False
+    needs_hyde = False
+
+    async def queries(self, ctx: TurnContext, out: RewriteOutput, outcomes: list, notes: list[str]) -> list[str]:
+        """The queries to issue (first = main). Per-turn notes go to `notes`, never to self:
+        turns run concurrently on one arm object."""
+        return [out.standalone]
+
+    async def vectors(self, ctx: TurnContext, out: RewriteOutput, queries: list[str], decision, outcomes: list,
+                      notes: list[str]):
+        return None
 
     async def run(self, ctx: TurnContext):
+        p = self.params
+        outcomes, ms = [], {}
+        decision = None
+        if p.decide or self.needs_decide:
+            state = compact_state(ctx, p.last_n)
+            d = await ctx.roles.call("decide", state.to_prompt(), Decision, lambda: decide_offline(state), seed=ctx.seed)
+            outcomes.append(d)
+            ms["decide"] = d.ms
+            decision = d.value
+        search_kw = dict(lane=p.lane, depth=p.depth, rrf_k=p.rrf_k, pool=p.pool, id_lane=p.id_lane)
+        if p.decide and decision is not None and not decision.needs_rewrite:
+            r = search(ctx, [ctx.turn.user], ctx.inherited_filters, must_keep=find_identifiers(ctx.turn.user), **search_kw)
+            r.must_keep = find_identifiers(ctx.turn.user)
+            r.verdict_reason = f"decide: {decision.turn_class}, no rewrite needed ({decision.reason})"
+            return [await self._finish(ctx, r, ctx.turn.user, decision, outcomes, ms)]
         t0 = time.perf_counter()
-        out, llm, fallback = await run_rewrite(ctx, ctx.roles, self.params.last_n)
-        ms_rewrite = (time.perf_counter() - t0) * 1000
+        fallback = None
+        try:
+            coro = ask_rewrite(ctx, p.last_n)
+            rw = await (asyncio.wait_for(coro, p.budget_ms / 1000) if p.budget_ms else coro)
+            outcomes.append(rw)
+            out, fallback = rw.value, rw.fallback
+        except asyncio.TimeoutError:
+            out, fallback = None, f"rewrite timed out after {p.budget_ms} ms"
+        ms["rewrite"] = (time.perf_counter() - t0) * 1000
         val = validate_filters([f.model_dump() for f in out.filters], ctx.info) if out is not None else None
         malformed = [x for x in val.removed if "entitlement field" not in x] if val else []
         if out is not None and malformed:
             fallback = "filter validation failed: " + "; ".join(malformed)
         if out is None or malformed:
-            r = retrieve_one(ctx, ctx.turn.user, ctx.inherited_filters, self.params.lane, self.params.depth)
-            r.fallback_reason = fallback
-            r.must_keep = find_identifiers(ctx.turn.user)
+            ids = find_identifiers(ctx.turn.user)
+            r = search(ctx, [ctx.turn.user], ctx.inherited_filters, must_keep=ids, **search_kw)
+            r.fallback_reason, r.must_keep, question = fallback, ids, ctx.turn.user
         else:
-            r = retrieve_one(ctx, out.standalone, val.applied, self.params.lane, self.params.depth)
-            r.must_keep = out.must_keep
+            notes: list[str] = []
+            qs = await self.queries(ctx, out, outcomes, notes)
+            vecs = await self.vectors(ctx, out, qs, decision, outcomes, notes)
+            r = search(ctx, qs, val.applied, must_keep=out.must_keep, vectors=vecs, **search_kw)
+            r.must_keep, question = out.must_keep, out.standalone
             r.clarify = out.clarify.model_dump() if out.clarify else None
+            r.verdict_reason = "; ".join(notes) or None
         if val is not None:
             r.proposed_filters = [f.model_dump() for f in out.filters]
             r.filter_violations = val.violations
             r.filters_removed = val.removed
-        r.llm = llm
-        r.ms["rewrite"] = llm.get("ms") or ms_rewrite
-        return [r]
+        return [await self._finish(ctx, r, question, decision, outcomes, ms)]
+
+    async def _finish(self, ctx, r: ArmResult, question: str, decision, outcomes: list, ms: dict) -> ArmResult:
+        if decision is not None:
+            r.turn_class = decision.turn_class
+        if self.params.rerank:
+            outcomes += await rerank_stage(ctx, question, r, self.params.pool)
+        if self.params.answer:
+            outcomes += await answer_stage(ctx, question, r)
+        r.llm = llm_stats(outcomes)
+        r.ms.update(ms)
+        return r
+
+
+@register("rewrite")
+class Rewrite(RewriteFamily):
+    """One standalone query."""

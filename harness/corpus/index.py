@@ -69,7 +69,41 @@ class Index:
         self.bm25 = bm25s.BM25()
         self.bm25.index([tokenize(c.text) or ["_empty_"] for c in self.chunks], show_progress=False)
         self._chunk_doc = np.array([c.doc_id for c in self.chunks])
+        self._build_identifier_lane()
         self.stats.seconds = time.perf_counter() - t0
+
+    def _build_identifier_lane(self) -> None:
+        """A BM25 index over identifier tokens only (part numbers, EANs, drawing numbers in a
+        document's title, text and string metadata), each identifier one whole token."""
+        from harness.guards.identifiers import find_identifiers
+
+        self.id_docs: list[str] = []
+        toks: list[list[str]] = []
+        for d in self.docs.values():
+            strings = [d.title, d.text] + [str(v) for v in d.metadata.values() if isinstance(v, (str, int))]
+            ids = find_identifiers(" ".join(strings))
+            if ids:
+                self.id_docs.append(d.doc_id)
+                toks.append([i.lower() for i in ids])
+        self.identifiers = None
+        if toks:
+            import bm25s
+
+            self.identifiers = bm25s.BM25()
+            self.identifiers.index(toks, show_progress=False)
+            self._id_doc_arr = np.array(self.id_docs)
+
+    def identifier_lane(self, identifiers: list[str], k: int, filters: list[dict] | None = None) -> list[Hit]:
+        """Exact identifier matches (4711-32 never matches 4711-33), filters applied."""
+        if self.identifiers is None or not identifiers:
+            return []
+        scores = self.identifiers.get_scores([i.lower() for i in identifiers])
+        best = {}
+        for i in np.nonzero(scores > 0)[0]:
+            d = str(self._id_doc_arr[i])
+            if not filters or matches(self.meta[d], filters):
+                best[d] = float(scores[i])
+        return _hits(best, k, "identifier")
 
     # --- lanes -------------------------------------------------------------------------------
     def embed_queries(self, texts: list[str]) -> np.ndarray:

@@ -1,0 +1,94 @@
+"""The retrieval pipeline shared by the rewrite arms: the identifier lane first, then a hybrid
+lane (dense + BM25 by RRF) per query, all fused again by RRF, de-duplicated, pool capped;
+an optional rerank role on the capped pool; an optional answer stage. Entitlement filters
+from the account are applied on every lane."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from harness.arms.base import ArmResult, TurnContext
+from harness.corpus.fusion import rrf
+from harness.guards.identifiers import find_identifiers
+from harness.roles.answer import AnswerOutput, answer_offline
+from harness.roles.lang import detect_language
+from harness.roles.rerank import OFFLINE_NOTE, RerankOutput, apply_rerank, rerank_offline
+
+
+def search(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: str, depth: int, rrf_k: int = 60,
+           pool: int = 100, id_lane: bool = True, must_keep: list[str] = (), vectors: np.ndarray | None = None) -> ArmResult:
+    """Issue `queries` (the first is the main one) with `filters` plus the account's
+    entitlement filters. `vectors` replaces the dense query vectors (HyDE mixes)."""
+    t0 = time.perf_counter()
+    applied = ctx.entitlement_filters + list(filters)
+    idx = ctx.index
+    lanes_used, candidates, rankings = [], [], []
+    ids = [i for i in dict.fromkeys(list(must_keep) + [x for q in queries for x in find_identifiers(q)])]
+    if id_lane and ids and getattr(idx, "identifiers", None) is not None:
+        hits = idx.identifier_lane(ids, depth, applied)
+        lanes_used.append("identifier")
+        candidates += [h.as_dict() for h in hits]
+        rankings.append([h.doc_id for h in hits])
+    per_query = len(queries)
+    fs = [applied] * per_query
+    if lane in ("hybrid", "dense"):
+        dense = idx.dense(queries, max(depth, 50), fs, vectors=vectors)
+    if lane in ("hybrid", "bm25"):
+        lex = idx.lexical(queries, max(depth, 50), fs)
+    for qi in range(per_query):
+        lists = []
+        if lane in ("hybrid", "dense"):
+            candidates += [{**h.as_dict(), "lane": f"dense:{qi}"} for h in dense[qi]]
+            lists.append([h.doc_id for h in dense[qi]])
+        if lane in ("hybrid", "bm25"):
+            candidates += [{**h.as_dict(), "lane": f"bm25:{qi}"} for h in lex[qi]]
+            lists.append([h.doc_id for h in lex[qi]])
+        fused = rrf(lists, k=rrf_k) if len(lists) > 1 else [(d, 0.0) for d in lists[0]]
+        rankings.append([d for d, _ in fused])
+        lanes_used.append(f"{lane}:{qi}")
+    final = rrf(rankings, k=rrf_k, cap=pool) if len(rankings) > 1 else [(d, 0.0) for d in rankings[0][:pool]]
+    ranking = [d for d, _ in final][:depth]
+    candidates += [{"doc_id": d, "score": float(s), "rank": i + 1, "lane": "fused"} for i, (d, s) in enumerate(final)]
+    return ArmResult(issued_queries=list(queries), lanes=lanes_used, applied_filters=applied, candidates=candidates,
+                     ranking=ranking, ms={"retrieve": (time.perf_counter() - t0) * 1000})
+
+
+async def rerank_stage(ctx: TurnContext, question: str, r: ArmResult, pool: int) -> list:
+    """Rerank the capped pool with the rerank role; the offline role keeps the order and says so."""
+    head = r.ranking[:pool]
+    texts = [{"doc_id": d, "text": ctx.index.docs[d].text[:600]} for d in head]
+    import json
+
+    out = await ctx.roles.call("rerank", json.dumps({"question": question, "candidates": texts}, ensure_ascii=False),
+                               RerankOutput, lambda: rerank_offline(head), seed=ctx.seed)
+    if out.value is None:
+        r.lanes.append(f"rerank failed, fused order kept: {out.fallback}")
+    else:
+        r.ranking = apply_rerank(head, out.value.doc_ids) + r.ranking[pool:]
+        r.lanes.append(f"rerank({out.backend})" + (f": {OFFLINE_NOTE}" if out.backend == "offline" else ""))
+    r.ms["rerank"] = out.ms
+    return [out]
+
+
+async def answer_stage(ctx: TurnContext, question: str, r: ArmResult, top_k: int = 3) -> list:
+    """The answer role on the arm's top hits: answer with sources, or abstain."""
+    import json
+
+    lang = detect_language(ctx.turn.user)
+    passages = [(d, ctx.index.docs[d].text) for d in r.ranking[:top_k]]
+    user = json.dumps({"question": question, "language": lang,
+                       "abstention_text": __import__("harness.roles.answer", fromlist=["abstention"]).abstention(lang),
+                       "passages": [{"doc_id": d, "text": t[:1500]} for d, t in passages]}, ensure_ascii=False)
+    t0 = time.perf_counter()
+    out = await ctx.roles.call("answer", user, AnswerOutput, lambda: answer_offline(question, passages, lang), seed=ctx.seed)
+    if out.value is None:  # the ranking stands; the answer is missing and the row says why
+        r.answer, r.abstained = None, None
+        r.fallback_reason = "; ".join(x for x in (r.fallback_reason, out.fallback) if x)
+    else:
+        known = {d for d, _ in passages}
+        r.answer = out.value.answer
+        r.answer_doc_ids = [d for d in out.value.doc_ids if d in known]
+        r.abstained = out.value.abstained
+    r.ms["answer"] = out.ms or (time.perf_counter() - t0) * 1000
+    return [out]

@@ -1,0 +1,60 @@
+"""`rewrite_hyde(hyde_weight=0.7)`: the dense query vector is (1 - w)·rewrite + w·hypothetical
+passage. HyDE only on turns the decide role classes as vague application questions, never on
+identifier turns, never where the turn touches an attribute the filter schema marks
+safety-relevant (a guessed pressure rating or concentration is dangerous)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from harness.arms.base import register
+from harness.arms.rewrite import RewriteFamily, RewriteParams
+from harness.guards.identifiers import find_identifiers
+from harness.roles import attributes
+from harness.roles.hyde import HydeOutput, hyde_offline
+
+
+class HydeParams(RewriteParams):
+    hyde_weight: float = 0.7
+
+
+def safety_fields_touched(text: str, info) -> list[str]:
+    schema = [{"field": f.field, "type": f.type, "values": f.values} for f in info.filters]
+    named = attributes.extract(text, schema)
+    return [f.field for f in info.filters if f.safety_relevant and f.field in named]
+
+
+@register("rewrite_hyde")
+class RewriteHyde(RewriteFamily):
+    Params = HydeParams
+    needs_decide = True
+    needs_hyde = True
+
+    async def vectors(self, ctx, out, queries, decision, outcomes, notes):
+        w = self.params.hyde_weight
+        why = None
+        if decision is None or decision.turn_class != "vague_application":
+            why = f"turn class {decision.turn_class if decision else 'unknown'}"
+        elif find_identifiers(ctx.turn.user) or out.must_keep:
+            why = "identifier turn"
+        elif safety_fields_touched(ctx.turn.user + " " + out.standalone, ctx.info):
+            why = "safety-relevant attribute " + ", ".join(safety_fields_touched(ctx.turn.user + " " + out.standalone, ctx.info))
+        if why:
+            notes.append(f"HyDE skipped: {why}")
+            return None
+        filters = ctx.entitlement_filters
+        user = json.dumps({"question": out.standalone}, ensure_ascii=False)
+        h = await ctx.roles.call("hyde", user, HydeOutput, lambda: hyde_offline(ctx.index, out.standalone, filters), seed=ctx.seed)
+        outcomes.append(h)
+        if h.value is None:
+            notes.append(f"HyDE failed, rewrite vector only: {h.fallback}")
+            return None
+        q = ctx.index.embed_queries(queries)
+        p = ctx.index.cache.get_or_compute(ctx.index.embedder, "passage", [h.value.passage])[0]
+        mixed = (1 - w) * q[0] + w * p
+        q[0] = mixed / (np.linalg.norm(mixed) or 1.0)
+        how = ("(offline: pseudo-relevance feedback, best passage of a first retrieval)" if h.backend == "offline"
+               else f"({h.backend})")
+        notes.append(f"HyDE {how}, weight {w}")
+        return q

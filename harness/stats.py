@@ -1,0 +1,295 @@
+"""Paired statistics for comparing a candidate arm against a reference arm, per metric.
+
+Pure functions: no file I/O, no printing. Input is the per-turn table with columns
+``arm_id, repeat, session_id, turn_index, metric, value`` (``value`` NaN = unmeasured).
+
+Pairing is by ``(session_id, turn_index)``. Repeats are averaged per turn first. Turns of
+one session are not independent, so every resampling procedure here treats the SESSION as
+the unit: the bootstrap draws whole sessions and the randomization test flips the sign of
+whole sessions. The statistic itself is always the mean difference over turns
+(``b - a``, candidate minus reference). See docs/statistics.md for formulas and caveats.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+PER_TURN_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value"]
+KEY = ["session_id", "turn_index"]
+
+# Upper bound on the number of elements of one resampling block (rows x sessions), so that
+# 10k resamples x many sessions never materialise one huge matrix.
+_BLOCK_ELEMENTS = 2_000_000
+
+
+@dataclass(frozen=True)
+class Unmeasured:
+    """How many turns (of the union of turns seen in either arm for this metric) were left
+    out of the pairing because they were unmeasured.
+
+    ``in_a`` / ``in_b``: turns unmeasured (all repeats NaN, or no row at all) in that arm;
+    ``either``: turns dropped from the pairing (unmeasured in a OR b);
+    ``total``: all turns seen in either arm (``total - either`` = paired turns).
+    """
+    in_a: int
+    in_b: int
+    either: int
+    total: int
+
+
+def _check_columns(per_turn: pd.DataFrame) -> None:
+    missing = [c for c in PER_TURN_COLUMNS if c not in per_turn.columns]
+    if missing:
+        raise ValueError(f"per-turn table lacks columns {missing}")
+
+
+def _turn_means(per_turn: pd.DataFrame, metric: str, arm: str) -> pd.Series:
+    """Mean over repeats per turn (NaN-skipping); NaN when no repeat is measured.
+    Indexed by (session_id, turn_index)."""
+    rows = per_turn[(per_turn["metric"] == metric) & (per_turn["arm_id"] == arm)]
+    if rows.empty:
+        return pd.Series(dtype=float, index=pd.MultiIndex.from_arrays([[], []], names=KEY))
+    values = pd.to_numeric(rows["value"], errors="coerce").astype(float)
+    return values.groupby([rows["session_id"], rows["turn_index"]], sort=True).mean()
+
+
+def paired_frame(per_turn: pd.DataFrame, metric: str, arm_a: str, arm_b: str
+                 ) -> tuple[pd.DataFrame, Unmeasured]:
+    """Pair two arms turn by turn for one metric.
+
+    Each arm's value per turn is the mean over its repeats (NaN repeats are skipped; a turn
+    whose repeats are all NaN, or that has no row for the arm, is unmeasured in that arm).
+    Only turns measured in BOTH arms are kept; the others are counted in the returned
+    :class:`Unmeasured`, never dropped silently.
+
+    Returns ``(frame, unmeasured)`` where ``frame`` has columns
+    ``session_id, turn_index, a, b`` sorted by session and turn.
+    """
+    _check_columns(per_turn)
+    ma = _turn_means(per_turn, metric, arm_a).rename("a")
+    mb = _turn_means(per_turn, metric, arm_b).rename("b")
+    both = pd.concat([ma, mb], axis=1, join="outer")
+    both.index.names = KEY
+    missing_a = both["a"].isna()
+    missing_b = both["b"].isna()
+    either = missing_a | missing_b
+    counts = Unmeasured(in_a=int(missing_a.sum()), in_b=int(missing_b.sum()),
+                        either=int(either.sum()), total=int(len(both)))
+    frame = both[~either].sort_index().reset_index()[["session_id", "turn_index", "a", "b"]]
+    frame["a"] = frame["a"].astype(float)
+    frame["b"] = frame["b"].astype(float)
+    return frame, counts
+
+
+def _session_sums(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per-session sum of turn differences (b - a) and per-session turn counts."""
+    if frame.empty:
+        return np.zeros(0), np.zeros(0)
+    d = frame["b"].to_numpy(float) - frame["a"].to_numpy(float)
+    _, inverse = np.unique(frame["session_id"].to_numpy(), return_inverse=True)
+    inverse = inverse.ravel()
+    sums = np.bincount(inverse, weights=d)
+    counts = np.bincount(inverse).astype(float)
+    return sums, counts
+
+
+def _blocks(n_rows: int, n_cols: int) -> Iterable[int]:
+    size = max(1, _BLOCK_ELEMENTS // max(n_cols, 1))
+    done = 0
+    while done < n_rows:
+        step = min(size, n_rows - done)
+        yield step
+        done += step
+
+
+def session_bootstrap_ci(frame: pd.DataFrame, n_resamples: int = 10000, alpha: float = 0.05,
+                         seed: int = 0) -> tuple[float, float, float]:
+    """Mean difference over turns (b - a) with a paired, session-level percentile bootstrap CI.
+
+    Each resample draws ``S`` sessions with replacement out of the ``S`` sessions in
+    ``frame``; every turn of a drawn session comes along. The resampled statistic is
+    ``sum(drawn session sums of d) / sum(drawn session turn counts)``, i.e. the mean over
+    the turns of the resample. The interval is the ``alpha/2`` and ``1 - alpha/2``
+    quantiles of the resampled means. Seeded (``numpy.random.default_rng(seed)``) and
+    vectorised. Returns ``(mean_diff, lo, hi)``; all NaN for an empty frame.
+    """
+    sums, counts = _session_sums(frame)
+    n_sessions = len(sums)
+    if n_sessions == 0:
+        return (math.nan, math.nan, math.nan)
+    mean_diff = float(sums.sum() / counts.sum())
+    rng = np.random.default_rng(seed)
+    boot = np.empty(n_resamples)
+    start = 0
+    for step in _blocks(n_resamples, n_sessions):
+        idx = rng.integers(0, n_sessions, size=(step, n_sessions))
+        boot[start:start + step] = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+        start += step
+    lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
+    return (mean_diff, float(lo), float(hi))
+
+
+def session_randomization_test(frame: pd.DataFrame, n_permutations: int = 10000,
+                               seed: int = 0) -> float:
+    """Two-sided paired randomization (sign-flip) test with sessions as the unit.
+
+    Under the null hypothesis the two arms are exchangeable within each session, so the
+    sign of a whole session's differences may be flipped (all its turns together).
+    Statistic: mean difference over turns, ``T = sum_s e_s * D_s / N`` with ``D_s`` the
+    session's sum of (b - a), ``N`` the number of turns and ``e_s`` in {-1, +1}.
+    ``p = (1 + #{|T_perm| >= |T_obs|}) / (1 + n_permutations)`` (a tiny relative tolerance
+    absorbs floating-point noise in the comparison). Identical arms give ``p = 1.0``.
+    NaN for an empty frame.
+    """
+    sums, counts = _session_sums(frame)
+    n_sessions = len(sums)
+    if n_sessions == 0:
+        return math.nan
+    observed = abs(float(sums.sum()))
+    tol = 1e-12 * max(1.0, float(np.abs(sums).sum()))
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for step in _blocks(n_permutations, n_sessions):
+        signs = rng.integers(0, 2, size=(step, n_sessions), dtype=np.int8) * 2 - 1
+        perm = np.abs(signs @ sums)
+        hits += int(np.count_nonzero(perm >= observed - tol))
+    return (1 + hits) / (1 + n_permutations)
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values, in input order.
+
+    With the ``m`` p-values sorted ascending ``p_(1) <= ... <= p_(m)``:
+    ``adj_(i) = max_{j <= i} min(1, (m - j + 1) * p_(j))``. NaN entries stay NaN and do not
+    count towards ``m``.
+    """
+    p = np.asarray(list(p_values), dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    m = len(ok)
+    if m == 0:
+        return out.tolist()
+    order = ok[np.argsort(p[ok], kind="stable")]
+    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    out[order] = np.maximum.accumulate(scaled)
+    return out.tolist()
+
+
+def wins_ties_losses(frame: pd.DataFrame, tol: float = 1e-12) -> tuple[int, int, int]:
+    """Per-turn counts of b > a + tol (win for b), |b - a| <= tol (tie), b < a - tol (loss).
+    Assumes higher is better."""
+    d = frame["b"].to_numpy(float) - frame["a"].to_numpy(float)
+    return (int(np.sum(d > tol)), int(np.sum(np.abs(d) <= tol)), int(np.sum(d < -tol)))
+
+
+def oracle_gap_closed(ref_mean: float, arm_mean: float, oracle_mean: float,
+                      eps: float = 1e-12) -> float | None:
+    """Share of the reference-to-oracle gap closed by the arm:
+    ``(arm - ref) / (oracle - ref)``. None when the gap is ~0 (``|oracle - ref| <= eps``) or
+    an input is missing/NaN. Can be negative (arm worse than ref) or > 1 (arm beyond the
+    oracle)."""
+    vals = (ref_mean, arm_mean, oracle_mean)
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in vals):
+        return None
+    gap = float(oracle_mean) - float(ref_mean)
+    if abs(gap) <= eps:
+        return None
+    return (float(arm_mean) - float(ref_mean)) / gap
+
+
+def min_detectable_drop(frame: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest mean drop this eval set can detect (two-sided level ``alpha``, given power).
+
+    ``MDE = (z_{1-alpha/2} + z_{power}) * sd_session / sqrt(n_sessions)`` where
+    ``sd_session`` is the sample standard deviation (ddof=1) of the per-session mean
+    differences (b - a). Normal approximation; assumes independent sessions of roughly equal
+    length (so the turn-weighted mean behaves like the mean of session means) and that the
+    spread observed between these two arms is representative of the spread under the change
+    one wants to detect. NaN with fewer than 2 sessions.
+    """
+    sums, counts = _session_sums(frame)
+    n = len(sums)
+    if n < 2:
+        return math.nan
+    sd = float(np.std(sums / counts, ddof=1))
+    z = NormalDist().inv_cdf
+    return (z(1 - alpha / 2) + z(power)) * sd / math.sqrt(n)
+
+
+def between_repeat_spread(per_turn: pd.DataFrame, metric: str, arm: str) -> float:
+    """Mean over turns of the standard deviation (ddof=1) of the measured repeats of a turn.
+
+    NaN repeats are ignored; only turns with at least two measured repeats enter the mean.
+    0.0 when the arm has measured values but no turn has two measured repeats (e.g. one
+    repeat); NaN when the arm has no measured value for the metric.
+    """
+    _check_columns(per_turn)
+    rows = per_turn[(per_turn["metric"] == metric) & (per_turn["arm_id"] == arm)]
+    values = pd.to_numeric(rows["value"], errors="coerce").astype(float)
+    measured = rows.assign(value=values).dropna(subset=["value"])
+    if measured.empty:
+        return math.nan
+    grouped = measured.groupby(KEY)["value"]
+    n = grouped.count()
+    sd = grouped.std(ddof=1)[n >= 2]
+    if sd.empty:
+        return 0.0
+    return float(sd.mean())
+
+
+def _restrict(per_turn: pd.DataFrame, segment_keys) -> pd.DataFrame:
+    if segment_keys is None:
+        return per_turn
+    keys = list(segment_keys)
+    if not keys:
+        return per_turn.iloc[0:0]
+    index = pd.MultiIndex.from_arrays([per_turn["session_id"], per_turn["turn_index"]])
+    return per_turn[index.isin(keys)]
+
+
+COMPARE_COLUMNS = ["metric", "reference", "arm", "n_turns", "n_sessions", "n_unmeasured",
+                   "mean_ref", "mean_arm", "diff", "ci_lo", "ci_hi", "p", "p_holm",
+                   "wins", "ties", "losses", "mde"]
+
+
+def compare_arms(per_turn: pd.DataFrame, metric: str, reference: str = "original",
+                 candidates: Iterable[str] = (), segment_keys=None, n_resamples: int = 10000,
+                 n_permutations: int = 10000, alpha: float = 0.05, power: float = 0.8,
+                 seed: int = 0, tol: float = 1e-12) -> pd.DataFrame:
+    """One row per candidate arm compared with ``reference`` on ``metric``.
+
+    ``segment_keys``: optional set of ``(session_id, turn_index)`` to restrict to (a segment).
+    Columns: ``metric, reference, arm, n_turns`` (paired turns), ``n_sessions``,
+    ``n_unmeasured`` (turns unmeasured in either arm, not paired), ``mean_ref, mean_arm``
+    (over the paired turns), ``diff`` (mean_arm - mean_ref), ``ci_lo, ci_hi`` (session
+    bootstrap), ``p`` (session sign-flip test), ``p_holm`` (Holm across the rows of this
+    call), ``wins, ties, losses`` (per turn, for the candidate), ``mde``. Every candidate
+    uses the same ``seed``, so a row does not depend on the order of ``candidates``.
+    """
+    _check_columns(per_turn)
+    data = _restrict(per_turn, segment_keys)
+    rows = []
+    for arm in candidates:
+        frame, unmeasured = paired_frame(data, metric, reference, arm)
+        n_turns = len(frame)
+        if n_turns:
+            diff, lo, hi = session_bootstrap_ci(frame, n_resamples, alpha, seed)
+            p = session_randomization_test(frame, n_permutations, seed)
+            mean_ref, mean_arm = float(frame["a"].mean()), float(frame["b"].mean())
+        else:
+            diff = lo = hi = p = mean_ref = mean_arm = math.nan
+        wins, ties, losses = wins_ties_losses(frame, tol)
+        rows.append({"metric": metric, "reference": reference, "arm": arm, "n_turns": n_turns,
+                     "n_sessions": int(frame["session_id"].nunique()),
+                     "n_unmeasured": unmeasured.either, "mean_ref": mean_ref,
+                     "mean_arm": mean_arm, "diff": diff, "ci_lo": lo, "ci_hi": hi, "p": p,
+                     "wins": wins, "ties": ties, "losses": losses,
+                     "mde": min_detectable_drop(frame, alpha, power)})
+    out = pd.DataFrame(rows, columns=[c for c in COMPARE_COLUMNS if c != "p_holm"])
+    out.insert(COMPARE_COLUMNS.index("p_holm"), "p_holm", holm(out["p"].tolist()))
+    return out
