@@ -13,7 +13,7 @@ export HARNESS_HOME := $(CURDIR)
 
 DEMO_CONFIGS ?= configs/mtrag.yaml configs/handbook.yaml configs/b2b.yaml
 
-.PHONY: setup demo test import-mtrag clean-runs
+.PHONY: setup demo test import-mtrag sweep
 
 setup: $(VENV)/.installed
 
@@ -32,5 +32,14 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -p no:cacheprovider
 
+sweep: setup
+	$(BIN)/harness run configs/sweep-handbook.yaml --no-progress
+	$(BIN)/harness run configs/sweep-mtrag.yaml --no-progress
+
 import-mtrag: setup
 	$(BIN)/harness import mtrag ../shared/datasets/mtrag --out eval_sets/mtrag-un
+
+# make local-llm: a real local LLM endpoint (llama-server, Gemma 3 270M) on 127.0.0.1:8088 or $LLM_PORT; docs/local-llm.md
+.PHONY: local-llm
+local-llm:
+	bash scripts/local_llm.sh

@@ -86,6 +86,7 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
         resume: Optional[Path] = typer.Option(None, help="continue an interrupted run folder"),
         run_id: Optional[str] = typer.Option(None, help="name of the run folder (default: NAME-TIME-RANDOM)"),
         no_progress: bool = typer.Option(False, help="no progress bar"),
+        repeats: Optional[int] = typer.Option(None, min=1, help="replay every arm N times with seeds seed..seed+N-1"),
         metrics: bool = typer.Option(True, help="score the run when it ends")):
     """Replay every (arm, session, labelled turn) of a config; write a run folder under runs/."""
     from harness.config import ConfigError, load_config, parse_config
@@ -100,6 +101,9 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
             if config is None:
                 fail("give a CONFIG or --resume RUN")
             cfg, raw = load_config(config)
+            if repeats:
+                raw = {**raw, "repeats": repeats}
+                cfg = parse_config(raw, config)
             run_dir = Path(cfg.runs_dir) / run_id if run_id else None
         rp = Replay(cfg, raw, run_dir=run_dir, progress=not no_progress and sys.stderr.isatty(), resume=bool(resume))
     except (ConfigError, EvalSetError, FileNotFoundError, ValueError) as e:
@@ -127,6 +131,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None):
     names = metric_names or [m for m in res.metric_names if m.startswith(("recall@10", "ndcg@", "mrr@"))]
     for m in names:
         console.print(rich_table(res.aggregates, m, res.arms, f"{m} on {es['name']} by turn index ({run_dir.name})"))
+    _loop_tables(run_dir, res, man)
     if es.get("pooled_corpus"):
         console.print("[yellow]note:[/yellow] pooled corpus: every document is relevant to some turn, so absolute "
                       "scores are inflated; compare arms, not leaderboard numbers.")
@@ -134,6 +139,41 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None):
     for a in na:
         console.print(f"[yellow]note:[/yellow] {a} is n/a on every turn of this set", highlight=False)
     console.print(f"metrics: {path}", highlight=False)
+
+
+def _loop_tables(run_dir: Path, res, man: dict):
+    """Abstention by answerability and rounds per turn index, for arms that answer or loop."""
+    from rich.table import Table
+
+    from harness.metrics.compute import load_labels
+    from harness.metrics.loop import abstention_table
+
+    labels = load_labels(run_dir)
+    ab = abstention_table(res.per_turn, labels)
+    if not ab.empty:
+        t = Table(title=f"abstention by answerability ({run_dir.name})")
+        for c in ab.columns:
+            t.add_column(c, overflow="fold")
+        for r in ab.itertuples(index=False):
+            t.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in r])
+        console.print(t)
+    rounds = res.per_turn[res.per_turn["metric"] == "rounds_used"].merge(labels[["session_id", "turn_index"]])
+    if not rounds.empty:
+        rounds = rounds.assign(t=rounds["turn_index"].clip(upper=4).map(lambda x: "4+" if x >= 4 else str(x)),
+                               r=rounds["value"].astype(int))
+        tab = rounds.pivot_table(index=["arm_id", "t"], columns="r", values="value", aggfunc="count", fill_value=0)
+        t = Table(title=f"rounds used per turn index ({run_dir.name})")
+        t.add_column("arm"), t.add_column("turn")
+        for c in tab.columns:
+            t.add_column(f"{c} round(s)")
+        for (arm, ti), row in tab.iterrows():
+            t.add_row(arm, ti, *[str(int(v)) for v in row])
+        console.print(t)
+    if man.get("repeats", 1) > 1:
+        offline = [a["arm_id"] for a in man["arms"] if a["backends"] and set(a["backends"].values()) == {"offline"}]
+        if offline:
+            console.print(f"[yellow]note:[/yellow] {len(offline)} arm(s) use offline roles only; they are deterministic, "
+                          "so their repeats are identical (spread 0 by construction).")
 
 
 @app.command()

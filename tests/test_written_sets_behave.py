@@ -16,7 +16,14 @@ def replay(config: str, tmp_path):
     cfg, raw = load_config(ROOT / config)
     raw = {**raw, "eval_set": str(ROOT / cfg.eval_set), "runs_dir": str(tmp_path)}
     cfg = cfg.model_copy(update={"eval_set": raw["eval_set"], "runs_dir": str(tmp_path)})
-    run = Replay(cfg, raw, run_dir=tmp_path / "run", progress=False).run()
+    from harness.corpus.embed import EmbeddingCache, make_embedder
+    from harness.corpus.index import Index
+
+    rp = Replay(cfg, raw, run_dir=tmp_path / "run", progress=False)
+    cache = EmbeddingCache(ROOT / cfg.eval_set / "embeddings", write_to=tmp_path / "emb")  # never add to the shipped cache
+    index = Index(rp.es.docs, make_embedder(cfg.index.embedder), cache, max_chars=cfg.index.max_chars)
+    run = rp.run(index=index)
+    assert index.cache.misses == 0, "the shipped cache covers every query of the demo configs"
     res = compute_metrics(run)
     pt = res.per_turn.merge(load_labels(run), on=["session_id", "turn_index"])
     return run, pt

@@ -71,7 +71,7 @@ async def rerank_stage(ctx: TurnContext, question: str, r: ArmResult, pool: int)
     return [out]
 
 
-async def answer_stage(ctx: TurnContext, question: str, r: ArmResult, top_k: int = 3) -> list:
+async def answer_stage(ctx: TurnContext, question: str, r: ArmResult, top_k: int = 3, must_answer: bool = False) -> list:
     """The answer role on the arm's top hits: answer with sources, or abstain."""
     import json
 
@@ -81,7 +81,8 @@ async def answer_stage(ctx: TurnContext, question: str, r: ArmResult, top_k: int
                        "abstention_text": __import__("harness.roles.answer", fromlist=["abstention"]).abstention(lang),
                        "passages": [{"doc_id": d, "text": t[:1500]} for d, t in passages]}, ensure_ascii=False)
     t0 = time.perf_counter()
-    out = await ctx.roles.call("answer", user, AnswerOutput, lambda: answer_offline(question, passages, lang), seed=ctx.seed)
+    out = await ctx.roles.call("answer", user, AnswerOutput, lambda: answer_offline(question, passages, lang, must_answer=must_answer),
+                               seed=ctx.seed)
     if out.value is None:  # the ranking stands; the answer is missing and the row says why
         r.answer, r.abstained = None, None
         r.fallback_reason = "; ".join(x for x in (r.fallback_reason, out.fallback) if x)

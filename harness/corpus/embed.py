@@ -112,23 +112,26 @@ class EmbeddingCache:
     a new shard written under a temporary name and renamed, so concurrent writers never corrupt
     each other and committed shards never change (git-friendly)."""
 
-    def __init__(self, root: str | Path, block: int = 256):
+    def __init__(self, root: str | Path, block: int = 256, write_to: str | Path | None = None):
+        """`write_to`: write new shards there instead of `root` (both are read); tests use it
+        to read a shipped cache without adding to it."""
         self.root = Path(root)
+        self.write_root = Path(write_to) if write_to else self.root
         self.block = block
         self._pending: dict[tuple[str, str], list[str]] = {}
         self._mem: dict[tuple[str, str], dict[str, np.ndarray]] = {}
         self.hits = 0
         self.misses = 0
 
-    def _dir(self, model, kind):
-        return self.root / _slug(model) / kind
+    def _dir(self, model, kind, root: Path | None = None):
+        return (root or self.root) / _slug(model) / kind
 
     def _load(self, model, kind) -> dict[str, np.ndarray]:
         k = (model, kind)
         if k not in self._mem:
             table: dict[str, np.ndarray] = {}
-            d = self._dir(model, kind)
-            for shard in sorted(d.glob("shard-*.npz")) if d.exists() else []:
+            dirs = [self._dir(model, kind)] + ([self._dir(model, kind, self.write_root)] if self.write_root != self.root else [])
+            for shard in sorted(p for d in dirs if d.exists() for p in d.glob("shard-*.npz")):
                 with np.load(shard) as z:
                     for key, vec in zip(z["keys"], z["vecs"]):
                         table[str(key)] = vec
@@ -163,7 +166,7 @@ class EmbeddingCache:
             self._pending[(model, kind)] = []
 
     def _write_shard(self, model, kind, keys, vecs):
-        d = self._dir(model, kind)
+        d = self._dir(model, kind, self.write_root)
         d.mkdir(parents=True, exist_ok=True)
         name = f"shard-{uuid.uuid4().hex[:12]}.npz"
         tmp = d / (name + ".tmp")

@@ -54,6 +54,7 @@ class Index:
         misses0 = cache.misses
         vecs = cache.get_or_compute(embedder, "passage", [c.text for c in self.chunks])
         cache.flush()
+        self._vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         self.stats = IndexStats(chunks=len(self.chunks), embedded=cache.misses - misses0)
         self.client = QdrantClient(url=qdrant_url) if qdrant_url else QdrantClient(location=":memory:")
         self.collection = collection
@@ -92,6 +93,37 @@ class Index:
             self.identifiers = bm25s.BM25()
             self.identifiers.index(toks, show_progress=False)
             self._id_doc_arr = np.array(self.id_docs)
+
+    def similarity(self, query: str, doc_ids: list[str]) -> dict[str, float]:
+        """Cosine similarity of a query to each document (its best chunk), from the index's vectors."""
+        q = self.embed_queries([query])[0]
+        q = q / (np.linalg.norm(q) or 1.0)
+        out = {}
+        for d in doc_ids:
+            rows = np.nonzero(self._chunk_doc == d)[0]
+            out[d] = float((self._vecs[rows] @ q).max()) if len(rows) else 0.0
+        return out
+
+    def sentence_support(self, query: str, doc_ids: list[str]) -> dict[str, float]:
+        """Best cosine similarity of a query to any single sentence of each document: how
+        closely one sentence could answer it. Sentence vectors go through the embedding cache."""
+        from harness.corpus.chunk import split_sentences
+
+        sents = {d: split_sentences(self.docs[d].text) or [self.docs[d].text] for d in doc_ids}
+        flat = [s for d in doc_ids for s in sents[d]]
+        if not flat:
+            return {}
+        vecs = self.cache.get_or_compute(self.embedder, "passage", flat)
+        vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        q = self.embed_queries([query])[0]
+        q = q / (np.linalg.norm(q) or 1.0)
+        sims = vecs @ q
+        out, i = {}, 0
+        for d in doc_ids:
+            n = len(sents[d])
+            out[d] = float(sims[i:i + n].max())
+            i += n
+        return out
 
     def identifier_lane(self, identifiers: list[str], k: int, filters: list[dict] | None = None) -> list[Hit]:
         """Exact identifier matches (4711-32 never matches 4711-33), filters applied."""

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from harness.manifest import read_manifest
 from harness.metrics.ir import ir_metric_names, per_turn_ir, present
+from harness.metrics.loop import LOOP_COLUMNS, per_turn_loop
 from harness.metrics.segments import Segment, default_segments
 from harness.traces import read_traces
 
@@ -61,8 +62,10 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None) -> Met
         ops.append((arm_id, rep, sid, tix, "error_rate", float(bool(err)), why))
         ops.append((arm_id, rep, sid, tix, "fallback_rate", np.nan if why else float(bool(fb)), why))
     parts.append(pd.DataFrame(ops, columns=parts[0].columns))
+    loop = per_turn_loop(read_traces(run_dir, LOOP_COLUMNS).to_pandas(), labels)
+    parts.append(loop)
     per_turn = pd.concat(parts, ignore_index=True)
-    names = names + ["zero_results", "error_rate", "fallback_rate"]
+    names = names + ["zero_results", "error_rate", "fallback_rate"] + sorted(set(loop["metric"]))
     aggregates = aggregate(per_turn, labels, segments or default_segments(labels))
     return MetricsResult(per_turn, aggregates, arms, names)
 

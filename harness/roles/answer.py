@@ -21,8 +21,12 @@ def abstention(language: str | None) -> str:
     return ABSTAIN.get(language or "en", ABSTAIN["en"])
 
 
-def answer_offline(question: str, passages: list[tuple[str, str]], language: str | None, k: int = 2) -> AnswerOutput:
-    """passages: (doc_id, text), best first; the answer cites the passages it quotes."""
+def answer_offline(question: str, passages: list[tuple[str, str]], language: str | None, k: int = 2,
+                   must_answer: bool = False) -> AnswerOutput:
+    """passages: (doc_id, text), best first; the answer cites the passages it quotes. Without
+    any sentence that shares a term with the question it abstains, unless `must_answer` (a
+    grader already judged the passages sufficient, e.g. across languages where terms cannot
+    match): then it quotes the lead sentences of the top passage."""
     parts, used = [], []
     for doc_id, text in passages[:3]:
         sents = best_sentences(question, text, k=k - len(parts))
@@ -32,6 +36,11 @@ def answer_offline(question: str, passages: list[tuple[str, str]], language: str
                 used.append(doc_id)
         if len(parts) >= k:
             break
+    if not parts and must_answer and passages:
+        from harness.corpus.chunk import split_sentences
+
+        doc_id, text = passages[0]
+        parts, used = [f"{s} [{doc_id}]" for s in split_sentences(text)[:k]], [doc_id]
     if not parts:
         return AnswerOutput(answer=abstention(language), doc_ids=[], abstained=True)
     return AnswerOutput(answer=" ".join(parts), doc_ids=used, abstained=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from harness.roles.lang import detect_language
 from harness.roles.text import coverage, salient_terms, terms
 
 
@@ -15,19 +16,30 @@ class GradeOutput(BaseModel):
 
 
 def grade_offline(question: str, passages: list[tuple[str, str, float]], threshold: float = 0.82,
-                  min_coverage: float = 0.5, tried: list[str] = ()) -> GradeOutput:
-    """passages: (doc_id, text, dense score) of the hits, best first."""
+                  min_coverage: float = 0.4, tried: list[str] = (), cross_margin: float = 0.04) -> GradeOutput:
+    """passages: (doc_id, text, similarity of the question to the passage), best first.
+    Sufficient when the best similarity reaches `threshold` and the question's content terms
+    are covered by a passage (>= `min_coverage`). Terms cannot match across languages (an
+    English question on a German handbook): there the similarity alone decides, against a
+    stricter threshold (`threshold + cross_margin`)."""
     if not passages:
         return GradeOutput(sufficient=False, reason="no hits", new_query="")
-    top_id, top_text, top_score = passages[0]
+    best_id, _, best = max(passages, key=lambda p: p[2])
     cov = max(coverage(question, t) for _, t, _ in passages)
-    if top_score >= threshold and cov >= min_coverage:
-        return GradeOutput(sufficient=True, reason=f"top hit {top_id}: score {top_score:.3f} >= {threshold}, "
-                           f"term coverage {cov:.2f} >= {min_coverage}", new_query="")
+    q_lang = detect_language(question)
+    cross = all(detect_language(t) != q_lang for _, t, _ in passages)
+    if cross:
+        ok = best >= threshold + cross_margin
+        why = (f"best hit {best_id}: similarity {best:.3f} vs {threshold + cross_margin:.2f} "
+               f"(question and passages in different languages: term coverage not used)")
+    else:
+        ok = best >= threshold and cov >= min_coverage
+        why = f"best hit {best_id}: similarity {best:.3f} vs {threshold:.2f}, term coverage {cov:.2f} vs {min_coverage:.2f}"
+    if ok:
+        return GradeOutput(sufficient=True, reason=why, new_query="")
     q_terms = terms(question)
     extra = salient_terms([t for _, t, _ in passages[:3]], set(q_terms), n=4)
     new = " ".join(q_terms + extra)
     if not new or new in tried:
         new = ""
-    return GradeOutput(sufficient=False, reason=f"top hit {top_id}: score {top_score:.3f}, term coverage {cov:.2f} "
-                       f"(needs score >= {threshold} and coverage >= {min_coverage})", new_query=new)
+    return GradeOutput(sufficient=False, reason=why, new_query=new)

