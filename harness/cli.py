@@ -81,6 +81,42 @@ def import_trec(docs: Path = typer.Option(..., help="TREC documents (<DOC><DOCNO
     eval_set_validate(out)
 
 
+@import_app.command("run")
+def import_run_cmd(run_file: Path, eval_set: Path = typer.Option(..., "--eval-set", help="the eval set the run answers"),
+                   run_id: Optional[str] = typer.Option(None), runs_dir: Path = typer.Option(Path("runs"))):
+    """Turn a TREC run file into a run folder whose arm is named after the file."""
+    from harness.evalset.load import EvalSetError
+    from harness.importers.run import import_run
+    from harness.trec_eval import RunFileError
+
+    if not run_file.exists():
+        fail(f"{run_file}: no such file")
+    try:
+        out = import_run(run_file, eval_set, runs_dir, run_id)
+    except (EvalSetError, RunFileError, FileExistsError) as e:
+        fail(str(e))
+    console.print(f"run folder: {out}", highlight=False)
+    _metrics(out)
+
+
+@app.command("trec-eval")
+def trec_eval_cmd(qrels: Path, run_file: Path,
+                  complete: bool = typer.Option(False, "-c", help="score queries missing from the run as 0"),
+                  measure: list[str] = typer.Option(["recall@5", "recall@10", "recall@20", "ndcg@10", "mrr@10"], "-m"),
+                  per_query: bool = typer.Option(True, "-q/--means-only", help="print per-query values too")):
+    """Score a TREC run against TREC qrels with the harness's metric code, in trec_eval's layout."""
+    from harness.trec_eval import RunFileError, format_trec, trec_eval
+
+    for p in (qrels, run_file):
+        if not p.exists():
+            fail(f"{p}: no such file")
+    try:
+        df = trec_eval(qrels, run_file, list(measure), complete)
+    except (RunFileError, ValueError) as e:
+        fail(str(e))
+    print(format_trec(df, per_query))
+
+
 @app.command()
 def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
         resume: Optional[Path] = typer.Option(None, help="continue an interrupted run folder"),
@@ -132,6 +168,12 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None):
     for m in names:
         console.print(rich_table(res.aggregates, m, res.arms, f"{m} on {es['name']} by turn index ({run_dir.name})"))
     _loop_tables(run_dir, res, man)
+    _paired(run_dir, res)
+    answered = res.per_turn[res.per_turn["metric"] == "answered"]
+    if not answered.empty and not (run_dir / "judgments.parquet").exists():
+        console.print("faithfulness: not measured (no judgments; run `harness judge RUN` with a judge endpoint)")
+    elif "faithfulness" in set(res.per_turn["metric"]):
+        console.print(rich_table(res.aggregates, "faithfulness", res.arms, f"faithfulness ({run_dir.name})"))
     if es.get("pooled_corpus"):
         console.print("[yellow]note:[/yellow] pooled corpus: every document is relevant to some turn, so absolute "
                       "scores are inflated; compare arms, not leaderboard numbers.")
@@ -139,6 +181,27 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None):
     for a in na:
         console.print(f"[yellow]note:[/yellow] {a} is n/a on every turn of this set", highlight=False)
     console.print(f"metrics: {path}", highlight=False)
+
+
+def _paired(run_dir: Path, res):
+    from rich.table import Table
+
+    from harness.metrics.compute import load_labels
+    from harness.metrics.paired import paired_table
+
+    pt = paired_table(res.per_turn, load_labels(run_dir), res.arms)
+    if pt.empty:
+        return
+    pt.to_parquet(run_dir / "comparisons.parquet", index=False)
+    t = Table(title=f"paired vs {pt['reference'].iloc[0]} (session bootstrap 95% CI, randomization p, Holm)")
+    for c in ("metric", "segment", "arm", "n_turns", "n_sessions", "diff", "95% CI", "p_holm", "W/T/L", "gap closed"):
+        t.add_column(c, overflow="fold")
+    for r in pt.itertuples():
+        gap = getattr(r, "oracle_gap_closed", None)
+        t.add_row(r.metric, r.segment, r.arm, str(r.n_turns), str(r.n_sessions), f"{r.diff:+.3f}",
+                  f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", f"{r.p_holm:.4f}", f"{r.wins}/{r.ties}/{r.losses}",
+                  "—" if gap is None or gap != gap else f"{gap:.0%}")
+    console.print(t)
 
 
 def _loop_tables(run_dir: Path, res, man: dict):
@@ -174,6 +237,78 @@ def _loop_tables(run_dir: Path, res, man: dict):
         if offline:
             console.print(f"[yellow]note:[/yellow] {len(offline)} arm(s) use offline roles only; they are deterministic, "
                           "so their repeats are identical (spread 0 by construction).")
+
+
+def _pairs(pair: list[str]) -> dict[str, str]:
+    out = {}
+    for p in pair:
+        if "=" not in p:
+            fail(f"--pair {p!r}: expected BASELINE_ARM=CANDIDATE_ARM")
+        # arm ids hold '=' inside their parentheses: split after the baseline id's closing ')'
+        b, c = p.split(")=", 1) if ")=" in p else p.split("=", 1)
+        b = b + ")" if ")=" in p else b
+        out[b.strip()] = c.strip()
+    return out
+
+
+@app.command()
+def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is compared with the first"),
+            arm: list[str] = typer.Option([], "--arm", help="only these arm ids"),
+            pair: list[str] = typer.Option([], "--pair", help="BASELINE_ARM=CANDIDATE_ARM"),
+            metric: list[str] = typer.Option(["recall@10", "ndcg@10", "mrr@10"], "--metric", "-m"),
+            segment: list[str] = typer.Option(["all", "turn_index>=2"], "--segment", "-s"),
+            allow_different_evalsets: bool = typer.Option(False, "--allow-different-evalsets"),
+            out: Path = typer.Option(Path("reports/compare"), "--out", "-o", help="folder for compare.md and compare.csv")):
+    """Per-metric, per-segment paired differences of runs with CIs, Holm-corrected p-values, wins/ties/losses."""
+    from rich.table import Table
+
+    from harness.compare import COLUMNS, CompareError, compare_runs, to_markdown
+    from harness.metrics.segments import SegmentError
+
+    try:
+        df = compare_runs(runs, list(metric), list(segment), list(arm) or None, _pairs(pair) or None,
+                          allow_different_evalsets)
+    except (CompareError, SegmentError) as e:
+        fail(str(e))
+    out.mkdir(parents=True, exist_ok=True)
+    df[[c for c in COLUMNS if c in df.columns]].to_csv(out / "compare.csv", index=False)
+    (out / "compare.md").write_text(to_markdown(df, runs[0].name), encoding="utf-8")
+    t = Table(title=f"compared with {runs[0].name}")
+    for c in ("run", "arm", "metric", "segment", "n", "diff", "95% CI", "p_holm", "W/T/L"):
+        t.add_column(c, overflow="fold")
+    for r in df.itertuples():
+        t.add_row(r.candidate_run, r.candidate_arm, r.metric, r.segment, str(r.n_turns), f"{r.diff:+.3f}",
+                  f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", f"{r.p_holm:.4f}", f"{r.wins}/{r.ties}/{r.losses}")
+    console.print(t)
+    console.print(f"saved: {out / 'compare.md'}, {out / 'compare.csv'}", highlight=False)
+
+
+@app.command()
+def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typer.Option(..., "--candidate"),
+         policy: Path = typer.Option(..., "--policy"), pair: list[str] = typer.Option([], "--pair"),
+         out: Path = typer.Option(Path("reports/gate"), "--out", "-o")):
+    """Gate a candidate run against a baseline with a policy. Exit 0 pass, 1 regression, 2 bad input, 3 infrastructure.
+    Writes gate.md (also to $GITHUB_STEP_SUMMARY), gate.junit.xml and gate.json."""
+    from harness.gate import gate as run_gate
+
+    code, text = run_gate(baseline, candidate, policy, _pairs(pair), out)
+    if code == 2:
+        fail(text.removeprefix("error: "), 2)
+    console.print(text, markup=False, highlight=False)
+    raise typer.Exit(code)
+
+
+@app.command()
+def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh", help="'judge': ask the judge again")):
+    """Ask the judge role about every answer of a run (Ragas faithfulness) into judgments.parquet; cached.
+    The only step after replay that calls a model; without a judge endpoint answers are 'not measured'."""
+    from harness.judge import judge_command
+
+    if refresh not in (None, "judge"):
+        fail("--refresh takes 'judge'")
+    code = judge_command(run_dir, refresh == "judge")
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()

@@ -18,6 +18,8 @@ from __future__ import annotations
 from harness import env as _env  # noqa: F401  (RAGAS_DO_NOT_TRACK and offline settings first)
 
 import asyncio
+import contextlib
+import logging
 import math
 import os
 import sys
@@ -187,18 +189,39 @@ def _first_lines(e: BaseException, n: int = 2) -> str:
     return "; ".join(lines[:n])[:240]
 
 
+def _one(e: BaseException) -> str:
+    from pydantic import ValidationError
+
+    if isinstance(e, ValidationError):  # the judge's reply did not parse or fit the schema
+        errs = e.errors()
+        where = ".".join(str(x) for x in errs[0]["loc"]) if errs and errs[0]["loc"] else ""
+        msg = errs[0]["msg"] if errs else str(e)
+        return f"invalid reply for {e.title}: {where + ': ' if where else ''}{msg}"[:240]
+    status = getattr(e, "status_code", None)
+    return f"{type(e).__name__}{f' {status}' if status else ''}: {_first_lines(e)}"
+
+
 def describe_error(e: BaseException) -> str:
     """A short, secret-free description: instructor's retry wrapper is unwrapped to the last
     attempt's error (the invalid JSON, the HTTP status)."""
     failed = getattr(e, "failed_attempts", None)
     if failed:
-        inner = failed[-1].exception
         n = getattr(e, "n_attempts", None) or len(failed)
-        status = getattr(inner, "status_code", None)
-        return (f"{type(inner).__name__}{f' {status}' if status else ''}: {_first_lines(inner)}"
-                f" (after {n} attempt{'s' if n != 1 else ''})")
-    status = getattr(e, "status_code", None)
-    return f"{type(e).__name__}{f' {status}' if status else ''}: {_first_lines(e)}"
+        return f"{_one(failed[-1].exception)} (after {n} attempt{'s' if n != 1 else ''})"
+    return _one(e)
+
+
+@contextlib.contextmanager
+def _quiet_instructor():
+    """instructor logs every failed attempt at ERROR with the whole reply; the step records the
+    failure on the row instead."""
+    log = logging.getLogger("instructor")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def _llm_kwargs(ep: EndpointConfig) -> dict[str, Any]:
@@ -253,7 +276,7 @@ async def ajudge_run(run_dir: Path, refresh: bool = False, endpoint: EndpointCon
             ids = _contexts(r, docs)
             rec["context_doc_ids"] = ids
             if not ids:
-                rec["status"] = NO_CONTEXT
+                rec.update(status=NO_CONTEXT, judge_model=None)
             elif not question.strip():
                 rec["status"] = "error: no question text for this turn"
             else:
@@ -310,7 +333,8 @@ def judge_run(run_dir: Path, refresh: bool = False, endpoint: EndpointConfig | N
     `judgments.parquet` atomically and returns its path. `refresh=True` opens the LLM cache in
     refresh mode for the judge client only (the run's other roles are not re-asked: the step
     reads traces, it never replays). Concurrency: `concurrency`, else the run config's."""
-    return asyncio.run(ajudge_run(run_dir, refresh, endpoint, concurrency, cache_folder)).path
+    with _quiet_instructor():
+        return asyncio.run(ajudge_run(run_dir, refresh, endpoint, concurrency, cache_folder)).path
 
 
 def judge_command(run_dir: Path, refresh: bool) -> int:
@@ -323,7 +347,8 @@ def judge_command(run_dir: Path, refresh: bool) -> int:
         print(f"error: {run_dir}: not a run folder (no manifest.json)", file=sys.stderr)
         return 2
     try:
-        summary = asyncio.run(ajudge_run(run_dir, refresh))
+        with _quiet_instructor():
+            summary = asyncio.run(ajudge_run(run_dir, refresh))
     except (ValueError, FileNotFoundError, RuntimeError, EvalSetError) as e:
         print(f"error: {run_dir}: {_first_lines(e, 3)}", file=sys.stderr)
         return 2

@@ -140,6 +140,7 @@ class Replay:
                       "embedded_cold": index.stats.embedded if index else None},
             "arms": [{"arm_id": a.arm_id, "arm": a.name, "params": a.params.model_dump(), "backends": a.backends()}
                      for a in self.arms],
+            "filter_schema": [f.model_dump() for f in self.es.info.filters],
             "prompt_hashes": self.roles.prompt_hashes(), "seed": self.cfg.seed,
             "llm": {"cache": self.cfg.llm.cache.model_dump(),
                     "roles": {r: {"kind": e.kind, "model": e.model, "prompt": self.roles.prompt(r)}

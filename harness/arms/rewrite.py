@@ -72,7 +72,7 @@ def llm_stats(outcomes) -> dict:
     recs = [o.record for o in outcomes if o is not None and o.record is not None]
     costs = [r.cost_usd for r in recs]
     return {
-        "calls": sum(r.attempts for r in recs),
+        "calls": sum(r.requests for r in recs),
         "prompt_tokens": sum(r.prompt_tokens for r in recs),
         "completion_tokens": sum(r.completion_tokens for r in recs),
         "cost_usd": (None if any(c is None for c in costs) else float(sum(costs))) if recs else None,

@@ -190,6 +190,7 @@ class LLMClient:
                 rec.error = _err(e)
                 return StructuredResult(None, rec, raw_text)
             rec.attempts += n
+            rec.requests += 1
             self._account(rec, completion, headers)
             if not completion.choices:
                 rec.error = "empty choices"

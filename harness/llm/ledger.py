@@ -31,7 +31,8 @@ class CallRecord:
     cost_usd: float | None = None
     latency_ms: float = 0.0  # original latency (a cache hit reports the latency it had live)
     cache_hit: bool = False
-    attempts: int = 0
+    requests: int = 0  # distinct requests (the first and a repair): reproducible from the cache
+    attempts: int = 0  # HTTP attempts including retries: depends on the weather, not on the arm
     error: str | None = None
     fallback: str | None = None
     prompt_hash: str | None = None

@@ -13,7 +13,9 @@ import pyarrow.parquet as pq
 
 from harness.manifest import read_manifest
 from harness.metrics.ir import ir_metric_names, per_turn_ir, present
+from harness.metrics.guards import GUARD_COLUMNS, per_turn_guards
 from harness.metrics.loop import LOOP_COLUMNS, per_turn_loop
+from harness.metrics.operational import OPS_COLUMNS, per_turn_ops
 from harness.metrics.segments import Segment, default_segments
 from harness.traces import read_traces
 
@@ -62,10 +64,21 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None) -> Met
         ops.append((arm_id, rep, sid, tix, "error_rate", float(bool(err)), why))
         ops.append((arm_id, rep, sid, tix, "fallback_rate", np.nan if why else float(bool(fb)), why))
     parts.append(pd.DataFrame(ops, columns=parts[0].columns))
-    loop = per_turn_loop(read_traces(run_dir, LOOP_COLUMNS).to_pandas(), labels)
-    parts.append(loop)
-    per_turn = pd.concat(parts, ignore_index=True)
-    names = names + ["zero_results", "error_rate", "fallback_rate"] + sorted(set(loop["metric"]))
+    cols = sorted(set(LOOP_COLUMNS) | set(GUARD_COLUMNS) | set(OPS_COLUMNS) | {"params"})
+    rounds = read_traces(run_dir, cols).to_pandas()
+    extra = [per_turn_loop(rounds, labels), per_turn_guards(rounds, labels, man.get("filter_schema", [])),
+             per_turn_ops(rounds)]
+    parts += extra
+    jpath = run_dir / "judgments.parquet"
+    if jpath.exists():  # written by `harness judge`; metrics never call a model themselves
+        j = pd.read_parquet(jpath)
+        j = j[~j["status"].astype(str).str.startswith("skipped")]
+        extra.append(pd.DataFrame({"arm_id": j["arm_id"], "repeat": j["repeat"], "session_id": j["session_id"],
+                                   "turn_index": j["turn_index"], "metric": j["metric"], "value": j["value"].astype(float),
+                                   "unmeasured": j["status"].where(j["status"] != "ok", None)}))
+        parts.append(extra[-1])
+    per_turn = pd.concat([p for p in parts if not p.empty], ignore_index=True)
+    names = names + ["zero_results", "error_rate", "fallback_rate"] + [m for e in extra for m in dict.fromkeys(e["metric"])]
     aggregates = aggregate(per_turn, labels, segments or default_segments(labels))
     return MetricsResult(per_turn, aggregates, arms, names)
 
@@ -89,21 +102,25 @@ def aggregate(per_turn: pd.DataFrame, labels: pd.DataFrame, segments: list[Segme
             rows.append({
                 "arm_id": arm_id, "metric": metric, "segment": seg.name,
                 "mean": float(vals.mean()) if len(vals) else np.nan,
+                "p50": float(vals.quantile(0.5)) if len(vals) else np.nan,
+                "p95": float(vals.quantile(0.95)) if len(vals) else np.nan,
                 "n": int(measured.sum()), "n_unmeasured": int((~measured).sum()),
                 "n_sessions": int(grp.loc[measured, "session_id"].nunique()),
                 "repeat_sd": float(grp["repeat_sd"].mean()) if grp["repeat_sd"].notna().any() else np.nan,
             })
-    return pd.DataFrame(rows, columns=["arm_id", "metric", "segment", "mean", "n", "n_unmeasured", "n_sessions", "repeat_sd"])
+    return pd.DataFrame(rows, columns=["arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured",
+                                       "n_sessions", "repeat_sd"])
 
 
 def write_metrics(run_dir: Path, res: MetricsResult) -> Path:
     """metrics.parquet: aggregate rows (kind=aggregate) and per-turn rows (kind=turn)."""
     agg = res.aggregates.assign(kind="aggregate", session_id=None, turn_index=None, repeat=None, value=None, unmeasured=None)
-    pt = res.per_turn.assign(kind="turn", segment=None, mean=None, n=None, n_unmeasured=None, n_sessions=None, repeat_sd=None)
-    cols = ["kind", "arm_id", "metric", "segment", "mean", "n", "n_unmeasured", "n_sessions", "repeat_sd",
+    pt = res.per_turn.assign(kind="turn", segment=None, mean=None, p50=None, p95=None, n=None, n_unmeasured=None,
+                             n_sessions=None, repeat_sd=None)
+    cols = ["kind", "arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured", "n_sessions", "repeat_sd",
             "repeat", "session_id", "turn_index", "value", "unmeasured"]
     df = pd.concat([agg[cols], pt[cols]], ignore_index=True)
-    for c in ("mean", "repeat_sd", "value"):
+    for c in ("mean", "p50", "p95", "repeat_sd", "value"):
         df[c] = df[c].astype("float64")
     for c in ("n", "n_unmeasured", "n_sessions", "repeat", "turn_index"):
         df[c] = df[c].astype("Int64")

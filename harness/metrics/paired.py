@@ -1,0 +1,49 @@
+"""Paired comparisons of every arm against a reference arm (default: the `original` arm) per
+metric and segment: mean difference, session-level bootstrap CI, session-level randomization
+p-value, Holm across all comparisons of the table, wins/ties/losses, minimum detectable drop,
+and the share of the oracle gap closed where an oracle arm exists. Compute only; rendering and
+writing are elsewhere."""
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.metrics.segments import parse_segment
+from harness.stats import compare_arms, holm, oracle_gap_closed
+
+DEFAULT_METRICS = ("recall@10", "ndcg@10")
+DEFAULT_SEGMENTS = ("all", "turn_index>=2")
+
+
+def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list[str], reference: str | None = None,
+                 metrics=DEFAULT_METRICS, segments=DEFAULT_SEGMENTS, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+    ref = reference or next((a for a in arms if a.startswith("original(")), None)
+    if ref is None:
+        return pd.DataFrame()
+    oracle = next((a for a in arms if a.startswith("oracle(")), None)
+    others = [a for a in arms if a != ref]
+    frames = []
+    for seg_text in segments:
+        seg = parse_segment(seg_text)
+        keys = labels.loc[seg.mask(labels).to_numpy(), ["session_id", "turn_index"]]
+        if keys.empty:
+            continue
+        key_set = set(map(tuple, keys.values.tolist()))
+        for m in metrics:
+            if m not in set(per_turn["metric"]):
+                continue
+            df = compare_arms(per_turn, m, ref, others, segment_keys=key_set, n_resamples=n_resamples,
+                              n_permutations=n_resamples, seed=seed)
+            if df.empty:
+                continue
+            df = df.assign(segment=seg.name)
+            if oracle is not None:
+                o = df[df["arm"] == oracle]
+                if not o.empty and pd.notna(o["mean_arm"].iloc[0]):
+                    df["oracle_gap_closed"] = [oracle_gap_closed(r.mean_ref, r.mean_arm, o["mean_arm"].iloc[0])
+                                               if r.arm != oracle else None for r in df.itertuples()]
+            frames.append(df)
+    if not frames:
+        return pd.DataFrame()
+    out = pd.concat(frames, ignore_index=True)
+    out["p_holm"] = holm(out["p"].tolist())  # across every comparison of this table
+    return out

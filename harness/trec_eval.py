@@ -1,0 +1,71 @@
+"""Score TREC-format runs with the harness's own metric code, following trec_eval's conventions:
+documents ordered by score descending, then document id descending; relevant means grade >= 1;
+queries in the qrels but absent from the run are left out of the means unless `complete`
+(trec_eval -c) scores them 0. Queries without any relevant document are not scored (as in
+trec_eval's default). Also: turn a TREC run file into a run folder (`harness import run`)."""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+
+from harness.corpus.fusion import order
+from harness.importers.trec import read_trec_qrels
+from harness.metrics.ir import per_turn_ir
+
+
+class RunFileError(ValueError):
+    pass
+
+
+def read_trec_run(path: Path) -> dict[str, dict[str, float]]:
+    """qid Q0 docno rank score tag -> {qid: {docno: score}}; bad lines name file and line."""
+    run: dict[str, dict[str, float]] = defaultdict(dict)
+    for no, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 6:
+            raise RunFileError(f"{path}:{no}: expected 'qid Q0 docno rank score tag', got {len(parts)} fields")
+        qid, _, doc, _, score, _ = parts
+        try:
+            run[qid][doc] = float(score)
+        except ValueError:
+            raise RunFileError(f"{path}:{no}: score {score!r} is not a number") from None
+    return dict(run)
+
+
+def ranked(scores: dict[str, float]) -> list[str]:
+    return [d for d, _ in order(scores)]
+
+
+def score_run(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], metrics: list[str],
+              complete: bool = False) -> pd.DataFrame:
+    """Per-query values (qid, metric, value) plus the means under qid 'all'."""
+    qids = [q for q in qrels if any(g >= 1 for g in qrels[q].values())]
+    if not complete:
+        qids = [q for q in qids if q in run]
+    labels = pd.DataFrame({"session_id": qids, "turn_index": 1, "qrels": [json.dumps(qrels[q]) for q in qids],
+                           "qrels_measured": True})
+    final = pd.DataFrame({"arm_id": "run", "repeat": 0, "session_id": qids, "turn_index": 1,
+                          "ranking": [ranked(run.get(q, {})) for q in qids], "not_applicable": None, "error": None})
+    pt = per_turn_ir(final, labels, metrics)[["session_id", "metric", "value"]].rename(columns={"session_id": "qid"})
+    means = pt.groupby("metric", sort=False)["value"].mean().reset_index().assign(qid="all")
+    return pd.concat([pt, means[["qid", "metric", "value"]]], ignore_index=True)
+
+
+def format_trec(df: pd.DataFrame, per_query: bool = True) -> str:
+    lines = []
+    rows = df if per_query else df[df["qid"] == "all"]
+    for metric in dict.fromkeys(rows["metric"]):
+        for r in rows[rows["metric"] == metric].itertuples():
+            lines.append(f"{metric:<22}\t{r.qid}\t{r.value:.4f}")
+    n = df[df["qid"] != "all"]["qid"].nunique()
+    lines.append(f"{'num_q':<22}\tall\t{n}")
+    return "\n".join(lines)
+
+
+def trec_eval(qrels_path: Path, run_path: Path, metrics: list[str], complete: bool = False) -> pd.DataFrame:
+    return score_run(read_trec_qrels(qrels_path), read_trec_run(run_path), metrics, complete)

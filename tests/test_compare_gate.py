@@ -1,0 +1,137 @@
+"""`harness compare` and `harness gate` on constructed run folders with known effects."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+
+ARM = "rewrite(model=offline)"
+LLM = "rewrite(model=gpt-4o-mini)"
+
+
+def make_run(root: Path, name: str, arms: dict[str, dict], n_sessions=60, shift=0.0, errors=0.0, hash_="h1", seed=0,
+             base_seed=0):
+    """arms: arm_id -> backends. Per-turn recall@10 from a fixed base (base_seed) plus `shift`."""
+    run = root / name
+    run.mkdir(parents=True)
+    rng = np.random.default_rng(base_seed)
+    base = rng.uniform(0.2, 0.9, size=(n_sessions, 2))
+    rows, labels = [], []
+    for s in range(n_sessions):
+        for t in (1, 2):
+            labels.append({"session_id": f"s{s}", "turn_index": t, "split": "main", "domain": None, "query_type": "x",
+                           "language": "en", "answerability": "ANSWERABLE", "multi_turn_type": None, "qrels": "{}",
+                           "qrels_measured": True, "identifiers": [], "expected_filters": "[]", "reference_rewrite": None,
+                           "reference_answer": None, "surface_doc": None, "user": "u", "segments": "{}"})
+            for arm in arms:
+                noise = np.random.default_rng(seed + s * 7 + t).normal(0, 0.01)
+                v = float(np.clip(base[s, t - 1] + shift + noise, 0, 1))
+                for metric, value in (("recall@10", v), ("ndcg@10", v), ("error_rate", float(s < errors * n_sessions)),
+                                      ("identifier_preservation", 1.0), ("entitlement_violations", 0.0),
+                                      ("cost_usd", 0.0), ("latency_total_ms", 100.0 + t)):
+                    rows.append({"kind": "turn", "arm_id": arm, "metric": metric, "repeat": 0, "session_id": f"s{s}",
+                                 "turn_index": t, "value": value})
+    pd.DataFrame(rows).to_parquet(run / "metrics.parquet")
+    pd.DataFrame(labels).to_parquet(run / "labels.parquet")
+    man = {"run_id": name, "eval_set": {"name": "es", "version": "1", "hash": hash_},
+           "arms": [{"arm_id": a, "arm": "rewrite", "params": {}, "backends": b} for a, b in arms.items()]}
+    (run / "manifest.json").write_text(json.dumps(man))
+    return run
+
+
+POLICY = """rules:
+  - {metric: recall@10, segment: "turn_index>=2", arm: "*", max_drop: 0.02, alpha: 0.05, test: noninferiority}
+  - {metric: ndcg@10, segment: all, arm: "*", max_drop: 0.02, alpha: 0.05, test: regression}
+floors:
+  - {metric: identifier_preservation, arm: "*", min: 0.99}
+  - {metric: entitlement_violations, arm: "*", max: 0}
+budgets:
+  - {metric: latency_total_ms, stat: p95, max: 5000}
+limits: {max_error_rate: 0.05, max_unmeasured_rate: 0.2}
+"""
+
+
+@pytest.fixture
+def policy(tmp_path):
+    p = tmp_path / "gate.yaml"
+    p.write_text(POLICY)
+    return p
+
+
+def gate(tmp_path, base, cand, policy, *extra):
+    return CliRunner().invoke(app, ["gate", "--baseline", str(base), "--candidate", str(cand), "--policy", str(policy),
+                                    "-o", str(tmp_path / "out"), *extra])
+
+
+def test_identical_candidate_passes(tmp_path, policy):
+    b = make_run(tmp_path, "base", {ARM: {"rewrite": "offline"}})
+    c = make_run(tmp_path, "cand", {ARM: {"rewrite": "offline"}})
+    r = gate(tmp_path, b, c, policy)
+    assert r.exit_code == 0, r.output
+    assert "smallest detectable drop" in (tmp_path / "out/gate.md").read_text()
+    v = json.loads((tmp_path / "out/gate.json").read_text())
+    assert v["verdict"] == "pass" and all(x["ok"] for x in v["results"])
+
+
+def test_injected_regression_fails_naming_the_rule(tmp_path, policy, monkeypatch):
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    b = make_run(tmp_path, "base", {ARM: {"rewrite": "offline"}})
+    c = make_run(tmp_path, "cand", {ARM: {"rewrite": "offline"}}, shift=-0.1, seed=1)
+    r = gate(tmp_path, b, c, policy)
+    assert r.exit_code == 1, r.output
+    md = (tmp_path / "out/gate.md").read_text()
+    assert "**FAIL**" in md and "rule 1: noninferiority recall@10 [turn_index>=2]" in md
+    junit = (tmp_path / "out/gate.junit.xml").read_text()
+    assert junit.count("<testcase") == 5 and '<failure message="CI lower bound' in junit
+    assert "rule 2: regression ndcg@10 [all]" in junit and summary.read_text() == md
+
+
+def test_a_model_change_is_gated_through_a_named_pair(tmp_path, policy):
+    b = make_run(tmp_path, "base", {ARM: {"rewrite": "offline"}})
+    c = make_run(tmp_path, "cand", {LLM: {"rewrite": "gpt-4o-mini"}}, shift=0.05, seed=2)
+    r = gate(tmp_path, b, c, policy)
+    assert r.exit_code == 2 and "matches no arm pair" in r.output  # never paired implicitly
+    r = gate(tmp_path, b, c, policy, "--pair", f"{ARM}={LLM}")
+    assert r.exit_code == 0, r.output
+    v = json.loads((tmp_path / "out/gate.json").read_text())
+    assert v["pairs"] == [[ARM, LLM]] and v["results"][0]["diff"] > 0.04
+
+
+def test_errors_over_the_limit_are_infrastructure(tmp_path, policy):
+    b = make_run(tmp_path, "base", {ARM: {"rewrite": "offline"}})
+    c = make_run(tmp_path, "cand", {ARM: {"rewrite": "offline"}}, errors=0.2)
+    r = gate(tmp_path, b, c, policy)
+    assert r.exit_code == 3, r.output
+    assert "error rate 20.0% > 5.0%" in (tmp_path / "out/gate.md").read_text()
+
+
+def test_malformed_policy_names_the_line(tmp_path):
+    b = make_run(tmp_path, "base", {ARM: {"rewrite": "offline"}})
+    p = tmp_path / "bad.yaml"
+    p.write_text("rules:\n  - {metric: recall@10, max_drop: -1}\n  - {metric: ndcg@10, max_drop: 0.1, tset: regression}\n")
+    r = gate(tmp_path, b, b, p)
+    assert r.exit_code == 2
+    assert "bad.yaml:2: rules.0.max_drop" in r.output and "bad.yaml:3: rules.1.tset" in r.output
+    p.write_text("rules: [\n")
+    r = gate(tmp_path, b, b, p)
+    assert r.exit_code == 2 and "invalid YAML" in r.output
+
+
+def test_compare_refuses_other_evalset_versions_and_saves_tables(tmp_path):
+    b = make_run(tmp_path, "base", {ARM: {"rewrite": "offline"}})
+    c = make_run(tmp_path, "cand", {ARM: {"rewrite": "offline"}}, shift=0.1, seed=3)
+    d = make_run(tmp_path, "other", {ARM: {"rewrite": "offline"}}, hash_="h2")
+    r = CliRunner().invoke(app, ["compare", str(b), str(d), "-o", str(tmp_path / "cmp")])
+    assert r.exit_code == 2 and "--allow-different-evalsets" in r.output
+    r = CliRunner().invoke(app, ["compare", str(b), str(c), "-m", "recall@10", "-s", "all", "-s", "turn_index>=2",
+                                 "-o", str(tmp_path / "cmp")])
+    assert r.exit_code == 0, r.output
+    csv = pd.read_csv(tmp_path / "cmp/compare.csv")
+    assert len(csv) == 2 and (csv["diff"] > 0.09).all() and (csv["p_holm"] < 0.01).all()
+    assert (csv["wins"] > 0.9 * csv["n_turns"]).all()
+    assert "| cand |" in (tmp_path / "cmp/compare.md").read_text()
