@@ -13,7 +13,7 @@ export HARNESS_HOME := $(CURDIR)
 
 DEMO_CONFIGS ?= configs/mtrag.yaml configs/handbook.yaml configs/b2b.yaml
 
-.PHONY: setup demo test import-mtrag sweep
+.PHONY: setup demo test import-mtrag sweep compare gate report baseline
 
 setup: $(VENV)/.installed
 
@@ -35,6 +35,19 @@ test: setup
 sweep: setup
 	$(BIN)/harness run configs/sweep-handbook.yaml --no-progress
 	$(BIN)/harness run configs/sweep-mtrag.yaml --no-progress
+
+compare: setup  # make compare A=runs/X B=runs/Y
+	$(BIN)/harness compare $(A) $(B) -o reports/compare
+
+gate: setup  # make gate BASELINE=runs/baselines/b2b CANDIDATE=runs/X [POLICY=configs/gate.yaml]
+	$(BIN)/harness gate --baseline $(BASELINE) --candidate $(CANDIDATE) --policy $(or $(POLICY),configs/gate.yaml) -o reports/gate
+
+report: setup  # make report RUNS="runs/X runs/Y" [NAME=review]
+	$(BIN)/harness report $(RUNS) -o reports/$(or $(NAME),review).html
+
+baseline: setup  # refresh the committed baseline of the b2b demo config
+	rm -rf runs/baselines/b2b
+	$(BIN)/harness run configs/b2b.yaml --no-progress --run-id baselines/b2b
 
 import-mtrag: setup
 	$(BIN)/harness import mtrag ../shared/datasets/mtrag --out eval_sets/mtrag-un

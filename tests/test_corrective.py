@@ -38,7 +38,7 @@ def replay(handbook, tmp_path, arms, roles=None, splits=("main",), repeats=1, na
 
 
 def ep(srv):
-    return {"kind": "openai-compatible", "base_url": srv.base_url, "model": "grader", "timeout": 5, "max_retries": 0}
+    return {"kind": "openai-compatible", "base_url": srv.base_url, "model": "grader", "timeout": 30, "max_retries": 2, "backoff_base": 0.05}
 
 
 def grader(sufficient, new_query="better query"):

@@ -50,7 +50,7 @@ def echo_rewrite(req: dict) -> dict:
             "variants": [], "clarify": None}
 
 
-def run(world, tmp_path, srv, name="r1", mode="readwrite", concurrency=4, timeout=2.0, cache=None, **ep):
+def run(world, tmp_path, srv, name="r1", mode="readwrite", concurrency=4, timeout=20.0, cache=None, **ep):
     root, index = world
     raw = {"name": "llm", "eval_set": str(root), "arms": ["rewrite"], "runs_dir": str(tmp_path),
            "concurrency": concurrency,
@@ -73,7 +73,8 @@ def test_structured_replies_parsed_and_labelled_with_the_model(world, tmp_path, 
     out, t = run(world, tmp_path, srv)
     assert len(t) == 24 and t["error"].isna().all() and t["fallback_reason"].isna().all()
     assert all(q[0].startswith("hex bolt ") for q in t["issued_queries"])
-    assert set(t["arm_id"]) == {"rewrite(depth=100,lane=hybrid,last_n=4,model=test-model)"}
+    assert set(t["arm_id"]) == {"rewrite(answer=false,budget_ms=0,decide=false,depth=100,id_lane=true,lane=hybrid,"
+                                "last_n=4,model=test-model,pool=100,rerank=false,rrf_k=60)"}
     assert set(t["backend"]) == {'{"rewrite":"test-model"}'}
     assert (t["llm_calls"] == 1).all() and (t["prompt_tokens"] > 0).all()
     assert t["cost_usd"].isna().all()  # unknown model: cost unknown, not 0
@@ -90,7 +91,7 @@ def test_structured_replies_parsed_and_labelled_with_the_model(world, tmp_path, 
 @pytest.mark.parametrize("fault", ["429", "429_no_retry_after", "500", "reset", "hang"])
 def test_transient_faults_are_retried(world, tmp_path, srv, fault):
     srv.set_faults(fault, rate=1.0, times=3, hang_seconds=3.0)
-    _, t = run(world, tmp_path, srv, timeout=0.5)
+    _, t = run(world, tmp_path, srv, timeout=1.5)
     assert t["fallback_reason"].isna().all(), t["fallback_reason"].dropna().tolist()
     assert srv.calls == 24 + 3  # three turns needed a second attempt
     assert t["llm_calls"].sum() == 24  # a retry is the same call: rows stay equal to an undisturbed run

@@ -33,8 +33,8 @@ def run_tiny(tiny, tmp_path, arms=("original", "concat", "oracle"), **kw):
 
 
 def test_arm_ids_are_canonical():
-    assert make_arm("original").arm_id == "original(depth=100,lane=hybrid)"
-    assert make_arm({"name": "concat", "max_turns": 2, "lane": "dense"}).arm_id == "concat(depth=100,lane=dense,max_turns=2)"
+    assert make_arm("original").arm_id == "original(answer=false,depth=100,lane=hybrid)"
+    assert make_arm({"name": "concat", "max_turns": 2, "lane": "dense"}).arm_id == "concat(answer=false,depth=100,lane=dense,max_turns=2)"
     assert {"original", "concat", "oracle"} <= set(REGISTRY)
     with pytest.raises(ValueError, match="unknown arm"):
         make_arm("nope")
@@ -75,11 +75,11 @@ def test_metrics_from_run_folder_alone(tiny, tmp_path):
     res = compute_metrics(run)
     write_metrics(run, res)
     agg = res.aggregates.set_index(["arm_id", "metric", "segment"])
-    oracle = "oracle(depth=100,lane=hybrid)"
+    oracle = "oracle(answer=false,depth=100,lane=hybrid)"
     # oracle is measured on 2 turns, n/a on the third (counted, not averaged in)
     assert agg.loc[(oracle, "recall@10", "all"), "n"] == 2
     assert agg.loc[(oracle, "recall@10", "all"), "n_unmeasured"] == 1
-    assert agg.loc[("original(depth=100,lane=hybrid)", "recall@10", "all"), "n"] == 3
+    assert agg.loc[("original(answer=false,depth=100,lane=hybrid)", "recall@10", "all"), "n"] == 3
     back = __import__("pandas").read_parquet(run / "metrics.parquet")
     assert set(back["kind"]) == {"aggregate", "turn"}
 
@@ -124,3 +124,16 @@ def test_filters_on_floats_and_lists_match_in_qdrant_and_python(tmp_path):
         lex = {h.doc_id for h in idx.lexical(["cleaner"], 10, [flt])[0]}
         py = {d for d, doc in docs.items() if matches(doc.metadata, flt)}
         assert dense == lex == py == want, flt
+
+
+def test_every_arm_can_answer_so_answer_metrics_compare_across_arms(tiny, tmp_path):
+    run = run_tiny(tiny, tmp_path, arms=[{"name": "original", "answer": True}, {"name": "concat", "answer": True}])
+    t = read_traces(run).to_pandas()
+    assert t["arm_id"].str.contains("answer=true").all()
+    assert json.loads(t["backend"].iloc[0]) == {"answer": "offline"}
+    answered = t[~t["abstained"].astype(bool)]
+    assert len(answered) > 0
+    for r in answered.itertuples():
+        assert all(f"[{d}]" in r.answer for d in r.answer_doc_ids)
+    res = compute_metrics(run)
+    assert {"answered", "abstained"} <= set(res.per_turn["metric"])

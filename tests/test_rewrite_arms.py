@@ -27,7 +27,7 @@ def shop(tmp_path_factory):
 
 
 def endpoint(srv, **kw):
-    return {"kind": "openai-compatible", "base_url": srv.base_url, "model": "test-model", "timeout": 5,
+    return {"kind": "openai-compatible", "base_url": srv.base_url, "model": "test-model", "timeout": 30,
             "max_retries": 0, **kw}
 
 

@@ -1,21 +1,18 @@
 from __future__ import annotations
 
-from harness.arms.base import ArmResult, BaseArm, TurnContext, register
-from harness.arms.original import LaneParams
-from harness.arms.retrieval import retrieve_one
+from harness.arms.base import TurnContext, register
+from harness.arms.original import SingleQueryArm
 
 
 @register("oracle")
-class Oracle(BaseArm):
+class Oracle(SingleQueryArm):
     """The reference rewrite with the expected filters: an upper bound for rewriting. Turns
     without a reference rewrite are n/a (recorded, never hidden)."""
 
-    Params = LaneParams
+    not_applicable = "no reference rewrite"
 
-    async def run(self, ctx: TurnContext):
+    def query(self, ctx: TurnContext):
         lab = ctx.turn.labels
         if lab is None or not lab.reference_rewrite:
-            return [ArmResult(issued_queries=[], lanes=[], applied_filters=[], candidates=[], ranking=[],
-                              not_applicable="no reference rewrite")]
-        filters = [f.model_dump() for f in lab.expected_filters]
-        return [retrieve_one(ctx, lab.reference_rewrite, filters, self.params.lane, self.params.depth)]
+            return None
+        return lab.reference_rewrite, [f.model_dump() for f in lab.expected_filters]

@@ -9,13 +9,40 @@ from harness.arms.retrieval import retrieve_one
 class LaneParams(Params):
     lane: Literal["hybrid", "dense", "bm25"] = "hybrid"
     depth: int = 100
+    answer: bool = False  # the answer role on the top hits, so answer metrics compare across all arms
 
 
-@register("original")
-class Original(BaseArm):
-    """The last user turn as it was typed, with the inherited filters."""
+class SingleQueryArm(BaseArm):
+    """An arm that issues one query it builds without a model; optionally answers."""
 
     Params = LaneParams
 
+    @property
+    def uses(self) -> tuple[str, ...]:
+        return ("answer",) if self.params.answer else ()
+
+    def query(self, ctx: TurnContext) -> tuple[str, list[dict]] | None:
+        raise NotImplementedError
+
     async def run(self, ctx: TurnContext):
-        return [retrieve_one(ctx, ctx.turn.user, ctx.inherited_filters, self.params.lane, self.params.depth)]
+        from harness.arms.base import ArmResult
+        from harness.arms.pipeline import answer_stage
+        from harness.arms.rewrite import llm_stats
+
+        q = self.query(ctx)
+        if q is None:
+            return [ArmResult(issued_queries=[], lanes=[], applied_filters=[], candidates=[], ranking=[],
+                              not_applicable=self.not_applicable)]
+        text, filters = q
+        r = retrieve_one(ctx, text, filters, self.params.lane, self.params.depth)
+        if self.params.answer:
+            r.llm = llm_stats(await answer_stage(ctx, text, r))
+        return [r]
+
+
+@register("original")
+class Original(SingleQueryArm):
+    """The last user turn as it was typed, with the inherited filters."""
+
+    def query(self, ctx: TurnContext):
+        return ctx.turn.user, ctx.inherited_filters

@@ -42,6 +42,7 @@ class EndpointConfig(BaseModel):
     temperature: float = 0.0
     max_tokens: int = 512
     max_string_length: int | None = None  # adds maxLength to schema strings (llama.cpp grammars)
+    max_items: int | None = None  # adds maxItems to schema lists (llama.cpp grammars)
     extra_body: dict[str, Any] = Field(default_factory=dict)
 
     def key_env(self) -> str | None:
@@ -174,7 +175,7 @@ class LLMClient:
         rec = CallRecord(role=role, model=ep.model, prompt_hash=prompt_hash(system))
         body = {"model": ep.model, "messages": messages, "temperature": ep.temperature, "max_tokens": ep.max_tokens,
                 "response_format": {"type": "json_schema", "json_schema": {
-                    "name": schema.__name__, "strict": True, "schema": strict_schema(schema, ep.max_string_length)}}}
+                    "name": schema.__name__, "strict": True, "schema": strict_schema(schema, ep.max_string_length, ep.max_items)}}}
         s = seed if seed is not None else self.seed
         if s is not None:
             body["seed"] = s

@@ -1,8 +1,8 @@
 """Strict JSON schemas from pydantic models for `response_format: json_schema, strict: true`:
 every object closed (additionalProperties false) and every property required (optional
-values are nullable). `max_string_length` adds maxLength to strings, for servers such as
-llama.cpp that enforce the schema with a grammar (a model that never stops would otherwise run
-to max_tokens and cut the JSON)."""
+values are nullable). `max_string_length` adds maxLength to strings and `max_items` maxItems to
+lists, for servers such as llama.cpp that enforce the schema with a grammar (a model that never
+stops would otherwise run to max_tokens and cut the JSON)."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +10,7 @@ import copy
 from pydantic import BaseModel
 
 
-def strict_schema(model: type[BaseModel], max_string_length: int | None = None) -> dict:
+def strict_schema(model: type[BaseModel], max_string_length: int | None = None, max_items: int | None = None) -> dict:
     schema = copy.deepcopy(model.model_json_schema())
 
     def walk(node):
@@ -22,6 +22,8 @@ def strict_schema(model: type[BaseModel], max_string_length: int | None = None) 
                 node["required"] = list(node.get("properties", {}))
             if node.get("type") == "string" and max_string_length and "enum" not in node:
                 node.setdefault("maxLength", max_string_length)
+            if node.get("type") == "array" and max_items:
+                node.setdefault("maxItems", max_items)
             for v in node.values():
                 walk(v)
         elif isinstance(node, list):

@@ -6,6 +6,7 @@
 - wasted_rounds: rounds run after a round whose top-k hits already held a relevant document;
 - recall_at_stop: recall of the final round's top-k hits;
 - answered / abstained: 0/1 from the final row (answer metrics for every arm with answers);
+- clarified: 1 when the rewrite asked back (`clarify`) instead of only rewriting (rewrite arms);
 - abstention precision and recall against the answerability labels (UNANSWERABLE should be
   abstained; UNDERSPECIFIED clarified or abstained; ANSWERABLE and PARTIAL answered):
   precision = abstained and should / abstained, recall = abstained and should / should."""
@@ -38,6 +39,9 @@ def per_turn_loop(rounds: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
         final = g.iloc[-1]
         if isinstance(final["not_applicable"], str) and final["not_applicable"]:
             continue
+        if "last_n" in (final["params"] or ""):  # the rewrite family can ask back instead of rewriting
+            clar = final["clarify"]
+            out.append((arm, rep, sid, tix, "clarified", float(isinstance(clar, str) and bool(clar)), None))
         has_answer = final["answer"] is not None and not (isinstance(final["answer"], float))
         if has_answer:
             out.append((arm, rep, sid, tix, "answered", float(not bool(final["abstained"])), None))

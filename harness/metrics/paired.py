@@ -46,4 +46,11 @@ def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list[str], 
         return pd.DataFrame()
     out = pd.concat(frames, ignore_index=True)
     out["p_holm"] = holm(out["p"].tolist())  # across every comparison of this table
+    # cost per recall point relative to the reference: extra USD per turn per +1 point of recall@10
+    cost = per_turn[per_turn["metric"] == "cost_usd"].groupby("arm_id")["value"].mean()
+    rec = out[(out["metric"] == "recall@10") & (out["segment"] == "all")].set_index("arm")["diff"]
+    out["cost_per_recall_point"] = [
+        (cost.get(r.arm, float("nan")) - cost.get(ref, float("nan"))) / (100 * rec[r.arm])
+        if r.metric == "recall@10" and r.segment == "all" and r.arm in rec and rec[r.arm] not in (0,) else float("nan")
+        for r in out.itertuples()]
     return out

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from harness.arms.base import TurnContext
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # no runtime import: harness.arms imports the roles
+    from harness.arms.base import TurnContext
 from harness.roles.lang import detect_language
 
 COUNTRY_NAMES = {"DE": "Germany", "AT": "Austria", "CH": "Switzerland", "NL": "the Netherlands", "BE": "Belgium",
@@ -58,7 +61,7 @@ class CompactState:
         }, ensure_ascii=False)
 
 
-def compact_state(ctx: TurnContext, last_n: int = 4, turn_text: str | None = None) -> CompactState:
+def compact_state(ctx: "TurnContext", last_n: int = 4, turn_text: str | None = None) -> CompactState:
     meta = getattr(ctx.index, "meta", {}) if ctx.index is not None else {}
     hist = []
     for t in ctx.history[-last_n:]:

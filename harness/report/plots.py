@@ -1,0 +1,136 @@
+"""Plots of the HTML report as base64 PNG strings (matplotlib's Agg canvas, no pyplot state).
+Input is prepared data from harness.report.html (plain lists and dicts); plots never read files."""
+from __future__ import annotations
+
+import base64
+import io
+import math
+
+from harness import env as _env  # noqa: F401  (MPLCONFIGDIR before matplotlib loads)
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+          "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
+DPI = 96
+
+
+def color(i: int) -> str:
+    return COLORS[i % len(COLORS)]
+
+
+def plain(text: str) -> str:
+    """Text for matplotlib without mathtext: `$` would start a formula."""
+    return str(text).replace("\\", "\\\\").replace("$", r"\$")
+
+
+def to_base64(fig: Figure) -> str:
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    # no metadata: the PNG carries no Software/URL text chunk
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _finite(v) -> bool:
+    return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def metric_by_turn(series: list[dict], buckets: list[str], metric: str, title: str) -> str:
+    """Line per arm over the turn buckets with its 95% CI band.
+    series: [{label, color_index, points: [{bucket, mean, lo, hi, n}]}]."""
+    fig = Figure(figsize=(8.6, 3.9))
+    ax = fig.add_subplot(1, 1, 1)
+    xs = {b: i for i, b in enumerate(buckets)}
+    k = max(len(series), 1)
+    width = 0.28  # arms are dodged a little so identical lines stay visible
+    for j, s in enumerate(series):
+        pts = [p for p in s["points"] if _finite(p["mean"])]
+        if not pts:
+            continue
+        off = (j - (k - 1) / 2) * (width / max(k - 1, 1)) if k > 1 else 0.0
+        x = [xs[p["bucket"]] + off for p in pts]
+        y = [p["mean"] for p in pts]
+        lo = [p["lo"] if _finite(p["lo"]) else p["mean"] for p in pts]
+        hi = [p["hi"] if _finite(p["hi"]) else p["mean"] for p in pts]
+        c = color(s["color_index"])
+        ax.plot(x, y, marker=MARKERS[s["color_index"] % len(MARKERS)], color=c, lw=1.6, ms=5, label=plain(s["label"]))
+        if len(x) > 1:
+            ax.fill_between(x, lo, hi, color=c, alpha=0.12, lw=0)
+        ax.errorbar(x, y, yerr=[[m - a for m, a in zip(y, lo)], [b - m for m, b in zip(y, hi)]], fmt="none",
+                    ecolor=c, elinewidth=0.9, capsize=2, alpha=0.7)
+    ax.set_xticks(range(len(buckets)))
+    ax.set_xticklabels([f"turn {b}" for b in buckets])
+    ax.set_xlim(-0.5, len(buckets) - 0.5)
+    ax.set_ylabel(plain(metric))
+    if metric.startswith(("recall@", "ndcg@", "mrr@")):
+        ax.set_ylim(-0.02, 1.04)
+    ax.grid(True, alpha=0.3)
+    ax.set_title(plain(title), fontsize=10)
+    if series:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    return to_base64(fig)
+
+
+def _frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Pareto frontier: lowest x for each gain in y (x lower is better, y higher is better)."""
+    best, out = -math.inf, []
+    for x, y in sorted(points, key=lambda p: (p[0], -p[1])):
+        if y > best:
+            out.append((x, y))
+            best = y
+    return out
+
+
+def tradeoff(points: list[dict], title: str, y_name: str = "recall@10") -> str:
+    """Two scatters: y against cost per turn (USD) and against p95 total latency (ms), with the
+    frontier. points: [{label, color_index, y, cost, p95_ms}] (cost/p95 None when unmeasured)."""
+    fig = Figure(figsize=(11, 4.2))
+    for pos, (key, xlabel) in enumerate([("cost", "cost per turn (USD)"), ("p95_ms", "p95 latency_total_ms")], start=1):
+        ax = fig.add_subplot(1, 2, pos)
+        pts = [p for p in points if _finite(p.get(key)) and _finite(p.get("y"))]
+        for p in pts:
+            c = color(p["color_index"])
+            ax.scatter([p[key]], [p["y"]], color=c, marker=MARKERS[p["color_index"] % len(MARKERS)], s=42, zorder=3)
+            ax.annotate(plain(p["label"]), (p[key], p["y"]), textcoords="offset points", xytext=(4, 4),
+                        fontsize=7, color=c)
+        front = _frontier([(p[key], p["y"]) for p in pts])
+        if len(front) > 1:
+            ax.step([f[0] for f in front], [f[1] for f in front], where="post", color="#444", lw=1, ls="--",
+                    alpha=0.7, label="frontier")
+            ax.legend(loc="lower right", fontsize=8, frameon=False)
+        if not pts:
+            ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, color="#888")
+        elif all(p[key] == 0 for p in pts):
+            ax.set_xlim(-0.001 if key == "cost" else -1, 0.01 if key == "cost" else 1)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(plain(y_name))
+        ax.grid(True, alpha=0.3)
+    fig.suptitle(plain(title), fontsize=10)
+    return to_base64(fig)
+
+
+def rounds_bars(arms: list[dict], title: str) -> str:
+    """Stacked horizontal bars: share of turns that used 1, 2, ... rounds, per arm.
+    arms: [{label, counts: {rounds: n_turns}}]."""
+    rounds = sorted({r for a in arms for r in a["counts"]})
+    fig = Figure(figsize=(8.6, 0.45 * max(len(arms), 2) + 1.2))
+    ax = fig.add_subplot(1, 1, 1)
+    ys = list(range(len(arms)))
+    left = [0.0] * len(arms)
+    for i, r in enumerate(rounds):
+        shares = []
+        for a in arms:
+            total = sum(a["counts"].values()) or 1
+            shares.append(a["counts"].get(r, 0) / total)
+        ax.barh(ys, shares, left=left, color=color(i), label=f"{r} round{'s' if r != 1 else ''}")
+        left = [lft + s for lft, s in zip(left, shares)]
+    ax.set_yticks(ys)
+    ax.set_yticklabels([plain(a["label"]) for a in arms], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of turns")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.set_title(plain(title), fontsize=10)
+    return to_base64(fig)
