@@ -99,6 +99,51 @@ def import_run_cmd(run_file: Path, eval_set: Path = typer.Option(..., "--eval-se
     _metrics(out)
 
 
+@app.command()
+def sample(run_dir: Path, n: int = typer.Option(100, "--n"), seed: int = typer.Option(0),
+           out: Optional[Path] = typer.Option(None, "--out", "-o", help="default: reports/review-RUN")):
+    """Export a sample of answers stratified by arm, turn index and answerability (CSV + HTML rating sheet)."""
+    from harness.review import sample_answers, write_sample
+
+    if not (run_dir / "manifest.json").exists():
+        fail(f"{run_dir}: not a run folder (no manifest.json)")
+    df = sample_answers(run_dir, n, seed)
+    if df.empty:
+        fail(f"{run_dir}: no answers to sample (run arms with answer: true or the corrective arm)")
+    csv_path, html_path = write_sample(df, out or Path("reports") / f"review-{run_dir.name}", run_dir.name)
+    console.print(f"{len(df)} answers: {csv_path} and {html_path}", highlight=False)
+
+
+@import_app.command("ratings")
+def import_ratings_cmd(run_dir: Path, ratings: Path):
+    """Bring people's ratings (the sample CSV, filled in) back as human judgments of a run."""
+    from harness.review import RatingsError, import_ratings, judge_agreement
+
+    if not ratings.exists():
+        fail(f"{ratings}: no such file")
+    try:
+        out = import_ratings(run_dir, ratings)
+    except (RatingsError, FileNotFoundError) as e:
+        fail(str(e))
+    console.print(f"human judgments: {out}; judge agreement: {judge_agreement(run_dir)}", highlight=False)
+
+
+@import_app.command("log")
+def import_log_cmd(log: Path, corpus_from: Path = typer.Option(..., "--corpus-from", help="eval set whose corpus the log used"),
+                   out: Path = typer.Option(..., "--out", "-o"), name: str = typer.Option(...)):
+    """Build an eval set from logged production sessions (JSONL); e-mails, phone numbers and IBANs redacted first."""
+    from harness.evalset.load import EvalSetError
+    from harness.importers.log import LogError, import_log
+
+    if not log.exists():
+        fail(f"{log}: no such file")
+    try:
+        import_log(log, corpus_from, out, name)
+    except (LogError, EvalSetError) as e:
+        fail(str(e))
+    eval_set_validate(out)
+
+
 @app.command("trec-eval")
 def trec_eval_cmd(qrels: Path, run_file: Path,
                   complete: bool = typer.Option(False, "-c", help="score queries missing from the run as 0"),
