@@ -25,8 +25,9 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	touch $@ && echo "setup took $$(( $$(date +%s) - start )) s"
 
 demo: setup
-	@start=$$(date +%s); \
-	for c in $(DEMO_CONFIGS); do $(BIN)/harness run $$c --no-progress || exit $$?; done; \
+	@start=$$(date +%s); stamp=$$(date +%Y%m%d-%H%M%S); \
+	for c in $(DEMO_CONFIGS); do $(BIN)/harness run $$c --no-progress --run-id demo-$$stamp-$$(basename $$c .yaml) || exit $$?; done; \
+	$(BIN)/harness report runs/demo-$$stamp-* -o reports/demo-$$stamp.html || exit $$?; \
 	echo "demo took $$(( $$(date +%s) - start )) s"
 
 test: setup

@@ -344,6 +344,19 @@ def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typ
 
 
 @app.command()
+def report(runs: list[Path] = typer.Argument(..., help="run folders, side by side"),
+           out: Path = typer.Option(Path("reports/review.html"), "--out", "-o")):
+    """One self-contained HTML review report (plots embedded, no network at view time) from run folders."""
+    from harness.report.html import render_report
+
+    for r in runs:
+        if not (r / "manifest.json").exists():
+            fail(f"{r}: not a run folder (no manifest.json)")
+    path = render_report(list(runs), out)
+    console.print(f"report: {path}", highlight=False)
+
+
+@app.command()
 def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh", help="'judge': ask the judge again")):
     """Ask the judge role about every answer of a run (Ragas faithfulness) into judgments.parquet; cached.
     The only step after replay that calls a model; without a judge endpoint answers are 'not measured'."""

