@@ -138,7 +138,8 @@ class RewriteFamily(BaseArm):
             r.fallback_reason, r.must_keep, question = fallback, ids, ctx.turn.user
         else:
             notes: list[str] = []
-            qs = await self.queries(ctx, out, outcomes, notes)
+            # the identifier guard holds for every issued query, variants included
+            qs = [restore_identifiers(q, {}, out.must_keep) for q in await self.queries(ctx, out, outcomes, notes)]
             vecs = await self.vectors(ctx, out, qs, decision, outcomes, notes)
             r = search(ctx, qs, val.applied, must_keep=out.must_keep, vectors=vecs, **search_kw)
             r.must_keep, question = out.must_keep, out.standalone
