@@ -22,7 +22,9 @@ err = Console(stderr=True)
 
 
 def fail(msg: str, code: int = 2):
-    err.print(f"[red]error:[/red] {msg}", highlight=False, markup=True, soft_wrap=True)
+    from rich.markup import escape
+
+    err.print(f"[red]error:[/red] {escape(msg)}", highlight=False, markup=True, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -372,9 +374,14 @@ def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh"
 @app.command()
 def metrics(run_dir: Path, metric: list[str] = typer.Option([], "--metric", "-m", help="metrics to print")):
     """Score a run folder from its traces and labels alone; write metrics.parquet; print tables."""
+    from harness.traces import TraceError
+
     if not (run_dir / "manifest.json").exists():
         fail(f"{run_dir}: not a run folder (no manifest.json)")
-    _metrics(run_dir, metric or None)
+    try:
+        _metrics(run_dir, metric or None)
+    except TraceError as e:
+        fail(str(e))
 
 
 def main():  # pragma: no cover

@@ -45,6 +45,7 @@ class RunConfig(Strict):
     repeats: int = Field(default=1, ge=1)
     seed: int = 0
     runs_dir: str = "runs"
+    rows_per_part: int = Field(default=2000, ge=1)  # trace rows per Parquet part: a kill loses at most one part
     llm: "LLMConfig" = Field(default_factory=_llm_default)  # roles without an endpoint run offline
 
 
@@ -104,8 +105,18 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None)
         raise ConfigError("\n".join(msgs)) from None
 
 
+def _canon(v: Any) -> Any:
+    """Mapping keys as strings (JSON's), so mixed key types (`1:` beside `a:` in YAML) sort."""
+    if isinstance(v, dict):
+        return {str(k): _canon(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_canon(x) for x in v]
+    return v
+
+
 def canonical_hash(raw: dict) -> str:
-    return hashlib.sha256(json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+    canon = json.dumps(_canon(raw), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canon.encode()).hexdigest()
 
 
 from harness.roles.base import LLMConfig  # noqa: E402

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -19,7 +20,7 @@ from harness.config import RunConfig, canonical_hash
 from harness.llm.transport import ReplayMiss
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
 from harness.manifest import git_state, now, read_manifest, versions, write_manifest
-from harness.traces import PartWriter, read_traces, to_json
+from harness.traces import PartWriter, read_traces, repair_parts, to_json
 
 LABEL_SCHEMA = pa.schema([
     ("session_id", pa.string()), ("turn_index", pa.int32()), ("split", pa.string()), ("domain", pa.string()),
@@ -141,7 +142,7 @@ class Replay:
             "arms": [{"arm_id": a.arm_id, "arm": a.name, "params": a.params.model_dump(), "backends": a.backends()}
                      for a in self.arms],
             "filter_schema": [f.model_dump() for f in self.es.info.filters],
-            "prompt_hashes": self.roles.prompt_hashes(), "seed": self.cfg.seed,
+            "prompt_hashes": _prompt_hashes(self.roles), "seed": self.cfg.seed,
             "llm": {"cache": self.cfg.llm.cache.model_dump(),
                     "roles": {r: {"kind": e.kind, "model": e.model, "prompt": self.roles.prompt(r)}
                               for r, e in self.cfg.llm.roles.items()}}, "repeats": self.cfg.repeats,
@@ -170,19 +171,26 @@ class Replay:
         if self.resume:
             old = read_manifest(self.run_dir)
             started = old.get("started") or started
+            repaired = repair_parts(self.run_dir)  # a part in flight or truncated when the run was killed
+            what = {"removed_tmp": "removed part(s) in flight when the run stopped",
+                    "quarantined": "moved unreadable part(s) aside as *.corrupt"}
+            for kind, names in repaired.items():
+                if names:
+                    print(f"warning: {self.run_dir}/traces: {what[kind]}: {', '.join(names)}; their turns are replayed",
+                          file=sys.stderr)
             done = _done_keys(self.run_dir)
         else:
             if self.run_dir.exists():
                 raise FileExistsError(f"{self.run_dir} exists; use --resume or another run id")
             self.run_dir.mkdir(parents=True)
-            done = set()
+            done, repaired = set(), {}
         write_manifest(self.run_dir, self._manifest("running", started=started))
         pq.write_table(labels_table(self.es, self.cfg.splits), self.run_dir / "labels.parquet")
         t0 = time.perf_counter()
         cache_dir = Path(self.cfg.index.embedding_cache) if self.cfg.index.embedding_cache else None
         index = index or build_index(self.es, self.cfg.index, cache_dir)
         jobs = [j for j in self.jobs(index) if (j.arm.arm_id, j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]
-        writer = PartWriter(self.run_dir)
+        writer = PartWriter(self.run_dir, self.cfg.rows_per_part)
         try:
             counts = asyncio.run(self._run_jobs(jobs, writer))
         except BaseException as e:  # the folder says why it stopped; --resume continues it
@@ -193,6 +201,8 @@ class Replay:
             writer.flush()
             index.cache.flush()
         counts.update({"turns_skipped_resume": len(done), "seconds": round(time.perf_counter() - t0, 2),
+                       "trace_parts_quarantined": len(repaired.get("quarantined", [])),
+                       "trace_parts_tmp_removed": len(repaired.get("removed_tmp", [])),
                        "embeddings_cold": index.cache.misses, "embeddings_cached": index.cache.hits})
         write_manifest(self.run_dir, self._manifest("complete", index=index, counts=counts, started=started))
         return self.run_dir
@@ -232,6 +242,20 @@ class Replay:
             counts["http_calls"] = self.roles.http_calls()
             await self.roles.aclose()
         return counts
+
+
+def _prompt_hashes(roles) -> dict:
+    """Prompt file hash per configured role; None for a role whose prompts are not ours (the
+    judge role uses Ragas's prompts, and a run config may name it for `harness judge`)."""
+    from harness.roles.base import prompt_file_hash
+
+    out = {}
+    for r in roles.config.roles:
+        try:
+            out[r] = prompt_file_hash(roles.prompt(r))
+        except FileNotFoundError:
+            out[r] = None
+    return out
 
 
 def _done_keys(run_dir: Path) -> set:

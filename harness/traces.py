@@ -103,15 +103,45 @@ class PartWriter:
         self.buf = []
 
 
+class TraceError(RuntimeError):
+    """A trace part that cannot be read (a user-facing message naming the file)."""
+
+
+def repair_parts(run_dir: Path) -> dict[str, list[str]]:
+    """Before a resume: remove temporary files of parts that were in flight when a run was
+    killed, and move every complete-looking part that cannot be read with the trace schema
+    (e.g. truncated) aside as `<name>.corrupt`, so its turns are replayed again. Returns the
+    names of both, for the manifest and a warning."""
+    d = Path(run_dir) / "traces"
+    out: dict[str, list[str]] = {"removed_tmp": [], "quarantined": []}
+    if not d.is_dir():
+        return out
+    for p in sorted(d.glob("part-*.parquet.tmp")):
+        p.unlink(missing_ok=True)
+        out["removed_tmp"].append(p.name)
+    for p in sorted(d.glob("part-*.parquet")):
+        try:
+            pq.read_table(p, schema=SCHEMA)
+        except (pa.ArrowException, OSError, ValueError):
+            p.replace(p.with_name(p.name + ".corrupt"))
+            out["quarantined"].append(p.name)
+    return out
+
+
 def read_traces(run_dir: Path, columns: list[str] | None = None) -> pa.Table:
-    """All complete parts of a run (temporary files of a part in flight are ignored)."""
+    """All complete parts of a run (temporary files of a part in flight are ignored), rows in
+    key order: the order turns finished in (concurrency, a resume) never reaches a caller, so
+    sums and means over the rows are the same for equal runs, to the last bit."""
     parts = sorted((Path(run_dir) / "traces").glob("part-*.parquet"))
     if not parts:
         return SCHEMA.empty_table() if columns is None else SCHEMA.empty_table().select(columns)
+    read = None if columns is None else list(dict.fromkeys([*columns, *KEY]))
     tables = []
     for p in parts:
         try:
-            tables.append(pq.read_table(p, columns=columns, schema=SCHEMA if columns is None else None))
-        except (pa.ArrowInvalid, OSError) as e:
-            raise RuntimeError(f"{p}: unreadable trace part ({e}); delete it and run with --resume") from None
-    return pa.concat_tables(tables)
+            tables.append(pq.read_table(p, columns=read, schema=SCHEMA if columns is None else None))
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume {Path(run_dir)}` "
+                             "to set it aside and replay its turns") from None
+    table = pa.concat_tables(tables).sort_by([(k, "ascending") for k in KEY])
+    return table if columns is None else table.select(list(columns))

@@ -52,12 +52,15 @@ class Corrective(BaseArm):
         outcomes_start, ms_start = [], {}
         question, filters, ids = ctx.turn.user, list(ctx.inherited_filters), find_identifiers(ctx.turn.user)
         start_note = None
+        start_filters = ([], [], [])
         if p.start == "rewrite":
             t0 = time.perf_counter()
             rw = await ask_rewrite(ctx, p.last_n)
             outcomes_start.append(rw)
             ms_start["rewrite"] = (time.perf_counter() - t0) * 1000
             val = validate_filters([f.model_dump() for f in rw.value.filters], ctx.info) if rw.value else None
+            if val is not None:
+                start_filters = ([f.model_dump() for f in rw.value.filters], val.violations, val.removed)
             if rw.value is not None and not [x for x in val.removed if "entitlement field" not in x]:
                 question, filters = rw.value.standalone, val.applied
                 ids = sorted(set(ids) | set(rw.value.must_keep))
@@ -71,6 +74,7 @@ class Corrective(BaseArm):
             tried.append(query)
             r = search(ctx, [query], filters, lane=p.lane, depth=max(p.depth, p.top_k), must_keep=ids)
             r.must_keep, r.fallback_reason = ids, start_note
+            r.proposed_filters, r.filter_violations, r.filters_removed = start_filters
             hits = r.ranking[: p.top_k]
             support = ctx.index.sentence_support if p.support == "sentence" else ctx.index.similarity
             sims = support(question, hits) if hits else {}
@@ -93,6 +97,7 @@ class Corrective(BaseArm):
             r.ms["grade"] = g.ms or (time.perf_counter() - t0) * 1000
             if g.value is None:  # a failed grader call: judge nothing, abstain
                 r.verdict, r.verdict_reason = "error", g.fallback
+                r.fallback_reason = "; ".join(x for x in (r.fallback_reason, f"{g.fallback}; abstained") if x)
                 r.llm = llm_stats(outcomes)
                 rows.append(r)
                 break

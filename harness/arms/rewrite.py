@@ -105,13 +105,17 @@ class RewriteFamily(BaseArm):
     async def run(self, ctx: TurnContext):
         p = self.params
         outcomes, ms = [], {}
-        decision = None
+        decision, notes_decide = None, None
         if p.decide or self.needs_decide:
             state = compact_state(ctx, p.last_n)
             d = await ctx.roles.call("decide", state.to_prompt(), Decision, lambda: decide_offline(state), seed=ctx.seed)
             outcomes.append(d)
             ms["decide"] = d.ms
             decision = d.value
+            if decision is None:  # a failed decide call: rewrite anyway (the safe side) and say so
+                notes_decide = f"{d.fallback}; rewriting without a decision"
+            else:
+                notes_decide = None
         search_kw = dict(lane=p.lane, depth=p.depth, rrf_k=p.rrf_k, pool=p.pool, id_lane=p.id_lane)
         if p.decide and decision is not None and not decision.needs_rewrite:
             r = search(ctx, [ctx.turn.user], ctx.inherited_filters, must_keep=find_identifiers(ctx.turn.user), **search_kw)
@@ -145,6 +149,11 @@ class RewriteFamily(BaseArm):
             r.must_keep, question = out.must_keep, out.standalone
             r.clarify = out.clarify.model_dump() if out.clarify else None
             r.verdict_reason = "; ".join(notes) or None
+        extra_fb = ctx.extra.pop("fallbacks", [])
+        if extra_fb:
+            r.fallback_reason = "; ".join(x for x in (r.fallback_reason, *extra_fb) if x)
+        if notes_decide:
+            r.fallback_reason = "; ".join(x for x in (notes_decide, r.fallback_reason) if x)
         if val is not None:
             r.proposed_filters = [f.model_dump() for f in out.filters]
             r.filter_violations = val.violations

@@ -49,6 +49,7 @@ class RewriteHyde(RewriteFamily):
         outcomes.append(h)
         if h.value is None:
             notes.append(f"HyDE failed, rewrite vector only: {h.fallback}")
+            ctx.extra.setdefault("fallbacks", []).append(f"{h.fallback}; rewrite vector only")
             return None
         q = ctx.index.embed_queries(queries)
         p = ctx.index.cache.get_or_compute(ctx.index.embedder, "passage", [h.value.passage])[0]

@@ -60,9 +60,11 @@ class Index:
         self.collection = collection
         if self.client.collection_exists(collection):
             self.client.delete_collection(collection)
-        self.client.create_collection(collection, vectors_config=qm.VectorParams(size=vecs.shape[1], distance=qm.Distance.COSINE))
+        # DOT on vectors normalised here = cosine, without qdrant-client's local mode
+        # renormalising stored vectors in place on every search (scores drifted by ~1e-7)
+        self.client.create_collection(collection, vectors_config=qm.VectorParams(size=vecs.shape[1], distance=qm.Distance.DOT))
         self.client.upload_collection(
-            collection, vectors=vecs, ids=list(range(len(self.chunks))),
+            collection, vectors=self._vecs, ids=list(range(len(self.chunks))),
             payload=[{"doc_id": c.doc_id, "chunk_id": c.chunk_id, "text": c.text, "meta": self.meta[c.doc_id]}
                      for c in self.chunks], batch_size=512, wait=True)
         import bm25s
@@ -147,6 +149,7 @@ class Index:
         if not queries:
             return []
         vecs = vectors if vectors is not None else self.embed_queries(queries)
+        vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         filters = filters or [[] for _ in queries]
         reqs = [qm.QueryRequest(query=v.tolist(), filter=to_qdrant(f), limit=k * 3, with_payload=["doc_id"])
                 for v, f in zip(vecs, filters)]

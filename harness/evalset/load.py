@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from harness.evalset.model import Document, EvalSetInfo, Session
 
 SPLIT_FILES = {"main": "sessions.jsonl", "test": "sessions.test.jsonl"}
+MAX_DEPTH = 64  # JSON/YAML nesting accepted in an eval set (deeper input would exhaust the stack later)
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,14 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        field, message = _short(self.field, 200), _short(self.message, 500)  # a hostile id stays readable
+        return f"{where}: {field}: {message}" if field else f"{where}: {message}"
+
+
+def _short(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 40]}… ({len(text)} characters)"
 
 
 class EvalSetError(Exception):
@@ -77,11 +85,32 @@ def _read_lines(path: Path, rel: str, problems: list[Problem]) -> list[tuple[int
         except json.JSONDecodeError as e:
             problems.append(Problem(rel, no, "(line)", f"invalid JSON: {e.msg} at column {e.colno}"))
             continue
+        except ValueError as e:  # e.g. an integer with more digits than Python converts
+            problems.append(Problem(rel, no, "(line)", f"invalid JSON: {e}"))
+            continue
         if not isinstance(obj, dict):
             problems.append(Problem(rel, no, "(line)", f"expected a JSON object, got {type(obj).__name__}"))
             continue
+        if _depth(obj) > MAX_DEPTH:
+            problems.append(Problem(rel, no, "(line)", f"JSON nested too deeply (more than {MAX_DEPTH} levels)"))
+            continue
         out.append((no, obj))
     return out
+
+
+def _depth(obj) -> int:
+    """Nesting depth of parsed JSON/YAML, without recursion."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        deepest = max(deepest, d)
+        if d > MAX_DEPTH:
+            break
+        if isinstance(o, dict):
+            stack.extend((v, d + 1) for v in o.values())
+        elif isinstance(o, list):
+            stack.extend((v, d + 1) for v in o)
+    return deepest
 
 
 def _validate(model: type[BaseModel], obj: dict, rel: str, no: int | None, problems: list[Problem]):
@@ -106,12 +135,26 @@ def load_eval_set(path: str | Path) -> EvalSet:
     if not info_path.exists():
         problems.append(Problem("eval_set.yaml", None, "", "missing"))
     else:
+        data = info_path.read_bytes()
         try:
-            raw = yaml.safe_load(info_path.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            raw = yaml.safe_load(data.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            problems.append(Problem("eval_set.yaml", data[: e.start].count(b"\n") + 1, "(line)",
+                                    f"not valid UTF-8 at byte {e.start}"))
+            raw = None
+        except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             problems.append(Problem("eval_set.yaml", mark.line + 1 if mark else None, "(file)", f"invalid YAML: {e}"))
             raw = None
+        except RecursionError:
+            problems.append(Problem("eval_set.yaml", None, "(file)", "YAML nested too deeply"))
+            raw = None
+        else:
+            if raw is None:
+                problems.append(Problem("eval_set.yaml", None, "(file)", "empty file"))
+            elif _depth(raw) > MAX_DEPTH:
+                problems.append(Problem("eval_set.yaml", None, "(file)", f"YAML nested too deeply (more than {MAX_DEPTH} levels)"))
+                raw = None
         if raw is not None and not isinstance(raw, dict):
             problems.append(Problem("eval_set.yaml", None, "(file)", "expected a mapping"))
         elif raw is not None:

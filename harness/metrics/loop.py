@@ -19,7 +19,7 @@ import pandas as pd
 
 SHOULD_ABSTAIN = {"UNANSWERABLE", "UNDERSPECIFIED"}
 LOOP_COLUMNS = ["arm_id", "params", "repeat", "session_id", "turn_index", "round", "is_final", "ranking",
-                "verdict", "abstained", "answer", "clarify", "not_applicable"]
+                "verdict", "abstained", "answer", "clarify", "not_applicable", "fallback_reason"]
 
 
 def _topk(params: str) -> int | None:
@@ -43,9 +43,13 @@ def per_turn_loop(rounds: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
             clar = final["clarify"]
             out.append((arm, rep, sid, tix, "clarified", float(isinstance(clar, str) and bool(clar)), None))
         has_answer = final["answer"] is not None and not (isinstance(final["answer"], float))
+        fb = final.get("fallback_reason") if hasattr(final, "get") else None
         if has_answer:
             out.append((arm, rep, sid, tix, "answered", float(not bool(final["abstained"])), None))
             out.append((arm, rep, sid, tix, "abstained", float(bool(final["abstained"])), None))
+        elif isinstance(fb, str) and "answer failed" in fb:  # the answer call failed: unmeasured, not dropped
+            out.append((arm, rep, sid, tix, "answered", np.nan, "answer failed"))
+            out.append((arm, rep, sid, tix, "abstained", np.nan, "answer failed"))
         k = _topk(final["params"])
         if k is None:  # not a loop arm
             continue

@@ -1,0 +1,139 @@
+"""Sharding a replay over processes or machines, and merging the shards' run folders.
+
+A shard keeps the jobs whose session falls to it (`shard_of(session_id, n) == i`), so every turn
+of a session stays in one shard and the split depends only on the session ids: the same on any
+machine, in any order, for any arm. Each shard process builds its own in-memory index from the
+shared embedding cache (or talks to one shared Qdrant at `index.qdrant_url`) and writes its own
+run folder; `merge_runs` joins them into one run folder that scores exactly like the unsharded
+run (see harness.equality)."""
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.manifest import now, read_manifest, write_manifest
+from harness.traces import KEY, read_traces
+
+
+class ShardError(ValueError):
+    """Shard run folders that cannot be merged (named and explained)."""
+
+
+def shard_of(key: str, n: int) -> int:
+    """The shard (0..n-1) of a key: the first 8 bytes of its sha256, modulo n. Stable across
+    processes, machines and Python versions (unlike hash())."""
+    if n < 1:
+        raise ValueError(f"shard count must be >= 1, got {n}")
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % n
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`i/n` (0 <= i < n), as given to `harness run --shard`."""
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard {text!r}: expected i/n, e.g. 0/4") from None
+    if n < 1 or not 0 <= i < n:
+        raise ValueError(f"--shard {text!r}: need 0 <= i < n")
+    return i, n
+
+
+def in_shard(session_id: str, shard: tuple[int, int] | None) -> bool:
+    """Whether a session's jobs belong to `shard` (None: no sharding, every session)."""
+    return shard is None or shard_of(session_id, shard[1]) == shard[0]
+
+
+def _sum_counts(counts: list[dict]) -> dict:
+    out: dict = {}
+    for c in counts:
+        for k, v in c.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[k] = out.get(k, 0) + v
+    if "seconds" in out:  # shards run side by side: the merged run took as long as the slowest
+        out["seconds_sum"] = round(out["seconds"], 2)
+        out["seconds"] = max(c.get("seconds", 0) for c in counts)
+    return out
+
+
+def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
+    """Join shard run folders into one run folder at `out`: trace parts copied (readers see rows
+    in key order, harness.traces.read_traces, so the part order changes no metric), labels
+    checked identical (every shard snapshots the whole eval set), manifest merged with counts
+    summed.
+    Refuses shards of different configs, eval sets or arms, incomplete shards, a missing or
+    repeated shard index, and trace keys present in two shards. Metrics are not computed here
+    (`harness metrics OUT` or the merge command does that)."""
+    shard_dirs = [Path(d) for d in shard_dirs]
+    out = Path(out)
+    if not shard_dirs:
+        raise ShardError("no shard run folders given")
+    if out.exists():
+        raise FileExistsError(f"{out} exists; choose another output folder")
+    mans = [read_manifest(d) for d in shard_dirs]
+    for d, m in zip(shard_dirs, mans):
+        if m.get("status") != "complete":
+            raise ShardError(f"{d}: status {m.get('status')!r}; finish it with `harness run --resume {d}` first")
+
+    def strip(cfg: dict) -> dict:
+        return {k: v for k, v in (cfg or {}).items() if k != "shard"}
+
+    first = mans[0]
+    for d, m in zip(shard_dirs[1:], mans[1:]):
+        for what, a, b in (("config", strip(first.get("config")), strip(m.get("config"))),
+                           ("eval set", first["eval_set"].get("hash"), m["eval_set"].get("hash")),
+                           ("arms", [a["arm_id"] for a in first["arms"]], [a["arm_id"] for a in m["arms"]]),
+                           ("repeats", first.get("repeats"), m.get("repeats"))):
+            if a != b:
+                raise ShardError(f"{d}: {what} differs from {shard_dirs[0]}; only shards of one run can be merged")
+    shards = [m.get("shard") for m in mans]
+    if any(s is not None for s in shards):
+        if any(s is None for s in shards):
+            raise ShardError("some folders are shards and some are not")
+        ns = {s["of"] for s in shards}
+        idx = sorted(s["index"] for s in shards)
+        if len(ns) != 1 or idx != list(range(next(iter(ns)))):
+            raise ShardError(f"shards {idx} of {sorted(ns)}: need each of 0..n-1 exactly once")
+    labels = [pq.read_table(d / "labels.parquet") for d in shard_dirs]
+    for d, t in zip(shard_dirs[1:], labels[1:]):
+        if not t.equals(labels[0]):
+            raise ShardError(f"{d}/labels.parquet differs from {shard_dirs[0]}/labels.parquet")
+    seen: dict[tuple, Path] = {}
+    for d in shard_dirs:
+        keys = read_traces(d, list(KEY)).to_pylist()
+        for k in keys:
+            key = tuple(k[c] for c in KEY)
+            if key in seen and seen[key] != d:
+                raise ShardError(f"trace key {key} in both {seen[key]} and {d}")
+            seen[key] = d
+
+    tmp = out.with_name(out.name + ".merging")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    (tmp / "traces").mkdir(parents=True)
+    shutil.copyfile(shard_dirs[0] / "labels.parquet", tmp / "labels.parquet")
+    n = 0
+    for d in shard_dirs:
+        for p in sorted((d / "traces").glob("part-*.parquet")):
+            uid = p.stem.split("-")[-1]
+            shutil.copyfile(p, tmp / "traces" / f"part-{n:05d}-{uid}.parquet")
+            n += 1
+    judg = [d / "judgments.parquet" for d in shard_dirs if (d / "judgments.parquet").exists()]
+    if judg:
+        if len(judg) != len(shard_dirs):
+            raise ShardError("judgments.parquet exists in some shards only; judge every shard or none")
+        pq.write_table(pa.concat_tables([pq.read_table(p) for p in judg]), tmp / "judgments.parquet")
+    merged = {**first, "run_id": out.name, "status": "complete", "config": strip(first.get("config")),
+              "started": min((m.get("started") or "") for m in mans) or None,
+              "ended": max((m.get("ended") or "") for m in mans) or now(),
+              "counts": _sum_counts([m.get("counts") or {} for m in mans]),
+              "merged_from": [{"run_id": m["run_id"], "shard": m.get("shard"), "counts": m.get("counts"),
+                               "git": m.get("git"), "index": m.get("index")} for m in mans]}
+    merged.pop("shard", None)
+    write_manifest(tmp, merged)
+    tmp.rename(out)
+    return out
+
