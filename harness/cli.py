@@ -170,10 +170,12 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
         run_id: Optional[str] = typer.Option(None, help="name of the run folder (default: NAME-TIME-RANDOM)"),
         no_progress: bool = typer.Option(False, help="no progress bar"),
         repeats: Optional[int] = typer.Option(None, min=1, help="replay every arm N times with seeds seed..seed+N-1"),
+        shard: Optional[str] = typer.Option(None, help="i/n: replay only the sessions of shard i of n (harness merge joins them)"),
         metrics: bool = typer.Option(True, help="score the run when it ends")):
     """Replay every (arm, session, labelled turn) of a config; write a run folder under runs/."""
     from harness.config import ConfigError, load_config, parse_config
     from harness.evalset.load import EvalSetError
+    from harness.manifest import read_manifest
     from harness.replay import Replay, resume_config
 
     try:
@@ -188,7 +190,14 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
                 raw = {**raw, "repeats": repeats}
                 cfg = parse_config(raw, config)
             run_dir = Path(cfg.runs_dir) / run_id if run_id else None
-        rp = Replay(cfg, raw, run_dir=run_dir, progress=not no_progress and sys.stderr.isatty(), resume=bool(resume))
+        from harness.shard import parse_shard
+
+        sh = parse_shard(shard) if shard else None
+        if resume and not sh:
+            sh_m = (read_manifest(resume).get("shard") or {})
+            sh = (sh_m["index"], sh_m["of"]) if sh_m else None
+        rp = Replay(cfg, raw, run_dir=run_dir, progress=not no_progress and sys.stderr.isatty(), resume=bool(resume),
+                    shard=sh)
     except (ConfigError, EvalSetError, FileNotFoundError, ValueError) as e:
         fail(str(e))
     from harness.llm.transport import ReplayMiss
@@ -356,6 +365,20 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders, side by sid
             fail(f"{r}: not a run folder (no manifest.json)")
     path = render_report(list(runs), out)
     console.print(f"report: {path}", highlight=False)
+
+
+@app.command()
+def merge(shards: list[Path] = typer.Argument(..., help="the shard run folders of one run"),
+          out: Path = typer.Option(..., "--out", "-o", help="the merged run folder (must not exist)")):
+    """Join shard run folders (harness run --shard i/n) into one run folder; then score it."""
+    from harness.shard import ShardError, merge_runs
+
+    try:
+        path = merge_runs(list(shards), out)
+    except (ShardError, FileExistsError, FileNotFoundError) as e:
+        fail(str(e))
+    console.print(f"merged: {path}", highlight=False)
+    _metrics(path)
 
 
 @app.command()

@@ -18,6 +18,7 @@ from harness.arms import BaseArm, expand_grid, make_arm
 from harness.arms.base import ArmResult, TurnContext
 from harness.config import RunConfig, canonical_hash
 from harness.llm.transport import ReplayMiss
+from harness.shard import in_shard
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
 from harness.manifest import git_state, now, read_manifest, versions, write_manifest
 from harness.traces import PartWriter, read_traces, repair_parts, to_json
@@ -114,7 +115,7 @@ def result_rows(run_id: str, arm: BaseArm, repeat: int, ctx: TurnContext, result
 
 class Replay:
     def __init__(self, cfg: RunConfig, raw_cfg: dict, run_dir: Path | None = None, progress: bool = True,
-                 resume: bool = False):
+                 resume: bool = False, shard: tuple[int, int] | None = None):
         self.cfg, self.raw = cfg, raw_cfg
         from harness.roles.base import Roles
 
@@ -126,6 +127,7 @@ class Replay:
             run_dir = Path(cfg.runs_dir) / new_run_id(cfg.name)
         self.run_dir = Path(run_dir)
         self.resume = resume
+        self.shard = shard  # (i, n): only the sessions with shard_of(session_id, n) == i
         self.run_id = self.run_dir.name
 
     def _manifest(self, status: str, index=None, counts=None, started=None) -> dict:
@@ -148,6 +150,7 @@ class Replay:
                               for r, e in self.cfg.llm.roles.items()}}, "repeats": self.cfg.repeats,
             "metrics": self.cfg.metrics.model_dump(),
             "started": started, "ended": now() if status != "running" else None, "counts": counts or {},
+            **({"shard": {"index": self.shard[0], "of": self.shard[1]}} if self.shard else {}),
         }
 
     def jobs(self, index) -> list[Job]:
@@ -155,6 +158,8 @@ class Replay:
         for arm in self.arms:
             for rep in range(self.cfg.repeats):
                 for s, pos, tix, t in iter_labelled(self.es, self.cfg.splits):
+                    if not in_shard(s.session_id, self.shard):
+                        continue
                     account = t.state.account or s.account
                     ctx = TurnContext(session=s, position=pos, turn_index=tix, turn=t,
                                       entitlement_filters=entitlement_filters(self.es.info, account),
