@@ -3,6 +3,7 @@ Parquet parts, writes labels.parquet and the manifest, and resumes an interrupte
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import secrets
 import sys
@@ -196,6 +197,7 @@ class Replay:
         index = index or build_index(self.es, self.cfg.index, cache_dir)
         jobs = [j for j in self.jobs(index) if (j.arm.arm_id, j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]
         writer = PartWriter(self.run_dir, self.cfg.rows_per_part)
+        gc.freeze()  # the eval set and index are long-lived: keep full collections from walking them mid-run
         try:
             counts = asyncio.run(self._run_jobs(jobs, writer))
         except BaseException as e:  # the folder says why it stopped; --resume continues it
@@ -203,6 +205,7 @@ class Replay:
                                           "failure": f"{type(e).__name__}: {e}"})
             raise
         finally:
+            gc.unfreeze()
             writer.flush()
             index.cache.flush()
         counts.update({"turns_skipped_resume": len(done), "seconds": round(time.perf_counter() - t0, 2),

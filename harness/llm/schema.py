@@ -6,11 +6,17 @@ stops would otherwise run to max_tokens and cut the JSON)."""
 from __future__ import annotations
 
 import copy
+import functools
 
 from pydantic import BaseModel
 
 
 def strict_schema(model: type[BaseModel], max_string_length: int | None = None, max_items: int | None = None) -> dict:
+    return copy.deepcopy(_strict_schema(model, max_string_length, max_items))
+
+
+@functools.lru_cache(maxsize=256)
+def _strict_schema(model: type[BaseModel], max_string_length: int | None, max_items: int | None) -> dict:
     schema = copy.deepcopy(model.model_json_schema())
 
     def walk(node):

@@ -73,7 +73,12 @@ class Traces:
         tables, offsets, pieces, dicts = [], [np.zeros(1, np.int64)], [], []
         base = 0
         for p in self.parts:
-            t = pq.read_table(p, columns=SCALAR + ["ranking"], read_dictionary=["ranking.list.element"])
+            try:
+                t = pq.read_table(p, columns=SCALAR + ["ranking"], read_dictionary=["ranking.list.element"])
+            except (pa.ArrowInvalid, OSError) as e:
+                from harness.traces import TraceError
+
+                raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume` to redo it") from None
             tables.append(t.drop_columns(["ranking"]))
             for chunk in t.column("ranking").chunks:
                 off = np.asarray(chunk.offsets, dtype=np.int64)

@@ -1,0 +1,61 @@
+"""`make bench`: the three benchmarks one after the other (never side by side: they measure
+time), each section written by its script, assembled into bench/results/latest.md with the
+workload sizes and the total time. Sized to finish in under 10 minutes on 2 cores."""
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+RUNS = [
+    ("replay", ["replay.py", "--sessions", "250", "--points", "0.2:16,0.5:64", "--seq-sample", "200", "--seq-budget", "45"],
+     "250 sessions x 4 turns = 1,000 turns (one LLM call each) at 200 ms x 16 and 500 ms x 64, cold then warm; "
+     "one-at-a-time sample: 200 calls at 200 ms, 90 at 500 ms"),
+    ("replay-proposed", ["replay.py", "--sessions", "250", "--points", "0.2:16,0.5:64", "--seq-sample", "0",
+                         "--variant", "proto+gc+pools"],
+     "the same replay workload with the proposed changes monkeypatched in (bench/prototype.py: gc.freeze around the "
+     "job loop, LLM-cache lookup before the SDK, memoised strict schema, eager SDK import, 4 connection pools)"),
+    ("retrieval", ["retrieval.py", "--rounds", "5", "--embed-docs", "1000"],
+     "Vaswani, 11,429 documents, 93 queries x 5 passes per lane, depth 100; cold embedding of 1,000 documents"),
+    ("metrics", ["metrics.py", "--turns", "100000", "--depth", "100", "--reference-turns", "500"],
+     "100,000 synthetic turns x 5 arms (about 600,000 trace rows, rankings of 100); the current compute_metrics on 500 turns"),
+]
+
+
+def main() -> int:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    t_all = time.perf_counter()
+    sections, times = [], []
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    for name, cmd, _ in RUNS:
+        out = RESULTS / f"{name}.md"
+        t0 = time.perf_counter()
+        print(f"== {name}: {' '.join(cmd)}", flush=True)
+        r = subprocess.run([sys.executable, str(HERE / cmd[0]), *cmd[1:], "--out", str(out)], env=env)
+        times.append((name, time.perf_counter() - t0, r.returncode))
+        if r.returncode != 0:
+            sections.append(f"## {name}\n\nFAILED (exit {r.returncode}); see the output of `make bench`.\n")
+        else:
+            sections.append(out.read_text(encoding="utf-8"))
+    total = time.perf_counter() - t_all
+    head = ["# Benchmarks (make bench)", "",
+            f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
+            f"load average now {os.getloadavg()[0]:.2f}; total {total:.0f} s "
+            f"({', '.join(f'{n} {s:.0f} s' for n, s, _ in times)}). The machine may be shared: wall times "
+            "carry its load; each section states the load average when it started.", "",
+            "Workloads:", ""] + [f"- {name}: {what}" for name, _, what in RUNS] + [""]
+    (RESULTS / "latest.md").write_text("\n".join(head) + "\n" + "\n".join(sections), encoding="utf-8")
+    print(f"bench took {total:.0f} s; figures in {RESULTS / 'latest.md'}")
+    if total > 600:
+        print("warning: over the 10-minute budget on this machine", file=sys.stderr)
+    return max(rc for _, _, rc in times)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
