@@ -1,5 +1,6 @@
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,21 @@ TINY_SESSIONS = [
 @pytest.fixture
 def tiny_set(tmp_path):
     return write_set(tmp_path / "tiny")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def loopback_only():
+    """Every test, module and session fixture included: any in-process connection to anything
+    but the loopback fails the test (tests never leave 127.0.0.1)."""
+    real = socket.socket.connect
+
+    def connect(self, address):
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost") and self.family != socket.AF_UNIX:
+            raise AssertionError(f"non-loopback connection attempted: {address}")
+        return real(self, address)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(socket.socket, "connect", connect)
+    yield
+    mp.undo()

@@ -49,20 +49,7 @@ def script(srv: TestServer) -> None:
     srv.add_rule(verdicts, when=is_verdicts)
 
 
-@pytest.fixture(autouse=True)
-def loopback_only(monkeypatch):
-    """Any connection to anything but the loopback fails the test."""
-    import socket
-
-    real = socket.socket.connect
-
-    def connect(self, address):
-        host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost") and self.family != socket.AF_UNIX:
-            raise AssertionError(f"non-loopback connection attempted: {address}")
-        return real(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
+# the loopback-only guard is session-wide in tests/conftest.py
 
 
 @pytest.fixture

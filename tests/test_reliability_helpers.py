@@ -83,22 +83,7 @@ def roles_for(srv, **kw) -> dict:
     return {r: endpoint(srv, **kw) for r in ROLES}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def loopback_only():
-    """Imported by every reliability module (autouse, module scope, so module fixtures are
-    covered too): any in-process connection to anything but the loopback fails the test."""
-    real = socket.socket.connect
-
-    def connect(self, address):
-        host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost") and self.family != socket.AF_UNIX:
-            raise AssertionError(f"non-loopback connection attempted: {address}")
-        return real(self, address)
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(socket.socket, "connect", connect)
-    yield
-    mp.undo()
+from tests.conftest import loopback_only  # noqa: E402,F401  (session-wide guard, kept importable)
 
 
 def all_files(*folders: Path) -> dict[str, bytes]:

@@ -112,20 +112,28 @@ def aggregate(per_turn: pd.DataFrame, labels: pd.DataFrame, segments: list[Segme
                                        "n_sessions", "repeat_sd"])
 
 
-def write_metrics(run_dir: Path, res: MetricsResult) -> Path:
-    """metrics.parquet: aggregate rows (kind=aggregate) and per-turn rows (kind=turn)."""
-    agg = res.aggregates.assign(kind="aggregate", session_id=None, turn_index=None, repeat=None, value=None, unmeasured=None)
-    pt = res.per_turn.assign(kind="turn", segment=None, mean=None, p50=None, p95=None, n=None, n_unmeasured=None,
-                             n_sessions=None, repeat_sd=None)
-    cols = ["kind", "arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured", "n_sessions", "repeat_sd",
-            "repeat", "session_id", "turn_index", "value", "unmeasured"]
-    df = pd.concat([agg[cols], pt[cols]], ignore_index=True)
+METRICS_COLUMNS = ["kind", "arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured", "n_sessions",
+                   "repeat_sd", "repeat", "session_id", "turn_index", "value", "unmeasured"]
+
+
+def typed_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """metrics.parquet's column types (nullable integers and strings, float values)."""
+    df = df[METRICS_COLUMNS].reset_index(drop=True)
     for c in ("mean", "p50", "p95", "repeat_sd", "value"):
         df[c] = df[c].astype("float64")
     for c in ("n", "n_unmeasured", "n_sessions", "repeat", "turn_index"):
         df[c] = df[c].astype("Int64")
     for c in ("segment", "session_id", "unmeasured"):
         df[c] = df[c].astype("string")
+    return df
+
+
+def write_metrics(run_dir: Path, res: MetricsResult) -> Path:
+    """metrics.parquet: aggregate rows (kind=aggregate) and per-turn rows (kind=turn)."""
+    agg = res.aggregates.assign(kind="aggregate", session_id=None, turn_index=None, repeat=None, value=None, unmeasured=None)
+    pt = res.per_turn.assign(kind="turn", segment=None, mean=None, p50=None, p95=None, n=None, n_unmeasured=None,
+                             n_sessions=None, repeat_sd=None)
+    df = typed_metrics_frame(pd.concat([agg[METRICS_COLUMNS], pt[METRICS_COLUMNS]], ignore_index=True))
     path = Path(run_dir) / "metrics.parquet"
     tmp = path.with_name("metrics.parquet.tmp")
     df.to_parquet(tmp, index=False)

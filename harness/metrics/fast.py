@@ -674,18 +674,10 @@ def write_metrics_fast(run_dir: Path, res: MetricsResult, chunk_rows: int = 1_00
     columns, types and rows in the same order), built and written a million per-turn rows at a
     time instead of one concatenated copy of everything (which doubles the memory of a
     100,000-turn run)."""
-    cols = ["kind", "arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured", "n_sessions", "repeat_sd",
-            "repeat", "session_id", "turn_index", "value", "unmeasured"]
+    from harness.metrics.compute import typed_metrics_frame
 
     def typed(df: pd.DataFrame) -> pa.Table:
-        df = df[cols].reset_index(drop=True)
-        for c in ("mean", "p50", "p95", "repeat_sd", "value"):
-            df[c] = df[c].astype("float64")
-        for c in ("n", "n_unmeasured", "n_sessions", "repeat", "turn_index"):
-            df[c] = df[c].astype("Int64")
-        for c in ("segment", "session_id", "unmeasured"):
-            df[c] = df[c].astype("string")
-        return pa.Table.from_pandas(df, preserve_index=False)
+        return pa.Table.from_pandas(typed_metrics_frame(df), preserve_index=False)
 
     agg = res.aggregates.assign(kind="aggregate", session_id=None, turn_index=None, repeat=None, value=None, unmeasured=None)
     chunks = [agg]
