@@ -64,3 +64,21 @@ def test_sample_and_ratings_round_trip(tiny, tmp_path):  # noqa: F811
     assert r.exit_code == 0, r.output
     h = pd.read_parquet(run / "human_judgments.parquet")
     assert len(h) == 4 and (h["human_faithful"] == 1.0).all()
+
+
+def test_report_shows_judge_agreement_with_people(tiny, tmp_path):  # noqa: F811
+    from harness.report.html import render_report
+
+    run = run_tiny(tiny, tmp_path, arms=[{"name": "original", "answer": True}])
+    t = pd.read_parquet(next((run / "traces").glob("part-*.parquet")))
+    fin = t[t["is_final"] & ~t["abstained"].astype(bool)]
+    pd.DataFrame({"arm_id": fin["arm_id"], "repeat": fin["repeat"], "session_id": fin["session_id"],
+                  "turn_index": fin["turn_index"], "metric": "faithfulness", "value": [1.0, 0.0][: len(fin)] + [1.0] * max(0, len(fin) - 2),
+                  "status": "ok"}).to_parquet(run / "judgments.parquet")
+    pd.DataFrame({"arm_id": fin["arm_id"], "repeat": fin["repeat"], "session_id": fin["session_id"],
+                  "turn_index": fin["turn_index"], "human_faithful": 1.0, "human_helpful": None,
+                  "comment": ""}).to_parquet(run / "human_judgments.parquet")
+    html = render_report([run], tmp_path / "r.html").read_text()
+    n = len(fin)
+    agree = (n - (1 if n >= 2 else 0)) / n
+    assert f"agrees with\nthe human rating on {agree:.0%} of {n} rated answers" in html

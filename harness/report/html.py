@@ -762,8 +762,20 @@ def run_context(run: RunData, plots: bool = True) -> dict:
         "has_comparisons": run.comparisons is not None,
         "drill": drilldown(run),
         "warnings": warnings(run),
+        "agreement": _agreement(run),
         "config": json.dumps(run.manifest.get("config"), indent=2, sort_keys=True, ensure_ascii=False, default=str),
     }
+
+
+def _agreement(run) -> dict | None:
+    """How far the judge's faithfulness agrees with people's ratings (harness import ratings)."""
+    from harness.review import judge_agreement
+
+    a = judge_agreement(run.dir)
+    if not a or not a.get("n"):
+        return None
+    return {"n": a["n"], "agreement": f"{a['agreement']:.0%}", "judge": f"{a['judge_mean']:.3f}",
+            "human": f"{a['human_mean']:.3f}"}
 
 
 def build_context(run_dirs: list[Path], plots: bool = True) -> dict:
