@@ -261,3 +261,30 @@ def test_calls_built_by_libraries_through_our_client_are_cached(tmp_path):
         a, b, stats = asyncio.run(go(s.base_url))
         assert s.calls == 1 and stats.cache_hits == 1
         assert a.choices[0].message.tool_calls[0].function.arguments == b.choices[0].message.tool_calls[0].function.arguments
+
+
+def test_warm_calls_are_served_before_the_sdk_with_the_transports_key(tmp_path):
+    """The cache lookup before the SDK must use the same key as the transport: a warm call then
+    never reaches the SDK (a wrong key would fall through to the SDK and the transport)."""
+
+    async def go(base):
+        c = LLMClient(EndpointConfig(kind="openai-compatible", base_url=base, model="m"), LLMCache(tmp_path))
+        try:
+            cold = await c.structured("judge", "sys", "u", Answer, seed=3)
+
+            def boom(*a, **k):
+                raise AssertionError("the SDK was called on a warm request")
+
+            c.sdk.chat.completions.with_raw_response.create = boom
+            warm = await c.structured("judge", "sys", "u", Answer, seed=3)
+            return cold, warm
+        finally:
+            await c.aclose()
+
+    with TestServer() as s:
+        s.add_rule({"x": 5})
+        cold, warm = asyncio.run(go(s.base_url))
+        assert s.calls == 1
+    assert cold.value == warm.value == Answer(x=5)
+    assert warm.record.cache_hit and not cold.record.cache_hit
+    assert warm.record.prompt_tokens == cold.record.prompt_tokens

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import time
+from urllib.parse import urlparse
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -19,7 +20,9 @@ import httpx
 import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.llm.cache import LLMCache
+from openai.types.chat import ChatCompletion
+
+from harness.llm.cache import LLMCache, request_key
 from harness.llm.ledger import CallRecord, cost_usd, load_prices
 from harness.llm.schema import strict_schema
 from harness.llm.transport import CACHE_HEADER, LATENCY_HEADER, ROLE_HEADER, CachingTransport, ReplayMiss
@@ -142,8 +145,25 @@ class LLMClient:
     async def aclose(self) -> None:
         await self.sdk.close()
 
+    def _cached(self, body: dict):
+        """A cached reply looked up before the SDK builds a request (the transport would find the
+        same entry: same key), so a warm run pays neither request building nor HTTP."""
+        if self.cache is None or self.cache.mode in ("off", "refresh"):
+            return None
+        sent = {k: v for k, v in body.items() if k != "extra_body"} | (body.get("extra_body") or {})
+        path = urlparse(str(self.sdk.base_url)).path.rstrip("/") + "/chat/completions"
+        hit = self.cache.get(request_key(self.endpoint.kind, path, sent))
+        if hit is None:
+            return None
+        self.transport.stats.cache_hits += 1
+        completion = ChatCompletion.model_validate(json.loads(hit.body))
+        return completion, {CACHE_HEADER: "hit", LATENCY_HEADER: f"{hit.latency_ms:.3f}"}, 1
+
     async def _create(self, role: str, body: dict):
         """One chat completion with retries. Returns (completion, headers, attempts)."""
+        cached = self._cached(body)
+        if cached is not None:
+            return cached
         attempts = 0
         est = sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4 + body.get("max_tokens", 0)
         while True:
