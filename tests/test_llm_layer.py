@@ -120,7 +120,7 @@ def test_invalid_json_gets_one_repair_attempt(world, tmp_path, srv):
 
 
 def test_peak_in_flight_equals_the_concurrency_setting(world, tmp_path, srv):
-    srv.latency = 0.15
+    srv.latency = 0.5  # outlasts starting 8 requests on a busy machine
     run(world, tmp_path, srv, concurrency=8)
     assert srv.peak_in_flight == 8
 

@@ -20,6 +20,17 @@ from pathlib import Path
 MODES = ("readwrite", "replay", "refresh", "off")
 
 
+def _retry(fn, attempts: int = 40):
+    """Run an SQLite operation, retrying on "database is locked" with a growing pause (~20 s in all)."""
+    for i in range(attempts):
+        try:
+            return fn()
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e) or i == attempts - 1:
+                raise
+            time.sleep(min(1.0, 0.02 * (i + 1)))
+
+
 class CacheMiss(Exception):
     """A miss in replay mode."""
 
@@ -46,37 +57,33 @@ class LLMCache:
         self._local = threading.local()
         if mode != "off":
             self.folder.mkdir(parents=True, exist_ok=True)
-            with self._conn() as c:
-                c.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, kind TEXT, model TEXT, "
-                          "role TEXT, body BLOB NOT NULL, latency_ms REAL, created REAL)")
+            c = self._conn()
+            _retry(lambda: c.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, kind TEXT, model TEXT, "
+                                     "role TEXT, body BLOB NOT NULL, latency_ms REAL, created REAL)"))
 
     def _conn(self) -> sqlite3.Connection:
         c = getattr(self._local, "conn", None)
         if c is None:
             c = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            c.execute("PRAGMA journal_mode=WAL")
-            c.execute("PRAGMA synchronous=NORMAL")
             c.execute("PRAGMA busy_timeout=30000")
+            # switching to WAL needs an exclusive lock and may answer "locked" at once, without
+            # the busy handler, while another process opens the same cache: retry with backoff
+            _retry(lambda: c.execute("PRAGMA journal_mode=WAL"))
+            c.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = c
         return c
 
     def get(self, key: str) -> CachedReply | None:
         if self.mode in ("off", "refresh"):
             return None
-        row = self._conn().execute("SELECT body, latency_ms, created FROM replies WHERE key=?", (key,)).fetchone()
+        row = _retry(lambda: self._conn().execute("SELECT body, latency_ms, created FROM replies WHERE key=?", (key,)).fetchone())
         return CachedReply(bytes(row[0]), row[1], row[2]) if row else None
 
     def put(self, key: str, body: bytes, latency_ms: float, kind: str = "", model: str = "", role: str = "") -> None:
         if self.mode in ("off", "replay"):
             return
-        for attempt in range(5):
-            try:
-                self._conn().execute("INSERT OR REPLACE INTO replies VALUES (?,?,?,?,?,?,?)",
-                                     (key, kind, model, role, body, latency_ms, time.time()))
-                return
-            except sqlite3.OperationalError:  # database locked beyond busy_timeout: back off
-                time.sleep(0.05 * (attempt + 1))
-        raise RuntimeError(f"{self.path}: could not write cache entry")
+        _retry(lambda: self._conn().execute("INSERT OR REPLACE INTO replies VALUES (?,?,?,?,?,?,?)",
+                                            (key, kind, model, role, body, latency_ms, time.time())))
 
     def __len__(self) -> int:
         if self.mode == "off":
