@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import secrets
 import sys
 import time
@@ -299,6 +298,3 @@ class _progress:
 def resume_config(run_dir: Path) -> dict:
     return read_manifest(run_dir)["config"]
 
-
-def jsonable(x):
-    return json.loads(json.dumps(x, default=str))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -122,6 +121,3 @@ def judge_agreement(run_dir: Path) -> dict | None:
     return {"n": int(len(m)), "agreement": float(agree),
             "judge_mean": float(m["value"].mean()), "human_mean": float(m["human_faithful"].mean())}
 
-
-def agreement_json(run_dir: Path) -> str:
-    return json.dumps(judge_agreement(run_dir))

@@ -38,6 +38,13 @@ def test_import_log_redacts_before_writing(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+def write_csv(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
 def test_sample_and_ratings_round_trip(tiny, tmp_path):  # noqa: F811
     run = run_tiny(tiny, tmp_path, arms=[{"name": "original", "answer": True}, {"name": "concat", "answer": True}])
     r = CliRunner().invoke(app, ["sample", str(run), "--n", "4", "-o", str(tmp_path / "rev")])
@@ -49,17 +56,11 @@ def test_sample_and_ratings_round_trip(tiny, tmp_path):  # noqa: F811
     for x in rows:
         x["rating_faithful"] = "1"
     rows[0]["rating_helpful"] = "9"
-    with open(tmp_path / "rated.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(tmp_path / "rated.csv", rows)
     r = CliRunner().invoke(app, ["import", "ratings", str(run), str(tmp_path / "rated.csv")])
     assert r.exit_code == 2 and "rated.csv:2: rating_helpful: expected 1 to 5" in r.output
     rows[0]["rating_helpful"] = "4"
-    with open(tmp_path / "rated.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(tmp_path / "rated.csv", rows)
     r = CliRunner().invoke(app, ["import", "ratings", str(run), str(tmp_path / "rated.csv")])
     assert r.exit_code == 0, r.output
     h = pd.read_parquet(run / "human_judgments.parquet")

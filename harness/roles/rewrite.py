@@ -188,7 +188,7 @@ def rewrite_offline(state: CompactState, decision: Decision | None = None) -> Re
     flt += _bounds(text, fields)
     conf = 0.8 if cls in ("ordinal", "changed_constraint") else 0.65
     return RewriteOutput(standalone=query, must_keep=ids, filters=flt, confidence=conf,
-                         variants=_variants(ids, attrs, title), clarify=None)
+                         variants=_variants(ids, attrs), clarify=None)
 
 
 _LE = re.compile(r"\b(under|below|less than|at most|max(?:imum)?|or less|unter|höchstens|bis)\b", re.I)
@@ -210,7 +210,7 @@ def _bounds(text: str, fields: dict) -> list[FilterProposal]:
     return out
 
 
-def _variants(ids: list[str], attrs: dict, title: str | None = None) -> list[str]:
+def _variants(ids: list[str], attrs: dict) -> list[str]:
     out = []
     if ids:
         out.append(" ".join(ids))
