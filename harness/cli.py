@@ -337,6 +337,8 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
         t.add_row(r.candidate_run, r.candidate_arm, r.metric, r.segment, str(r.n_turns), f"{r.diff:+.3f}",
                   f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", f"{r.p_holm:.4f}", f"{r.wins}/{r.ties}/{r.losses}")
     console.print(t)
+    for seg in sorted(set(df.loc[df["n_turns"] == 0, "segment"])):
+        console.print(f"[yellow]warning: segment {seg!r} matches no measured turn of {runs[0].name}[/yellow]")
     console.print(f"saved: {out / 'compare.md'}, {out / 'compare.csv'}", highlight=False)
 
 

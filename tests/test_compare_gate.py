@@ -135,3 +135,16 @@ def test_compare_refuses_other_evalset_versions_and_saves_tables(tmp_path):
     assert len(csv) == 2 and (csv["diff"] > 0.09).all() and (csv["p_holm"] < 0.01).all()
     assert (csv["wins"] > 0.9 * csv["n_turns"]).all()
     assert "| cand |" in (tmp_path / "cmp/compare.md").read_text()
+
+
+def test_compare_takes_conjunctions_and_warns_on_empty_segments(tmp_path):
+    b = make_run(tmp_path, "base", {ARM: {"rewrite": "offline"}})
+    c = make_run(tmp_path, "cand", {ARM: {"rewrite": "offline"}}, shift=0.1, seed=3)
+    r = CliRunner().invoke(app, ["compare", str(b), str(c), "-m", "recall@10", "-s", "all",
+                                 "-s", "turn_index>=1 & turn_index<=1", "-s", "turn_index>=99", "-o", str(tmp_path / "cmp")])
+    assert r.exit_code == 0, r.output
+    csv = pd.read_csv(tmp_path / "cmp/compare.csv").set_index("segment")
+    assert 0 < csv.loc["turn_index>=1 & turn_index<=1", "n_turns"] < csv.loc["all", "n_turns"]
+    assert csv.loc["turn_index>=99", "n_turns"] == 0
+    assert "segment 'turn_index>=99' matches no measured turn" in r.output
+    assert "turn_index>=1 & turn_index<=1'" not in r.output

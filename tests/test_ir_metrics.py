@@ -87,3 +87,8 @@ def test_segment_grammar():
     assert parse_segment("turn_index in [1, 5]").name == "turn_index in [1, 5]"
     with pytest.raises(ValueError):
         parse_segment("turn_index >> 2")
+    both = parse_segment("query_type=a & turn_index>=2")
+    assert both.mask(df).tolist() == [False, False, True, False] and both.name == "query_type=a & turn_index>=2"
+    for bad in ("query_type=a &", "all & turn_index>=2", "query_type=a & turn_index >> 2"):
+        with pytest.raises(ValueError):
+            parse_segment(bad)

@@ -1,5 +1,6 @@
 """The segment grammar shared by metrics, compare and gate:
-`all`, `field=value`, `field in [a, b]`, `field>=n`, `field<=n`.
+`all`, `field=value`, `field in [a, b]`, `field>=n`, `field<=n`, and conjunctions of these
+joined by `&` (e.g. `split=main & turn_index>=2`).
 Fields are label columns (turn_index, query_type, language, domain, answerability,
 multi_turn_type, split) or keys of a turn's `segments` labels (e.g. collection)."""
 from __future__ import annotations
@@ -51,7 +52,38 @@ class Segment:
         return as_str.isin([str(v) for v in self.value]).fillna(False)
 
 
-def parse_segment(text: str) -> Segment:
+@dataclass(frozen=True)
+class AllOf:
+    """A conjunction: a turn is in it when it is in every part."""
+    parts: tuple[Segment, ...]
+
+    @property
+    def name(self) -> str:
+        return " & ".join(p.name for p in self.parts)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def mask(self, labels: pd.DataFrame) -> pd.Series:
+        out = pd.Series(True, index=labels.index)
+        for p in self.parts:
+            out &= p.mask(labels)
+        return out
+
+
+def parse_segment(text: str) -> Segment | AllOf:
+    if "&" in text:
+        pieces = text.split("&")
+        if any(not p.strip() for p in pieces):
+            raise SegmentError(f"segment {text!r}: empty part around '&'")
+        parts = tuple(_parse_one(p) for p in pieces)
+        if any(p.op == "all" for p in parts):
+            raise SegmentError(f"segment {text!r}: 'all' cannot be part of a conjunction")
+        return AllOf(parts)
+    return _parse_one(text)
+
+
+def _parse_one(text: str) -> Segment:
     t = text.strip()
     if t == "all":
         return Segment(None, "all")
