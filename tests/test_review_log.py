@@ -50,8 +50,8 @@ def test_sample_and_ratings_round_trip(tiny, tmp_path):  # noqa: F811
     r = CliRunner().invoke(app, ["sample", str(run), "--n", "4", "-o", str(tmp_path / "rev")])
     assert r.exit_code == 0, r.output
     rows = list(csv.DictReader(open(tmp_path / "rev/ratings.csv")))
-    assert len(rows) == 4 and {x["arm_id"] for x in rows} == {"original(answer=true,depth=100,lane=hybrid,model=offline)",
-                                                               "concat(answer=true,depth=100,lane=hybrid,max_turns=0,model=offline)"}
+    assert len(rows) == 4 and {x["arm_id"] for x in rows} == {"original(answer=true,depth=100,id_lane=true,lane=hybrid,model=offline)",
+                                                               "concat(answer=true,depth=100,id_lane=true,lane=hybrid,max_turns=0,model=offline)"}
     assert "rating_faithful" in rows[0] and (tmp_path / "rev/rating_sheet.html").exists()
     for x in rows:
         x["rating_faithful"] = "1"

@@ -9,6 +9,7 @@ from harness.arms.retrieval import retrieve_one
 class LaneParams(Params):
     lane: Literal["hybrid", "dense", "bm25"] = "hybrid"
     depth: int = 100
+    id_lane: bool = True  # the exact identifier lane, as the rewrite arms have it: arms differ in their query, not their lanes
     answer: bool = False  # the answer role on the top hits, so answer metrics compare across all arms
 
 
@@ -34,7 +35,7 @@ class SingleQueryArm(BaseArm):
             return [ArmResult(issued_queries=[], lanes=[], applied_filters=[], candidates=[], ranking=[],
                               not_applicable=self.not_applicable)]
         text, filters = q
-        r = retrieve_one(ctx, text, filters, self.params.lane, self.params.depth)
+        r = retrieve_one(ctx, text, filters, self.params.lane, self.params.depth, self.params.id_lane)
         if self.params.answer:
             r.llm = llm_stats(await answer_stage(ctx, text, r))
         return [r]
