@@ -117,8 +117,8 @@ def test_grid_expands_into_arm_ids():
     assert len(points) == 9
     ids = [make_arm(p).arm_id for p in points]
     assert len(set(ids)) == 9
-    assert "corrective(depth=50,lane=hybrid,last_n=4,max_rounds=2,min_coverage=0.3,model=offline,route=none," \
-           "start=original,strong=0.87,support=sentence,threshold=0.82,top_k=3)" in ids
+    assert "corrective(depth=50,lane=hybrid,last_n=4,max_rounds=2,model=offline,route=none," \
+           "start=original,strong=4.5,support=sentence,top_k=3,z_min=3.08)" in ids
     cfg = parse_config({"name": "x", "eval_set": str(HB), "arms": [spec, "original"]})
     assert len(build_arms(cfg)) == 10
 
@@ -135,6 +135,27 @@ def test_repeats_with_a_seed_dependent_model_show_real_spread(handbook, tmp_path
     res = compute_metrics(run)
     agg = res.aggregates.set_index(["metric", "segment"])
     assert agg.loc[("rounds_used", "all"), "repeat_sd"] > 0.5
+
+
+def test_the_offline_grader_meets_the_handbook_checks(handbook, tmp_path):
+    """The issue's three behaviours with the offline roles (z_min chosen on the main split by
+    scripts/calibrate_grader.py; the checks run on both splits)."""
+    _, t = replay(handbook, tmp_path, [{"name": "corrective", "top_k": [1, 5], "max_rounds": 3}],
+                  splits=("main", "test"), repeats=2)
+    k5 = t[t["arm_id"].str.contains("top_k=5")]
+    assert handbook_loop_checks(k5) == []
+    fin = t[t["is_final"]]
+    pension = fin[fin["user"].str.contains("pension|Betriebsrente", case=False)]
+    assert len(pension) == 2 * 2 * 2 and pension["abstained"].all()  # both questions, both grid points, both repeats
+    # the German laptop-on-a-train question (its surface reads like travel expenses) with
+    # top_k=1: round 1 judges the travel-expenses hit insufficient, and the loop ends in an
+    # abstention or a rescue; every round's row says why
+    k1 = t[t["arm_id"].str.contains("top_k=1") & (t["repeat"] == 0)]
+    laptop = k1[k1["user"].str.startswith("Ich habe auf einer Dienstreise meinen Laptop im Zug")].sort_values("round")
+    assert laptop.iloc[0]["verdict"] == "insufficient" and "sd above" in laptop.iloc[0]["verdict_reason"]
+    assert len(laptop) >= 2 and laptop["verdict_reason"].notna().all()
+    last = laptop.iloc[-1]
+    assert last["abstained"] or "hb-it-sicherheit" in list(last["answer_doc_ids"])
 
 
 def test_offline_repeats_are_identical(handbook, tmp_path):

@@ -7,7 +7,7 @@ import pytest
 from harness.arms.base import TurnContext
 from harness.evalset.load import iter_labelled, load_eval_set
 from harness.guards.identifiers import find_identifiers
-from harness.roles.answer import ABSTAIN, answer_offline
+from harness.roles.answer import answer_from_evidence, ABSTAIN, answer_offline
 from harness.roles.decide import decide_offline
 from harness.roles.grade import grade_offline
 from harness.roles.rerank import apply_rerank, rerank_offline
@@ -105,14 +105,42 @@ def test_grade_answer_rerank_offline():
     q = "Wie viele Urlaubstage habe ich im Jahr?"
     good = [("hb-urlaub", "Urlaub. Jeder Mitarbeiter hat 30 Urlaubstage im Kalenderjahr. Resturlaub verfällt nicht.", 0.88)]
     weak = [("hb-reise", "Reisekosten werden mit 28 EUR Tagespauschale erstattet.", 0.80)]
-    g = grade_offline(q, good)
-    assert g.sufficient and g.new_query == ""
-    g = grade_offline(q, weak)
+    ref = (0.78, 0.02)  # the question's mean similarity to the knowledge base and its spread
+    g = grade_offline(q, good, ref, z_min=3.0)  # 0.88 is 5 sd above the mean
+    assert g.sufficient and g.new_query == "" and "5.00 sd" in g.reason
+    g = grade_offline(q, weak, ref, z_min=3.0)  # 0.80 is 1 sd above it
     assert not g.sufficient and g.new_query and "urlaubstage" in g.new_query
-    assert grade_offline(q, weak, tried=[g.new_query]).new_query == ""  # no repeat of a tried query
+    assert grade_offline(q, weak, ref, z_min=3.0, tried=[g.new_query]).new_query == ""  # no repeat of a tried query
+    # the same raw support is judged against each question's own baseline: compressed
+    # cross-lingual scores (a lower mean, a narrower spread) can still stand out
+    assert grade_offline(q, weak, (0.74, 0.015), z_min=3.0).sufficient
+    assert not grade_offline(q, good, (0.86, 0.02), z_min=3.0).sufficient
+    assert not grade_offline(q, [], ref).sufficient
+    a = answer_from_evidence([("hb-urlaub", "Jeder hat 30 Urlaubstage.", 0.9), ("hb-reise", "28 EUR.", 0.8),
+                              ("hb-x", "Nichts.", 0.7)], "de")
+    assert a.answer == "Jeder hat 30 Urlaubstage. [hb-urlaub] 28 EUR. [hb-reise]" and a.doc_ids == ["hb-urlaub", "hb-reise"]
+    assert answer_from_evidence([], "en").abstained
+    # a "sentence" can be a whole unpunctuated passage: quotes are cut, the answer stays valid
+    long = "word " * 2000
+    assert len(answer_from_evidence([("d1", long, 0.9), ("d2", long, 0.8)], "en").answer) <= 2000
+    assert len(answer_offline("word", [("d1", long), ("d2", long)], "en").answer) <= 2000
     a = answer_offline(q, [(d, t) for d, t, _ in good], "de")
     assert not a.abstained and "[hb-urlaub]" in a.answer and "30 Urlaubstage" in a.answer
     a = answer_offline("Was passiert mit der Betriebsrente?", [("hb-reise", "Reisekosten werden erstattet.")], "de")
     assert a.abstained and a.answer == ABSTAIN["de"] and a.doc_ids == []
     assert rerank_offline(["b", "a"]).doc_ids == ["b", "a"]
     assert apply_rerank(["a", "b", "c"], ["c", "x", "a"]) == ["c", "a", "b"]
+
+
+def test_grader_calibration_picks_the_threshold_with_fewest_wrong_verdicts():
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("calibrate_grader", ROOT / "scripts/calibrate_grader.py")
+    cal = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cal)
+    rows = [{"z": z, "positive": p} for z, p in [(1.0, False), (2.0, False), (2.5, True), (4.0, True), (5.0, True), (4.5, False)]]
+    z_min, err = cal.choose(rows)
+    assert (z_min, err) == (2.25, 1)  # between the last negative below and the first positive; 4.5 stays wrong
+    assert cal.errors(rows, 100) == 3 and cal.errors(rows, -100) == 3

@@ -7,7 +7,8 @@ language. Every new query passes the rewrite arms' guards (identifiers kept, ent
 filters from the account, the start's validated filters). One trace row per round.
 
 `route: simple_first`: a cheap first pass answers directly when the first hits are strong
-(top-hit similarity >= `strong`), without the grader; only the rest go through the loop."""
+(the best support at least `strong` standard deviations above the knowledge base's mean for
+the question), without the grader; only the rest go through the loop."""
 from __future__ import annotations
 
 import json
@@ -29,10 +30,9 @@ class CorrectiveParams(Params):
     max_rounds: int = 3
     start: Literal["original", "rewrite"] = "original"
     route: Literal["none", "simple_first"] = "none"
-    strong: float = 0.87  # simple_first: top-hit similarity that counts as strong
+    strong: float = 4.5  # simple_first: support z-score that counts as strong
     support: Literal["sentence", "doc"] = "sentence"  # similarity of the question to a hit's best sentence, or to the hit
-    threshold: float = 0.82  # offline grader: best support needed
-    min_coverage: float = 0.3  # offline grader: share of the question's terms a hit must cover (same language)
+    z_min: float = 3.08  # offline grader: support z-score needed (chosen on the main split: scripts/calibrate_grader.py)
     lane: Literal["hybrid", "dense", "bm25"] = "hybrid"
     depth: int = 50
     last_n: int = 4
@@ -76,14 +76,18 @@ class Corrective(BaseArm):
             r.must_keep, r.fallback_reason = ids, start_note
             r.proposed_filters, r.filter_violations, r.filters_removed = start_filters
             hits = r.ranking[: p.top_k]
-            support = ctx.index.sentence_support if p.support == "sentence" else ctx.index.similarity
-            sims = support(question, hits) if hits else {}
+            sents = ctx.index.sentence_scores(question, hits) if hits and p.support == "sentence" else {}
+            sims = ({d: max(x for _, x in ss) for d, ss in sents.items()} if p.support == "sentence"
+                    else ctx.index.similarity(question, hits) if hits else {})
+            mu, sd = ctx.index.reference(question)
+            evidence = sorted(((d, sent, x) for d, ss in sents.items() for sent, x in ss), key=lambda e: -e[2])
             outcomes = list(outcomes_start) if rnd == 1 else []
             if rnd == 1:
                 r.ms.update(ms_start)
-            if rnd == 1 and p.route == "simple_first" and hits and max(sims.values()) >= p.strong:
-                r.verdict, r.verdict_reason = "routed", f"simple_first: best support {max(sims.values()):.3f} >= {p.strong}"
-                outcomes += await answer_stage(ctx, question, r, top_k=p.top_k, must_answer=True)
+            z = (max(sims.values()) - mu) / sd if hits and sd > 0 else 0.0
+            if rnd == 1 and p.route == "simple_first" and hits and z >= p.strong:
+                r.verdict, r.verdict_reason = "routed", f"simple_first: best support {z:.2f} sd above the mean >= {p.strong}"
+                outcomes += await answer_stage(ctx, question, r, top_k=p.top_k, must_answer=True, evidence=evidence)
                 r.llm = llm_stats(outcomes)
                 return [r]
             passages = [(d, ctx.index.docs[d].text, sims[d]) for d in hits]
@@ -91,7 +95,7 @@ class Corrective(BaseArm):
                                "previous_queries": tried[:-1]}, ensure_ascii=False)
             t0 = time.perf_counter()
             g = await ctx.roles.call("grade", user, GradeOutput,
-                                     lambda: grade_offline(question, passages, p.threshold, p.min_coverage, tried, cross_margin=0.0),
+                                     lambda: grade_offline(question, passages, (mu, sd), p.z_min, tried),
                                      seed=ctx.seed)
             outcomes.append(g)
             r.ms["grade"] = g.ms or (time.perf_counter() - t0) * 1000
@@ -104,7 +108,7 @@ class Corrective(BaseArm):
             r.verdict = "sufficient" if g.value.sufficient else "insufficient"
             r.verdict_reason = g.value.reason
             if g.value.sufficient:
-                outcomes += await answer_stage(ctx, question, r, top_k=p.top_k, must_answer=True)
+                outcomes += await answer_stage(ctx, question, r, top_k=p.top_k, must_answer=True, evidence=evidence)
                 r.llm = llm_stats(outcomes)
                 rows.append(r)
                 return rows

@@ -11,7 +11,7 @@ import numpy as np
 from harness.arms.base import ArmResult, TurnContext
 from harness.corpus.fusion import rrf
 from harness.guards.identifiers import find_identifiers
-from harness.roles.answer import AnswerOutput, answer_offline
+from harness.roles.answer import AnswerOutput, answer_from_evidence, answer_offline
 from harness.roles.lang import detect_language
 from harness.roles.rerank import OFFLINE_NOTE, RerankOutput, apply_rerank, rerank_offline
 
@@ -71,17 +71,22 @@ async def rerank_stage(ctx: TurnContext, question: str, r: ArmResult, pool: int)
     return [out]
 
 
-async def answer_stage(ctx: TurnContext, question: str, r: ArmResult, top_k: int = 3, must_answer: bool = False) -> list:
-    """The answer role on the arm's top hits: answer with sources, or abstain."""
+async def answer_stage(ctx: TurnContext, question: str, r: ArmResult, top_k: int = 3, must_answer: bool = False,
+                       evidence: list[tuple[str, str, float]] | None = None) -> list:
+    """The answer role on the arm's top hits: answer with sources, or abstain. `evidence`
+    ((doc_id, sentence, support), best first) orders the passages by their best sentence, and
+    the offline role then quotes the best-supported sentences."""
     import json
 
     lang = detect_language(ctx.turn.user)
-    passages = [(d, ctx.index.docs[d].text) for d in r.ranking[:top_k]]
+    order = list(dict.fromkeys([d for d, _, _ in evidence or []] + r.ranking[:top_k]))[:top_k]
+    passages = [(d, ctx.index.docs[d].text) for d in order]
     user = json.dumps({"question": question, "language": lang,
                        "abstention_text": __import__("harness.roles.answer", fromlist=["abstention"]).abstention(lang),
                        "passages": [{"doc_id": d, "text": t[:1500]} for d, t in passages]}, ensure_ascii=False)
     t0 = time.perf_counter()
-    out = await ctx.roles.call("answer", user, AnswerOutput, lambda: answer_offline(question, passages, lang, must_answer=must_answer),
+    out = await ctx.roles.call("answer", user, AnswerOutput, lambda: (answer_from_evidence(evidence, lang) if evidence
+                                                               else answer_offline(question, passages, lang, must_answer=must_answer)),
                                seed=ctx.seed)
     if out.value is None:  # the ranking stands; the answer is missing and the row says why
         r.answer, r.abstained = None, None

@@ -106,26 +106,38 @@ class Index:
             out[d] = float((self._vecs[rows] @ q).max()) if len(rows) else 0.0
         return out
 
-    def sentence_support(self, query: str, doc_ids: list[str]) -> dict[str, float]:
-        """Best cosine similarity of a query to any single sentence of each document: how
-        closely one sentence could answer it. Sentence vectors go through the embedding cache."""
+    def sentence_scores(self, query: str, doc_ids: list[str]) -> dict[str, list[tuple[str, float]]]:
+        """Cosine similarity of a query to every sentence of each document, in document order.
+        Sentence vectors go through the embedding cache."""
         from harness.corpus.chunk import split_sentences
 
-        sents = {d: split_sentences(self.docs[d].text) or [self.docs[d].text] for d in doc_ids}
-        flat = [s for d in doc_ids for s in sents[d]]
+        sents = {d: split_sentences(self.docs[d].text) or [self.docs[d].text] for d in dict.fromkeys(doc_ids)}
+        flat = [s for d in sents for s in sents[d]]
         if not flat:
             return {}
         vecs = self.cache.get_or_compute(self.embedder, "passage", flat)
         vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         q = self.embed_queries([query])[0]
-        q = q / (np.linalg.norm(q) or 1.0)
-        sims = vecs @ q
+        sims = vecs @ (q / (np.linalg.norm(q) or 1.0))
         out, i = {}, 0
-        for d in doc_ids:
-            n = len(sents[d])
-            out[d] = float(sims[i:i + n].max())
-            i += n
+        for d, ss in sents.items():
+            out[d] = [(s, float(x)) for s, x in zip(ss, sims[i:i + len(ss)])]
+            i += len(ss)
         return out
+
+    def sentence_support(self, query: str, doc_ids: list[str]) -> dict[str, float]:
+        """Best cosine similarity of a query to any single sentence of each document: how
+        closely one sentence could answer it."""
+        return {d: max(x for _, x in ss) for d, ss in self.sentence_scores(query, doc_ids).items()}
+
+    def reference(self, query: str) -> tuple[float, float]:
+        """Mean and standard deviation of the query's similarity to every chunk of the
+        knowledge base: the baseline against which a hit's support is judged. Raw cosines
+        are not comparable across queries (e5's scores are compressed, and more so across
+        languages); how far the best evidence stands out from the whole knowledge base is."""
+        q = self.embed_queries([query])[0]
+        sims = self._vecs @ (q / (np.linalg.norm(q) or 1.0))
+        return float(sims.mean()), float(sims.std())
 
     def identifier_lane(self, identifiers: list[str], k: int, filters: list[dict] | None = None) -> list[Hit]:
         """Exact identifier matches (4711-32 never matches 4711-33), filters applied."""

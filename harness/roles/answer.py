@@ -1,6 +1,7 @@
 """The answer role: answer from the hits with the source in brackets, or abstain. Offline:
-extractive, the best sentences of the top passages by term coverage, each with its [doc_id];
-the fixed abstention text in the turn's language when nothing covers the question."""
+extractive, the best sentences of the top passages (by embedding support when the arm has
+measured it, else by term coverage), each with its [doc_id]; the fixed abstention text in the
+turn's language when nothing covers the question."""
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
@@ -17,6 +18,13 @@ class AnswerOutput(BaseModel):
     abstained: bool
 
 
+QUOTE_CHARS = 600  # a quoted "sentence" can be a whole unpunctuated passage: the answer stays within its schema
+
+
+def _quote(sentence: str) -> str:
+    return sentence if len(sentence) <= QUOTE_CHARS else sentence[:QUOTE_CHARS - 1].rstrip() + "…"
+
+
 def abstention(language: str | None) -> str:
     return ABSTAIN.get(language or "en", ABSTAIN["en"])
 
@@ -31,7 +39,7 @@ def answer_offline(question: str, passages: list[tuple[str, str]], language: str
     for doc_id, text in passages[:3]:
         sents = best_sentences(question, text, k=k - len(parts))
         for s in sents:
-            parts.append(f"{s} [{doc_id}]")
+            parts.append(f"{_quote(s)} [{doc_id}]")
             if doc_id not in used:
                 used.append(doc_id)
         if len(parts) >= k:
@@ -40,7 +48,17 @@ def answer_offline(question: str, passages: list[tuple[str, str]], language: str
         from harness.corpus.chunk import split_sentences
 
         doc_id, text = passages[0]
-        parts, used = [f"{s} [{doc_id}]" for s in split_sentences(text)[:k]], [doc_id]
+        parts, used = [f"{_quote(s)} [{doc_id}]" for s in split_sentences(text)[:k]], [doc_id]
     if not parts:
         return AnswerOutput(answer=abstention(language), doc_ids=[], abstained=True)
     return AnswerOutput(answer=" ".join(parts), doc_ids=used, abstained=False)
+
+
+def answer_from_evidence(evidence: list[tuple[str, str, float]], language: str | None, k: int = 2) -> AnswerOutput:
+    """evidence: (doc_id, sentence, support), best first (a grader already judged it
+    sufficient). Quotes the `k` best-supported sentences, each with its [doc_id]."""
+    top = evidence[:k]
+    if not top:
+        return AnswerOutput(answer=abstention(language), doc_ids=[], abstained=True)
+    return AnswerOutput(answer=" ".join(f"{_quote(s)} [{d}]" for d, s, _ in top), doc_ids=list(dict.fromkeys(d for d, _, _ in top)),
+                        abstained=False)
