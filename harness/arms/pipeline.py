@@ -11,7 +11,7 @@ import numpy as np
 from harness.arms.base import ArmResult, TurnContext
 from harness.corpus.fusion import rrf
 from harness.guards.identifiers import find_identifiers
-from harness.roles.answer import AnswerOutput, answer_from_evidence, answer_offline
+from harness.roles.answer import AnswerOutput, abstention, answer_from_evidence, answer_offline
 from harness.roles.lang import detect_language
 from harness.roles.rerank import OFFLINE_NOTE, RerankOutput, apply_rerank, rerank_offline
 
@@ -82,7 +82,7 @@ async def answer_stage(ctx: TurnContext, question: str, r: ArmResult, top_k: int
     order = list(dict.fromkeys([d for d, _, _ in evidence or []] + r.ranking[:top_k]))[:top_k]
     passages = [(d, ctx.index.docs[d].text) for d in order]
     user = json.dumps({"question": question, "language": lang,
-                       "abstention_text": __import__("harness.roles.answer", fromlist=["abstention"]).abstention(lang),
+                       "abstention_text": abstention(lang),
                        "passages": [{"doc_id": d, "text": t[:1500]} for d, t in passages]}, ensure_ascii=False)
     t0 = time.perf_counter()
     out = await ctx.roles.call("answer", user, AnswerOutput, lambda: (answer_from_evidence(evidence, lang) if evidence

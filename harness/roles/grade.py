@@ -15,6 +15,13 @@ class GradeOutput(BaseModel):
     new_query: str = Field(max_length=300)
 
 
+def support_z(support: float, reference: tuple[float, float]) -> float:
+    """How many standard deviations `support` lies above the question's mean similarity to the
+    knowledge base (`Index.reference`); 0 when the knowledge base gives no spread."""
+    mu, sd = reference
+    return (support - mu) / sd if sd > 0 else 0.0
+
+
 def grade_offline(question: str, passages: list[tuple[str, str, float]], reference: tuple[float, float],
                   z_min: float = 3.08, tried: list[str] = ()) -> GradeOutput:
     """passages: (doc_id, text, support of the question by the passage), best first;
@@ -27,9 +34,8 @@ def grade_offline(question: str, passages: list[tuple[str, str, float]], referen
     if not passages:
         return GradeOutput(sufficient=False, reason="no hits", new_query="")
     best_id, _, best = max(passages, key=lambda p: p[2])
-    mu, sd = reference
-    z = (best - mu) / sd if sd > 0 else 0.0
-    why = f"best hit {best_id}: support {best:.3f}, {z:.2f} sd above the knowledge base's mean {mu:.3f} (needs {z_min:.2f})"
+    z = support_z(best, reference)
+    why = f"best hit {best_id}: support {best:.3f}, {z:.2f} sd above the knowledge base's mean {reference[0]:.3f} (needs {z_min:.2f})"
     if z >= z_min:
         return GradeOutput(sufficient=True, reason=why, new_query="")
     q_terms = terms(question)
