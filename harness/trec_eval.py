@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.corpus.fusion import order
-from harness.importers.trec import read_trec_qrels
+from harness.importers.trec import read_columns, read_trec_qrels
 from harness.metrics.ir import per_turn_ir
 
 
@@ -23,13 +23,7 @@ class RunFileError(ValueError):
 def read_trec_run(path: Path) -> dict[str, dict[str, float]]:
     """qid Q0 docno rank score tag -> {qid: {docno: score}}; bad lines name file and line."""
     run: dict[str, dict[str, float]] = defaultdict(dict)
-    for no, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        parts = line.split()
-        if not parts:
-            continue
-        if len(parts) != 6:
-            raise RunFileError(f"{path}:{no}: expected 'qid Q0 docno rank score tag', got {len(parts)} fields")
-        qid, _, doc, _, score, _ = parts
+    for no, (qid, _, doc, _, score, _) in read_columns(path, "qid Q0 docno rank score tag", RunFileError):
         try:
             run[qid][doc] = float(score)
         except ValueError:

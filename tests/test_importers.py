@@ -76,3 +76,6 @@ def test_trec_qrels_bad_line_names_file_and_line(tmp_path):
     p.write_text("1 0 d1 1\n1 0 d2\n")
     with pytest.raises(ValueError, match=r"qrels:2: expected"):
         read_trec_qrels(p)
+    p.write_text("1 0 d1 1\n1 0 d2 high\n")
+    with pytest.raises(ValueError, match=r"qrels:2: grade 'high' is not an integer"):
+        read_trec_qrels(p)

@@ -10,7 +10,7 @@ from harness.cli import app
 from harness.metrics.compute import compute_metrics, write_metrics
 from harness.metrics.guards import filter_fields_table, per_turn_guards
 from harness.metrics.operational import per_turn_ops
-from harness.trec_eval import read_trec_run, score_run
+from harness.trec_eval import RunFileError, read_trec_run, score_run
 from tests.conftest import write_set
 
 SCHEMA = [{"field": "material", "kind": "preference", "unit": None}, {"field": "container_ml", "kind": "preference", "unit": "ml"},
@@ -86,6 +86,9 @@ def test_trec_eval_conventions_by_hand(tmp_path):
     p = tmp_path / "run.txt"
     p.write_text("q1 Q0 a 1 1.0 t\nq1 Q0 b 2 x t\n")
     with pytest.raises(ValueError, match="run.txt:2: score 'x'"):
+        read_trec_run(p)
+    p.write_text("q1 Q0 a 1 1.0 t\nq1 Q0 b 2 1.0\n")
+    with pytest.raises(RunFileError, match="run.txt:2: expected 'qid Q0 docno rank score tag', got 5 fields"):
         read_trec_run(p)
 
 

@@ -35,16 +35,27 @@ def read_trec_topics(path: Path) -> dict[str, str]:
     return out
 
 
-def read_trec_qrels(path: Path) -> dict[str, dict[str, int]]:
-    q: dict[str, dict[str, int]] = {}
+def read_columns(path: Path, layout: str, error: type[ValueError] = ValueError):
+    """(line number, fields) of each line of a whitespace-separated TREC file (qrels, runs)
+    whose fields are named by `layout`; blank lines are skipped, any other field count raises
+    `error` naming the file and line."""
+    n = len(layout.split())
     for no, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         parts = line.split()
         if not parts:
             continue
-        if len(parts) != 4:
-            raise ValueError(f"{path}:{no}: expected 'qid iter docno grade', got {line!r}")
-        qid, _, doc, grade = parts
-        q.setdefault(qid, {})[doc] = int(grade)
+        if len(parts) != n:
+            raise error(f"{path}:{no}: expected '{layout}', got {len(parts)} fields: {line!r}")
+        yield no, parts
+
+
+def read_trec_qrels(path: Path) -> dict[str, dict[str, int]]:
+    q: dict[str, dict[str, int]] = {}
+    for no, (qid, _, doc, grade) in read_columns(path, "qid iter docno grade"):
+        try:
+            q.setdefault(qid, {})[doc] = int(grade)
+        except ValueError:
+            raise ValueError(f"{path}:{no}: grade {grade!r} is not an integer") from None
     return q
 
 
