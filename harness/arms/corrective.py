@@ -18,6 +18,7 @@ from typing import Literal
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
 from harness.arms.pipeline import answer_stage, search
 from harness.arms.rewrite import ask_rewrite, llm_stats, restore_identifiers
+from harness.corpus.index import best_sentence
 from harness.guards.filters import validate_filters
 from harness.guards.identifiers import find_identifiers
 from harness.roles.answer import abstention
@@ -77,9 +78,11 @@ class Corrective(BaseArm):
             r.must_keep, r.fallback_reason = ids, start_note
             r.proposed_filters, r.filter_violations, r.filters_removed = start_filters
             hits = r.ranking[: p.top_k]
-            sents = ctx.index.sentence_scores(question, hits) if hits and p.support == "sentence" else {}
-            sims = ({d: max(x for _, x in ss) for d, ss in sents.items()} if p.support == "sentence"
-                    else ctx.index.similarity(question, hits) if hits else {})
+            if p.support == "sentence":
+                sents = ctx.index.sentence_scores(question, hits) if hits else {}
+                sims = best_sentence(sents)
+            else:
+                sents, sims = {}, ctx.index.similarity(question, hits) if hits else {}
             evidence = sorted(((d, sent, x) for d, ss in sents.items() for sent, x in ss), key=lambda e: -e[2])
             outcomes = list(outcomes_start) if rnd == 1 else []
             if rnd == 1:

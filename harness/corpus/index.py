@@ -31,6 +31,11 @@ class Hit:
         return {"doc_id": self.doc_id, "score": float(self.score), "rank": self.rank, "lane": self.lane}
 
 
+def best_sentence(scores: dict[str, list[tuple[str, float]]]) -> dict[str, float]:
+    """Each document's best sentence similarity, from `Index.sentence_scores`."""
+    return {d: max(x for _, x in ss) for d, ss in scores.items()}
+
+
 @dataclass
 class IndexStats:
     chunks: int = 0
@@ -128,7 +133,7 @@ class Index:
     def sentence_support(self, query: str, doc_ids: list[str]) -> dict[str, float]:
         """Best cosine similarity of a query to any single sentence of each document: how
         closely one sentence could answer it."""
-        return {d: max(x for _, x in ss) for d, ss in self.sentence_scores(query, doc_ids).items()}
+        return best_sentence(self.sentence_scores(query, doc_ids))
 
     def reference(self, query: str) -> tuple[float, float]:
         """Mean and standard deviation of the query's similarity to every chunk of the
