@@ -118,7 +118,7 @@ def test_grid_expands_into_arm_ids():
     ids = [make_arm(p).arm_id for p in points]
     assert len(set(ids)) == 9
     assert "corrective(depth=50,lane=hybrid,last_n=4,max_rounds=2,model=offline,route=none," \
-           "start=original,strong=4.5,support=sentence,top_k=3,z_min=3.08)" in ids
+           "start=original,strong=9.75,support=sentence,top_k=3,z_min=6.81)" in ids
     cfg = parse_config({"name": "x", "eval_set": str(HB), "arms": [spec, "original"]})
     assert len(build_arms(cfg)) == 10
 
@@ -147,15 +147,21 @@ def test_the_offline_grader_meets_the_handbook_checks(handbook, tmp_path):
     fin = t[t["is_final"]]
     pension = fin[fin["user"].str.contains("pension|Betriebsrente", case=False)]
     assert len(pension) == 2 * 2 * 2 and pension["abstained"].all()  # both questions, both grid points, both repeats
-    # the German laptop-on-a-train question (its surface reads like travel expenses) with
-    # top_k=1: round 1 judges the travel-expenses hit insufficient, and the loop ends in an
-    # abstention or a rescue; every round's row says why
-    k1 = t[t["arm_id"].str.contains("top_k=1") & (t["repeat"] == 0)]
-    laptop = k1[k1["user"].str.startswith("Ich habe auf einer Dienstreise meinen Laptop im Zug")].sort_values("round")
-    assert laptop.iloc[0]["verdict"] == "insufficient" and "sd above" in laptop.iloc[0]["verdict_reason"]
-    assert len(laptop) >= 2 and laptop["verdict_reason"].notna().all()
-    last = laptop.iloc[-1]
-    assert last["abstained"] or "hb-it-sicherheit" in list(last["answer_doc_ids"])
+    # the laptop-on-a-train question, German and English, with top_k=1: the German one's hit
+    # is the travel-expenses section its surface reads like, the English one's the device
+    # handout ("a defective laptop is replaced within a day"); round 1 judges either
+    # insufficient, and the loop ends in an abstention or a rescue; every round's row says why
+    k1 = t[t["arm_id"].str.contains("top_k=1")]
+    for start, trap in (("Ich habe auf einer Dienstreise meinen Laptop im Zug", "hb-reisekosten"),
+                        ("I lost my laptop on the train", "hb-geraeteausgabe")):
+        for _, laptop in k1[k1["user"].str.startswith(start)].groupby("repeat"):
+            laptop = laptop.sort_values("round")
+            first = laptop.iloc[0]
+            assert list(first["ranking"])[:1] == [trap]
+            assert first["verdict"] == "insufficient" and "concepts" in first["verdict_reason"], first["verdict_reason"]
+            assert len(laptop) >= 2 and laptop["verdict_reason"].notna().all()
+            last = laptop.iloc[-1]
+            assert last["abstained"] or "hb-it-sicherheit" in list(last["answer_doc_ids"])
 
 
 def test_offline_repeats_are_identical(handbook, tmp_path):
@@ -190,6 +196,4 @@ def test_loop_metrics_and_router(handbook, tmp_path):
     assert routed["verdict_reason"].str.startswith("simple_first").all()
     loop = t[t["arm_id"].str.contains("route=none")]
     laptop = loop[loop["user"].str.startswith("I lost my laptop on the train")]
-    # every round's row says why the loop went on or stopped (whether the offline grader is
-    # fooled by this trap is a measured result, reported in the issue notes, not asserted)
     assert len(laptop) >= 1 and laptop["verdict_reason"].notna().all() and laptop["verdict"].notna().all()

@@ -9,6 +9,7 @@ from harness.evalset.load import iter_labelled, load_eval_set
 from harness.guards.identifiers import find_identifiers
 from harness.roles.answer import answer_from_evidence, ABSTAIN, answer_offline
 from harness.roles.decide import decide_offline
+from harness.corpus.support import Support, support_z
 from harness.roles.grade import grade_offline
 from harness.roles.rerank import apply_rerank, rerank_offline
 from harness.roles.rewrite import rewrite_offline
@@ -103,19 +104,20 @@ def test_rules_across_the_main_split(shop):
 
 def test_grade_answer_rerank_offline():
     q = "Wie viele Urlaubstage habe ich im Jahr?"
-    good = [("hb-urlaub", "Urlaub. Jeder Mitarbeiter hat 30 Urlaubstage im Kalenderjahr. Resturlaub verfällt nicht.", 0.88)]
-    weak = [("hb-reise", "Reisekosten werden mit 28 EUR Tagespauschale erstattet.", 0.80)]
-    ref = (0.78, 0.02)  # the question's mean similarity to the knowledge base and its spread
-    g = grade_offline(q, good, ref, z_min=3.0)  # 0.88 is 5 sd above the mean
-    assert g.sufficient and g.new_query == "" and "5.00 sd" in g.reason
-    g = grade_offline(q, weak, ref, z_min=3.0)  # 0.80 is 1 sd above it
-    assert not g.sufficient and g.new_query and "urlaubstage" in g.new_query
-    assert grade_offline(q, weak, ref, z_min=3.0, tried=[g.new_query]).new_query == ""  # no repeat of a tried query
-    # the same raw support is judged against each question's own baseline: compressed
-    # cross-lingual scores (a lower mean, a narrower spread) can still stand out
-    assert grade_offline(q, weak, (0.74, 0.015), z_min=3.0).sufficient
-    assert not grade_offline(q, good, (0.86, 0.02), z_min=3.0).sufficient
-    assert not grade_offline(q, [], ref).sufficient
+    good = [("Urlaub. Jeder Mitarbeiter hat 30 Urlaubstage im Kalenderjahr. Resturlaub verfällt nicht.",
+             Support("hb-urlaub", 4.0, 3.5))]
+    weak = [("Reisekosten werden mit 28 EUR Tagespauschale erstattet.", Support("hb-reise", 3.6, 0.4))]
+    g = grade_offline(q, good, z_min=6.0)  # 7.5 sd in all
+    assert g.sufficient and g.new_query == "" and "hb-urlaub: support 7.50 sd (4.00 meaning + 3.50 concepts)" in g.reason
+    g = grade_offline(q, weak, z_min=6.0)  # on topic, but none of the question's concepts
+    assert not g.sufficient and g.new_query and "urlaubstage" in g.new_query and "needs 6.00" in g.reason
+    assert grade_offline(q, weak, z_min=6.0, tried=[g.new_query]).new_query == ""  # no repeat of a tried query
+    assert grade_offline(q, weak + good, z_min=6.0).sufficient  # the best hit counts, wherever it ranks
+    assert not grade_offline(q, [], z_min=6.0).sufficient
+    # each view is judged against the question's own baseline: compressed cross-lingual
+    # scores (a lower mean, a narrower spread) can still stand out
+    assert support_z(0.80, (0.74, 0.015)) == pytest.approx(4.0) and support_z(0.88, (0.86, 0.02)) == pytest.approx(1.0)
+    assert support_z(0.9, (0.5, 0.0)) == 0.0
     a = answer_from_evidence([("hb-urlaub", "Jeder hat 30 Urlaubstage.", 0.9), ("hb-reise", "28 EUR.", 0.8),
                               ("hb-x", "Nichts.", 0.7)], "de")
     assert a.answer == "Jeder hat 30 Urlaubstage. [hb-urlaub] 28 EUR. [hb-reise]" and a.doc_ids == ["hb-urlaub", "hb-reise"]
@@ -124,7 +126,7 @@ def test_grade_answer_rerank_offline():
     long = "word " * 2000
     assert len(answer_from_evidence([("d1", long, 0.9), ("d2", long, 0.8)], "en").answer) <= 2000
     assert len(answer_offline("word", [("d1", long), ("d2", long)], "en").answer) <= 2000
-    a = answer_offline(q, [(d, t) for d, t, _ in good], "de")
+    a = answer_offline(q, [(s.doc_id, t) for t, s in good], "de")
     assert not a.abstained and "[hb-urlaub]" in a.answer and "30 Urlaubstage" in a.answer
     a = answer_offline("Was passiert mit der Betriebsrente?", [("hb-reise", "Reisekosten werden erstattet.")], "de")
     assert a.abstained and a.answer == ABSTAIN["de"] and a.doc_ids == []
@@ -144,3 +146,6 @@ def test_grader_calibration_picks_the_threshold_with_fewest_wrong_verdicts():
     z_min, err = cal.choose(rows)
     assert (z_min, err) == (2.25, 1)  # between the last negative below and the first positive; 4.5 stays wrong
     assert cal.errors(rows, 100) == 3 and cal.errors(rows, -100) == 3
+    # the router's strong: just above the highest-scoring turn whose hits hold no relevant document
+    assert cal.strong(rows) == 4.75
+    assert cal.strong([{"z": 1.0, "positive": False}]) == 1.01  # nothing above: just over the top

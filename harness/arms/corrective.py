@@ -7,8 +7,8 @@ language. Every new query passes the rewrite arms' guards (identifiers kept, ent
 filters from the account, the start's validated filters). One trace row per round.
 
 `route: simple_first`: a cheap first pass answers directly when the first hits are strong
-(the best support at least `strong` standard deviations above the knowledge base's mean for
-the question), without the grader; only the rest go through the loop."""
+(the best support, `harness/corpus/support.py`, at least `strong`), without the grader; only
+the rest go through the loop."""
 from __future__ import annotations
 
 import json
@@ -18,11 +18,11 @@ from typing import Literal
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
 from harness.arms.pipeline import answer_stage, search
 from harness.arms.rewrite import ask_rewrite, llm_stats, restore_identifiers
-from harness.corpus.index import best_sentence
+from harness.corpus.support import SupportScorer
 from harness.guards.filters import validate_filters
 from harness.guards.identifiers import find_identifiers
 from harness.roles.answer import abstention
-from harness.roles.grade import GradeOutput, grade_offline, support_z
+from harness.roles.grade import Z_MIN, GradeOutput, grade_offline
 from harness.roles.lang import detect_language
 
 
@@ -31,9 +31,9 @@ class CorrectiveParams(Params):
     max_rounds: int = 3
     start: Literal["original", "rewrite"] = "original"
     route: Literal["none", "simple_first"] = "none"
-    strong: float = 4.5  # simple_first: support z-score that counts as strong
-    support: Literal["sentence", "doc"] = "sentence"  # similarity of the question to a hit's best sentence, or to the hit
-    z_min: float = 3.08  # offline grader: support z-score needed (chosen on the main split: scripts/calibrate_grader.py)
+    strong: float = 9.75  # simple_first: support that counts as strong (scripts/calibrate_grader.py)
+    support: Literal["sentence", "doc"] = "sentence"  # evidence units: a hit's sentences, or its chunks
+    z_min: float = Z_MIN  # offline grader: support needed (chosen on the main split: scripts/calibrate_grader.py)
     lane: Literal["hybrid", "dense", "bm25"] = "hybrid"
     depth: int = 50
     last_n: int = 4
@@ -70,7 +70,8 @@ class Corrective(BaseArm):
         rows: list[ArmResult] = []
         tried: list[str] = []
         query = question
-        reference = ctx.index.reference(question)  # the grader judges every round against the same question
+        # the grader judges every round against the same question: its baselines are computed once
+        scorer = SupportScorer(ctx.index, question, "sentence" if p.support == "sentence" else "chunk")
         for rnd in range(1, p.max_rounds + 1):
             query = restore_identifiers(query, {}, ids)  # the guard: every round keeps the identifiers
             tried.append(query)
@@ -78,27 +79,22 @@ class Corrective(BaseArm):
             r.must_keep, r.fallback_reason = ids, start_note
             r.proposed_filters, r.filter_violations, r.filters_removed = start_filters
             hits = r.ranking[: p.top_k]
-            if p.support == "sentence":
-                sents = ctx.index.sentence_scores(question, hits) if hits else {}
-                sims = best_sentence(sents)
-            else:
-                sents, sims = {}, ctx.index.similarity(question, hits) if hits else {}
-            evidence = sorted(((d, sent, x) for d, ss in sents.items() for sent, x in ss), key=lambda e: -e[2])
+            support, evidence = scorer.score(hits)
             outcomes = list(outcomes_start) if rnd == 1 else []
             if rnd == 1:
                 r.ms.update(ms_start)
-            z = support_z(max(sims.values()), reference) if hits else 0.0
-            if rnd == 1 and p.route == "simple_first" and hits and z >= p.strong:
-                r.verdict, r.verdict_reason = "routed", f"simple_first: best support {z:.2f} sd above the mean >= {p.strong}"
+            best = max(support.values(), key=lambda s: s.z) if support else None
+            if rnd == 1 and p.route == "simple_first" and best and best.z >= p.strong:
+                r.verdict, r.verdict_reason = "routed", f"simple_first: best support {best.describe()} >= {p.strong}"
                 outcomes += await answer_stage(ctx, question, r, top_k=p.top_k, must_answer=True, evidence=evidence)
                 r.llm = llm_stats(outcomes)
                 return [r]
-            passages = [(d, ctx.index.docs[d].text, sims[d]) for d in hits]
-            user = json.dumps({"question": question, "passages": [{"doc_id": d, "text": t[:1500]} for d, t, _ in passages],
+            passages = [(ctx.index.docs[d].text, support[d]) for d in hits]
+            user = json.dumps({"question": question, "passages": [{"doc_id": d, "text": ctx.index.docs[d].text[:1500]} for d in hits],
                                "previous_queries": tried[:-1]}, ensure_ascii=False)
             t0 = time.perf_counter()
             g = await ctx.roles.call("grade", user, GradeOutput,
-                                     lambda: grade_offline(question, passages, reference, p.z_min, tried),
+                                     lambda: grade_offline(question, passages, p.z_min, tried),
                                      seed=ctx.seed)
             outcomes.append(g)
             r.ms["grade"] = g.ms or (time.perf_counter() - t0) * 1000

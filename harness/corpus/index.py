@@ -11,7 +11,7 @@ import numpy as np
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from harness.corpus.chunk import Chunk, chunk_document
+from harness.corpus.chunk import Chunk, chunk_document, split_sentences
 from harness.corpus.embed import EmbeddingCache, Embedder
 from harness.corpus.filters import matches, to_qdrant
 from harness.corpus.fusion import order, rrf
@@ -29,11 +29,6 @@ class Hit:
 
     def as_dict(self) -> dict:
         return {"doc_id": self.doc_id, "score": float(self.score), "rank": self.rank, "lane": self.lane}
-
-
-def best_sentence(scores: dict[str, list[tuple[str, float]]]) -> dict[str, float]:
-    """Each document's best sentence similarity, from `Index.sentence_scores`."""
-    return {d: max(x for _, x in ss) for d, ss in scores.items()}
 
 
 @dataclass
@@ -78,6 +73,7 @@ class Index:
         self.bm25.index([tokenize(c.text) or ["_empty_"] for c in self.chunks], show_progress=False)
         self._chunk_doc = np.array([c.doc_id for c in self.chunks])
         self._build_identifier_lane()
+        self._latent: dict = {}
         self.stats.seconds = time.perf_counter() - t0
 
     def _build_identifier_lane(self) -> None:
@@ -114,9 +110,7 @@ class Index:
     def sentence_scores(self, query: str, doc_ids: list[str]) -> dict[str, list[tuple[str, float]]]:
         """Cosine similarity of a query to every sentence of each document, in document order.
         Sentence vectors go through the embedding cache."""
-        from harness.corpus.chunk import split_sentences
-
-        sents = {d: split_sentences(self.docs[d].text) or [self.docs[d].text] for d in dict.fromkeys(doc_ids)}
+        sents = {d: self.sentences(d) for d in dict.fromkeys(doc_ids)}
         flat = [s for d in sents for s in sents[d]]
         if not flat:
             return {}
@@ -130,11 +124,6 @@ class Index:
             i += len(ss)
         return out
 
-    def sentence_support(self, query: str, doc_ids: list[str]) -> dict[str, float]:
-        """Best cosine similarity of a query to any single sentence of each document: how
-        closely one sentence could answer it."""
-        return best_sentence(self.sentence_scores(query, doc_ids))
-
     def reference(self, query: str) -> tuple[float, float]:
         """Mean and standard deviation of the query's similarity to every chunk of the
         knowledge base: the baseline against which a hit's support is judged. Raw cosines
@@ -143,6 +132,21 @@ class Index:
         q = self.embed_queries([query])[0]
         sims = self._vecs @ (q / (np.linalg.norm(q) or 1.0))
         return float(sims.mean()), float(sims.std())
+
+    def latent(self, unit: str = "sentence"):
+        """The knowledge base's latent-term view over its sentences or chunks (built once)."""
+        if unit not in self._latent:
+            from harness.corpus.latent import LatentView
+
+            texts = [c.text for c in self.chunks] if unit == "chunk" else [s for d in self.docs for s in self.sentences(d)]
+            self._latent[unit] = LatentView(texts, self.cache)
+        return self._latent[unit]
+
+    def sentences(self, doc_id: str) -> list[str]:
+        return split_sentences(self.docs[doc_id].text) or [self.docs[doc_id].text]
+
+    def chunk_texts(self, doc_id: str) -> list[str]:
+        return [self.chunks[i].text for i in np.nonzero(self._chunk_doc == doc_id)[0]]
 
     def identifier_lane(self, identifiers: list[str], k: int, filters: list[dict] | None = None) -> list[Hit]:
         """Exact identifier matches (4711-32 never matches 4711-33), filters applied."""
