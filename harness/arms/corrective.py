@@ -22,6 +22,7 @@ from harness.corpus.support import SupportScorer
 from harness.guards.filters import validate_filters
 from harness.guards.identifiers import find_identifiers
 from harness.roles.answer import abstention
+from harness.roles.base import OFFLINE
 from harness.roles.grade import Z_MIN, GradeOutput, grade_offline
 from harness.roles.lang import detect_language
 
@@ -72,6 +73,7 @@ class Corrective(BaseArm):
         query = question
         # the grader judges every round against the same question: its baselines are computed once
         scorer = SupportScorer(ctx.index, question, "sentence" if p.support == "sentence" else "chunk")
+        offline_grader = ctx.roles.backend("grade") == OFFLINE
         for rnd in range(1, p.max_rounds + 1):
             query = restore_identifiers(query, {}, ids)  # the guard: every round keeps the identifiers
             tried.append(query)
@@ -79,7 +81,10 @@ class Corrective(BaseArm):
             r.must_keep, r.fallback_reason = ids, start_note
             r.proposed_filters, r.filter_violations, r.filters_removed = start_filters
             hits = r.ranking[: p.top_k]
-            support, evidence = scorer.score(hits)
+            # support orders the answer's evidence (sentences), feeds the router and the offline
+            # grader; an LLM grader with `support: doc` needs none of it
+            needed = p.support == "sentence" or (rnd == 1 and p.route == "simple_first") or offline_grader
+            support, evidence = scorer.score(hits) if needed else ({}, [])
             outcomes = list(outcomes_start) if rnd == 1 else []
             if rnd == 1:
                 r.ms.update(ms_start)
@@ -89,12 +94,11 @@ class Corrective(BaseArm):
                 outcomes += await answer_stage(ctx, question, r, top_k=p.top_k, must_answer=True, evidence=evidence)
                 r.llm = llm_stats(outcomes)
                 return [r]
-            passages = [(ctx.index.docs[d].text, support[d]) for d in hits]
             user = json.dumps({"question": question, "passages": [{"doc_id": d, "text": ctx.index.docs[d].text[:1500]} for d in hits],
                                "previous_queries": tried[:-1]}, ensure_ascii=False)
             t0 = time.perf_counter()
             g = await ctx.roles.call("grade", user, GradeOutput,
-                                     lambda: grade_offline(question, passages, p.z_min, tried),
+                                     lambda: grade_offline(question, [(ctx.index.docs[d].text, support[d]) for d in hits], p.z_min, tried),
                                      seed=ctx.seed)
             outcomes.append(g)
             r.ms["grade"] = g.ms or (time.perf_counter() - t0) * 1000

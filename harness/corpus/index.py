@@ -3,6 +3,7 @@ scale) and a bm25s lexical index beside it. Searches return document rankings (a
 score is its best chunk's score), ordered by score then doc id descending."""
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,9 @@ class Index:
         self.bm25 = bm25s.BM25()
         self.bm25.index([tokenize(c.text) or ["_empty_"] for c in self.chunks], show_progress=False)
         self._chunk_doc = np.array([c.doc_id for c in self.chunks])
+        self._rows: dict[str, list[int]] = {}  # doc_id -> its chunks' rows
+        for i, c in enumerate(self.chunks):
+            self._rows.setdefault(c.doc_id, []).append(i)
         self._build_identifier_lane()
         self._latent: dict = {}
         self.stats.seconds = time.perf_counter() - t0
@@ -97,40 +101,38 @@ class Index:
             self.identifiers.index(toks, show_progress=False)
             self._id_doc_arr = np.array(self.id_docs)
 
-    def similarity(self, query: str, doc_ids: list[str]) -> dict[str, float]:
-        """Cosine similarity of a query to each document (its best chunk), from the index's vectors."""
+    def query_vector(self, query: str) -> np.ndarray:
+        """The query's embedding (through the cache), normalised: the `q` of `similarity`,
+        `sentence_scores` and `reference`."""
         q = self.embed_queries([query])[0]
-        q = q / (np.linalg.norm(q) or 1.0)
-        out = {}
-        for d in doc_ids:
-            rows = np.nonzero(self._chunk_doc == d)[0]
-            out[d] = float((self._vecs[rows] @ q).max()) if len(rows) else 0.0
-        return out
+        return q / (np.linalg.norm(q) or 1.0)
 
-    def sentence_scores(self, query: str, doc_ids: list[str]) -> dict[str, list[tuple[str, float]]]:
-        """Cosine similarity of a query to every sentence of each document, in document order.
-        Sentence vectors go through the embedding cache."""
+    def similarity(self, q: np.ndarray, doc_ids: list[str]) -> dict[str, float]:
+        """Cosine similarity of a query vector to each document (its best chunk), from the index's vectors."""
+        return {d: float((self._vecs[self._rows[d]] @ q).max()) if d in self._rows else 0.0 for d in doc_ids}
+
+    def sentence_scores(self, q: np.ndarray, doc_ids: list[str]) -> dict[str, list[tuple[str, float]]]:
+        """Cosine similarity of a query vector to every sentence of each document, in document
+        order. Sentence vectors go through the embedding cache."""
         sents = {d: self.sentences(d) for d in dict.fromkeys(doc_ids)}
         flat = [s for d in sents for s in sents[d]]
         if not flat:
             return {}
         vecs = self.cache.get_or_compute(self.embedder, "passage", flat)
         vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-        q = self.embed_queries([query])[0]
-        sims = vecs @ (q / (np.linalg.norm(q) or 1.0))
+        sims = vecs @ q
         out, i = {}, 0
         for d, ss in sents.items():
             out[d] = [(s, float(x)) for s, x in zip(ss, sims[i:i + len(ss)])]
             i += len(ss)
         return out
 
-    def reference(self, query: str) -> tuple[float, float]:
-        """Mean and standard deviation of the query's similarity to every chunk of the
+    def reference(self, q: np.ndarray) -> tuple[float, float]:
+        """Mean and standard deviation of a query vector's similarity to every chunk of the
         knowledge base: the baseline against which a hit's support is judged. Raw cosines
         are not comparable across queries (e5's scores are compressed, and more so across
         languages); how far the best evidence stands out from the whole knowledge base is."""
-        q = self.embed_queries([query])[0]
-        sims = self._vecs @ (q / (np.linalg.norm(q) or 1.0))
+        sims = self._vecs @ q
         return float(sims.mean()), float(sims.std())
 
     def latent(self, unit: str = "sentence"):
@@ -146,7 +148,7 @@ class Index:
         return split_sentences(self.docs[doc_id].text) or [self.docs[doc_id].text]
 
     def chunk_texts(self, doc_id: str) -> list[str]:
-        return [self.chunks[i].text for i in np.nonzero(self._chunk_doc == doc_id)[0]]
+        return [self.chunks[i].text for i in self._rows.get(doc_id, [])]
 
     def identifier_lane(self, identifiers: list[str], k: int, filters: list[dict] | None = None) -> list[Hit]:
         """Exact identifier matches (4711-32 never matches 4711-33), filters applied."""
@@ -185,6 +187,7 @@ class Index:
 
     def lexical(self, queries: list[str], k: int, filters: list[list[dict]] | None = None) -> list[list[Hit]]:
         filters = filters or [[] for _ in queries]
+        masks: dict[str, np.ndarray] = {}  # multi-query arms pass one filter for every query
         out = []
         for q, f in zip(queries, filters):
             toks = tokenize(q)
@@ -193,8 +196,11 @@ class Index:
                 continue
             scores = self.bm25.get_scores(toks)
             if f:
-                allowed = {d for d in self.docs if matches(self.meta[d], f)}
-                scores = np.where(np.isin(self._chunk_doc, list(allowed)), scores, 0.0)
+                key = json.dumps(f, sort_keys=True, default=str)
+                if key not in masks:
+                    allowed = {d for d in self.docs if matches(self.meta[d], f)}
+                    masks[key] = np.isin(self._chunk_doc, list(allowed))
+                scores = np.where(masks[key], scores, 0.0)
             best: dict[str, float] = {}
             for i in np.nonzero(scores > 0)[0]:
                 d = str(self._chunk_doc[i])
@@ -213,16 +219,6 @@ class Index:
             fused = rrf([[h.doc_id for h in dh], [h.doc_id for h in lh]], k=rrf_k, cap=k)
             out.append(([Hit(d, s, i + 1, "hybrid") for i, (d, s) in enumerate(fused)], dh + lh))
         return out
-
-    def search(self, queries: list[str], k: int, lane: str = "hybrid",
-               filters: list[list[dict]] | None = None) -> list[tuple[list[Hit], list[Hit]]]:
-        if lane == "hybrid":
-            return self.hybrid(queries, k, filters)
-        if lane == "dense":
-            return [(h, h) for h in self.dense(queries, k, filters)]
-        if lane == "bm25":
-            return [(h, h) for h in self.lexical(queries, k, filters)]
-        raise ValueError(f"unknown lane {lane!r} (dense, bm25, hybrid)")
 
     def close(self):
         self.client.close()

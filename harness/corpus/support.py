@@ -16,6 +16,7 @@ A unit's support is the sum of the two; a hit's support is its best unit's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 def support_z(value: float, reference: tuple[float, float]) -> float:
@@ -30,7 +31,6 @@ class Support:
     doc_id: str
     meaning: float  # z of the dense similarity
     concepts: float  # z of the latent-term match
-    text: str = ""  # the best unit (a sentence with unit: sentence)
 
     @property
     def z(self) -> float:
@@ -41,33 +41,44 @@ class Support:
 
 
 class SupportScorer:
-    """Support of hits for one question; the question's baselines are computed once."""
+    """Support of hits for one question. The question's vector and its baselines are computed
+    once per turn, and only when a round is scored: with an LLM grader and `support: doc`
+    nothing here is needed, and nothing is encoded."""
 
     def __init__(self, index, question: str, unit: str = "sentence"):
         if unit not in ("sentence", "chunk"):
             raise ValueError(f"support unit must be sentence or chunk, not {unit!r}")
         self.index, self.question, self.unit = index, question, unit
-        self.reference = index.reference(question)
-        self.view = index.latent(unit)
-        self.q = self.view.question(question)
-        self.concept_reference = self.view.reference(self.q)
+
+    @cached_property
+    def _meaning(self):
+        q = self.index.query_vector(self.question)
+        return q, self.index.reference(q)
+
+    @cached_property
+    def _concepts(self):
+        view = self.index.latent(self.unit)
+        q = view.question(self.question)
+        return view, q, view.reference(q)
 
     def score(self, hits: list[str]) -> tuple[dict[str, Support], list[tuple[str, str, float]]]:
         """Per hit its best unit's support, and every sentence as evidence (doc_id, sentence,
         support), best first (empty with unit: chunk)."""
         if not hits:
             return {}, []
+        q, reference = self._meaning
         if self.unit == "sentence":
-            sents = self.index.sentence_scores(self.question, hits)
+            sents = self.index.sentence_scores(q, hits)
             units = [(d, s, sim) for d, ss in sents.items() for s, sim in ss]
         else:
-            sims = self.index.similarity(self.question, hits)
+            sims = self.index.similarity(q, hits)
             units = [(d, t, sims[d]) for d in dict.fromkeys(hits) for t in self.index.chunk_texts(d)]
-        match = self.view.match(self.q, [t for _, t, _ in units])
+        view, cq, concept_reference = self._concepts
+        match = view.match(cq, [t for _, t, _ in units])
         best: dict[str, Support] = {}
         evidence = []
         for (d, text, sim), m in zip(units, match):
-            s = Support(d, support_z(sim, self.reference), support_z(float(m), self.concept_reference), text)
+            s = Support(d, support_z(sim, reference), support_z(float(m), concept_reference))
             if d not in best or s.z > best[d].z:
                 best[d] = s
             evidence.append((d, text, s.z))
