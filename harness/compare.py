@@ -5,15 +5,15 @@ wins/ties/losses. Reads run folders only (metrics.parquet per-turn rows, labels.
 manifest.json). Rendering (Markdown, CSV) is separate from computing."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from harness.manifest import read_manifest
-from harness.metrics.segments import parse_segment
-from harness.stats import _restrict, compare_arms, holm, min_detectable_drop, paired_frame
+from harness.metrics.compute import load_labels
+from harness.metrics.segments import parse_segment, segment_keys
+from harness.stats import compare_arms, holm
 
 
 class CompareError(ValueError):
@@ -52,10 +52,7 @@ def load_run(path: Path) -> RunData:
     pt = m[m["kind"] == "turn"][["arm_id", "repeat", "session_id", "turn_index", "metric", "value"]].copy()
     pt["turn_index"] = pt["turn_index"].astype(int)
     pt["value"] = pt["value"].astype(float)
-    labels = pd.read_parquet(path / "labels.parquet")
-    for k in sorted({k for s in labels["segments"] for k in json.loads(s or "{}")}):
-        labels[f"seg.{k}"] = [json.loads(s or "{}").get(k) for s in labels["segments"]]
-    return RunData(path, man, pt, labels)
+    return RunData(path, man, pt, load_labels(path))
 
 
 def check_same_evalset(runs: list[RunData], allow_different: bool) -> None:
@@ -96,23 +93,16 @@ def combined(base: RunData, cand: RunData) -> pd.DataFrame:
                       cand.per_turn.assign(arm_id="B:" + cand.per_turn["arm_id"])], ignore_index=True)
 
 
-def segment_keys(labels: pd.DataFrame, segment: str) -> set:
-    seg = parse_segment(segment)
-    sel = labels.loc[seg.mask(labels).to_numpy(), ["session_id", "turn_index"]]
-    return set(map(tuple, sel.values.tolist()))
-
-
 def compare_pair(base: RunData, cand: RunData, b_arm: str, c_arm: str, metric: str, segment: str,
-                 n_resamples: int = 5000, seed: int = 0, alpha: float = 0.05) -> dict:
-    pt = combined(base, cand)
+                 n_resamples: int = 5000, seed: int = 0, alpha: float = 0.05, pt: pd.DataFrame | None = None) -> dict:
+    """`pt`: `combined(base, cand)`, when the caller compares the pair on several metrics."""
+    pt = combined(base, cand) if pt is None else pt
     keys = segment_keys(base.labels, segment)
     df = compare_arms(pt, metric, "A:" + b_arm, ["B:" + c_arm], segment_keys=keys, n_resamples=n_resamples,
                       n_permutations=n_resamples, seed=seed, alpha=alpha)
-    row = df.iloc[0].to_dict() if not df.empty else {}
-    frame, _ = paired_frame(_restrict(pt, keys), metric, "A:" + b_arm, "B:" + c_arm)
+    row = df.iloc[0].to_dict()  # one row per candidate, its smallest detectable drop (mde) included
     row.update({"metric": metric, "segment": segment, "baseline_arm": b_arm, "candidate_arm": c_arm,
-                "baseline_run": base.name, "candidate_run": cand.name,
-                "mde": min_detectable_drop(frame, alpha=alpha) if len(frame) > 1 else float("nan")})
+                "baseline_run": base.name, "candidate_run": cand.name})
     row.pop("reference", None)
     row.pop("arm", None)
     return row
@@ -133,10 +123,11 @@ def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arm
         pr = resolve_pairs(base, cand, pairs, arms)
         if not pr:
             raise CompareError(f"{base.name} and {cand.name} share no arm; name pairs with --pair BASELINE=CANDIDATE")
+        pt = combined(base, cand)
         for b_arm, c_arm in pr:
             for m in metrics:
                 for s in segments:
-                    rows.append(compare_pair(base, cand, b_arm, c_arm, m, s, n_resamples, seed))
+                    rows.append(compare_pair(base, cand, b_arm, c_arm, m, s, n_resamples, seed, pt=pt))
     out = pd.DataFrame(rows)
     if not out.empty:
         out["p_holm"] = holm(out["p"].tolist())

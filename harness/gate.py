@@ -20,9 +20,9 @@ from xml.sax.saxutils import escape
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.compare import CompareError, check_same_evalset, compare_pair, is_offline, load_run, resolve_pairs
+from harness.compare import CompareError, check_same_evalset, combined, compare_pair, is_offline, load_run, resolve_pairs
 from harness.config import _line_of
-from harness.metrics.segments import SegmentError, parse_segment
+from harness.metrics.segments import SegmentError, parse_segment, segment_keys
 
 PASS, REGRESSION, USAGE, INFRA = 0, 1, 2, 3
 
@@ -90,7 +90,7 @@ def load_policy(path: Path) -> Policy:
     except ValidationError as e:
         msgs = [f"{path}:{_line_of(text, err['loc']) or '?'}: {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
         raise GateUsageError("\n".join(msgs)) from None
-    for i, r in enumerate([*pol.rules, *pol.floors]):
+    for r in [*pol.rules, *pol.floors]:
         try:
             parse_segment(r.segment)
         except SegmentError as e:
@@ -106,10 +106,7 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: dict[st
     base, cand = load_run(baseline), load_run(candidate)
     check_same_evalset([base, cand], False)
     pairs = {**policy.pairs, **(pairs_cli or {})}
-    pr = resolve_pairs(base, cand, pairs or None)
-    for b, c in pr:
-        if b != c and not pairs:
-            raise GateUsageError(f"implicit pair {b} -> {c}")  # cannot happen: implicit pairs share the id
+    pr = resolve_pairs(base, cand, pairs or None)  # without named pairs, arms with the same id
     results, status = [], PASS
     # infrastructure first: a run with too many errors or unmeasured turns cannot be gated
     infra = []
@@ -122,6 +119,7 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: dict[st
             infra.append(f"{arm}: error rate {err:.1%} > {policy.limits.max_error_rate:.1%}")
         if unmeasured > policy.limits.max_unmeasured_rate:
             infra.append(f"{arm}: unmeasured rate {unmeasured:.1%} > {policy.limits.max_unmeasured_rate:.1%}")
+    pt = combined(base, cand)
     for i, rule in enumerate(policy.rules):
         matched = [(b, c) for b, c in pr if _match(rule.arm, c)]
         if not matched:
@@ -129,7 +127,7 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: dict[st
         for b, c in matched:
             if is_offline(base.backends(b)) != is_offline(cand.backends(c)) and b not in pairs:
                 raise GateUsageError(f"rule {i + 1}: {b} and {c} are an offline and an LLM arm; pair them explicitly")
-            row = compare_pair(base, cand, b, c, rule.metric, rule.segment, policy.n_resamples, policy.seed, rule.alpha)
+            row = compare_pair(base, cand, b, c, rule.metric, rule.segment, policy.n_resamples, policy.seed, rule.alpha, pt=pt)
             diff, lo = row.get("diff", math.nan), row.get("ci_lo", math.nan)
             if not row or row.get("n_turns", 0) == 0 or math.isnan(diff):
                 raise GateUsageError(f"rule {i + 1}: no turn measured in both runs for {rule.metric} on {rule.segment}")
@@ -148,7 +146,7 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: dict[st
         for _, c in pr:
             if not _match(fl.arm, c):
                 continue
-            keys = _keys(cand, fl.segment)
+            keys = segment_keys(cand.labels, fl.segment)
             pt = cand.per_turn[(cand.per_turn["arm_id"] == c) & (cand.per_turn["metric"] == fl.metric)]
             pt = pt[[(s, t) in keys for s, t in zip(pt["session_id"], pt["turn_index"])]]
             v = pt.groupby(["session_id", "turn_index"])["value"].mean().mean()
@@ -179,12 +177,6 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: dict[st
     return {"status": status, "verdict": {PASS: "pass", REGRESSION: "regression", INFRA: "infrastructure"}[status],
             "baseline": base.name, "candidate": cand.name, "pairs": [list(p) for p in pr], "infrastructure": infra,
             "results": results}
-
-
-def _keys(run, segment: str) -> set:
-    seg = parse_segment(segment)
-    sel = run.labels.loc[seg.mask(run.labels).to_numpy(), ["session_id", "turn_index"]]
-    return set(map(tuple, sel.values.tolist()))
 
 
 def to_markdown(v: dict) -> str:

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 from harness.arms.base import ArmResult, TurnContext
 from harness.evalset.load import iter_labelled, load_eval_set
 from harness.manifest import git_state, now, versions, write_manifest
+from harness.metrics.ir import DEFAULT_SETTINGS
 from harness.replay import labels_table, new_run_id, result_rows
 from harness.trec_eval import ranked, read_trec_run
 from harness.traces import PartWriter
@@ -41,7 +42,7 @@ def import_run(run_file: Path, eval_set: Path, runs_dir: Path = Path("runs"), ru
                 "git": git_state(), "versions": versions(), "embedder": None,
                 "arms": [{"arm_id": name, "arm": "external", "params": {"file": name}, "backends": {}}],
                 "filter_schema": [f.model_dump() for f in es.info.filters], "prompt_hashes": {}, "seed": 0,
-                "repeats": 1, "metrics": {"cutoffs": [5, 10, 20], "ndcg_at": 10, "mrr_at": 10}, "started": now()}
+                "repeats": 1, "metrics": DEFAULT_SETTINGS, "started": now()}
     write_manifest(run_dir, manifest)
     pq.write_table(labels_table(es, None), run_dir / "labels.parquet")
     writer = PartWriter(run_dir)

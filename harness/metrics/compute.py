@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from harness.manifest import read_manifest
-from harness.metrics.ir import ir_metric_names, per_turn_ir, present
+from harness.metrics.ir import DEFAULT_SETTINGS, ir_metric_names, per_turn_ir, present
 from harness.metrics.guards import GUARD_COLUMNS, per_turn_guards
 from harness.metrics.loop import LOOP_COLUMNS, per_turn_loop
 from harness.metrics.operational import OPS_COLUMNS, per_turn_ops
@@ -33,22 +33,20 @@ class MetricsResult:
 
 def load_labels(run_dir: Path) -> pd.DataFrame:
     labels = pq.read_table(Path(run_dir) / "labels.parquet").to_pandas()
-    for k in sorted({k for s in labels["segments"] for k in json.loads(s or "{}")}):
-        labels[f"seg.{k}"] = [json.loads(s or "{}").get(k) for s in labels["segments"]]
+    segs = [json.loads(s or "{}") for s in labels["segments"]]
+    for k in sorted({k for s in segs for k in s}):
+        labels[f"seg.{k}"] = [s.get(k) for s in segs]
     return labels
-
-
-def final_rows(run_dir: Path) -> pd.DataFrame:
-    t = read_traces(run_dir, FINAL_COLUMNS).to_pandas()
-    return t[t["is_final"]].reset_index(drop=True)
 
 
 def compute_metrics(run_dir: Path, segments: list[Segment] | None = None) -> MetricsResult:
     run_dir = Path(run_dir)
     man = read_manifest(run_dir)
-    mcfg = man.get("metrics") or {"cutoffs": [5, 10, 20], "ndcg_at": 10, "mrr_at": 10}
+    mcfg = man.get("metrics") or DEFAULT_SETTINGS
     labels = load_labels(run_dir)
-    final = final_rows(run_dir)
+    cols = sorted(set(FINAL_COLUMNS) | set(LOOP_COLUMNS) | set(GUARD_COLUMNS) | set(OPS_COLUMNS) | {"params"})
+    rounds = read_traces(run_dir, cols).to_pandas()  # every round; the final ones for the ranking metrics
+    final = rounds[rounds["is_final"]].reset_index(drop=True)
     arms = [a["arm_id"] for a in man["arms"]]
     names = ir_metric_names(mcfg["cutoffs"], mcfg["ndcg_at"], mcfg["mrr_at"])
     parts = [per_turn_ir(final, labels, names)]
@@ -64,8 +62,6 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None) -> Met
         ops.append((arm_id, rep, sid, tix, "error_rate", float(bool(err)), why))
         ops.append((arm_id, rep, sid, tix, "fallback_rate", np.nan if why else float(bool(fb)), why))
     parts.append(pd.DataFrame(ops, columns=parts[0].columns))
-    cols = sorted(set(LOOP_COLUMNS) | set(GUARD_COLUMNS) | set(OPS_COLUMNS) | {"params"})
-    rounds = read_traces(run_dir, cols).to_pandas()
     extra = [per_turn_loop(rounds, labels), per_turn_guards(rounds, labels, man.get("filter_schema", [])),
              per_turn_ops(rounds)]
     parts += extra
@@ -140,6 +136,3 @@ def write_metrics(run_dir: Path, res: MetricsResult) -> Path:
     tmp.replace(path)
     return path
 
-
-def read_metrics(run_dir: Path) -> pd.DataFrame:
-    return pd.read_parquet(Path(run_dir) / "metrics.parquet")

@@ -38,7 +38,8 @@ import pyarrow.parquet as pq
 from harness.manifest import read_manifest
 from harness.metrics.compute import MetricsResult, aggregate, load_labels
 from harness.metrics.guards import _norm_filter
-from harness.metrics.ir import ir_metric_names
+from harness.metrics.loop import _topk
+from harness.metrics.ir import DEFAULT_SETTINGS, ir_metric_names
 from harness.metrics.operational import LATENCY
 from harness.metrics.segments import Segment, default_segments
 from harness.traces import KEY
@@ -398,13 +399,7 @@ def loop_metrics(tr: Traces, lab: Labels, G: Groups, M: Metrics) -> Long:
     pcode, pvals = encode(t.column("params"))
     last_n = np.array(["last_n" in (p or "") for p in pvals] + [False], bool)[pcode]
 
-    def topk(p):
-        try:
-            return int(json.loads(p).get("top_k"))
-        except (TypeError, ValueError, AttributeError):
-            return None
-
-    topks = [topk(p) for p in pvals] + [None]
+    topks = [_topk(p) for p in pvals] + [None]
     c = {x: M(x) for x in ("clarified", "answered", "abstained", "rounds_used", "rescued", "wasted_rounds", "recall_at_stop")}
     out = []
     for g, fi in enumerate(G.final.tolist()):
@@ -630,7 +625,7 @@ def compute_metrics_fast(run_dir: Path, segments: list[Segment] | None = None, t
 
         return compute_metrics(run_dir, segments)
     man = read_manifest(run_dir)
-    mcfg = man.get("metrics") or {"cutoffs": [5, 10, 20], "ndcg_at": 10, "mrr_at": 10}
+    mcfg = man.get("metrics") or DEFAULT_SETTINGS
     labels = load_labels(run_dir)
     tr = Traces(run_dir)
     lab = Labels(labels, tr)

@@ -11,6 +11,8 @@ import os
 import numpy as np
 import pandas as pd
 
+DEFAULT_SETTINGS = {"cutoffs": [5, 10, 20], "ndcg_at": 10, "mrr_at": 10}  # a manifest without `metrics`
+
 
 def present(x):
     """A string column value, or None for missing (None, NaN, pandas NA, empty)."""

@@ -43,7 +43,7 @@ def per_turn_loop(rounds: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
             clar = final["clarify"]
             out.append((arm, rep, sid, tix, "clarified", float(isinstance(clar, str) and bool(clar)), None))
         has_answer = final["answer"] is not None and not (isinstance(final["answer"], float))
-        fb = final.get("fallback_reason") if hasattr(final, "get") else None
+        fb = final["fallback_reason"]
         if has_answer:
             out.append((arm, rep, sid, tix, "answered", float(not bool(final["abstained"])), None))
             out.append((arm, rep, sid, tix, "abstained", float(bool(final["abstained"])), None))

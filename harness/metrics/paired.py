@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.metrics.segments import parse_segment
+from harness.metrics.segments import parse_segment, segment_keys
 from harness.stats import compare_arms, holm, oracle_gap_closed
 
 DEFAULT_METRICS = ("recall@10", "ndcg@10")
@@ -22,14 +22,14 @@ def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list[str], 
     oracle = next((a for a in arms if a.startswith("oracle(")), None)
     others = [a for a in arms if a != ref]
     frames = []
+    measured = set(per_turn["metric"])
     for seg_text in segments:
         seg = parse_segment(seg_text)
-        keys = labels.loc[seg.mask(labels).to_numpy(), ["session_id", "turn_index"]]
-        if keys.empty:
+        key_set = segment_keys(labels, seg)
+        if not key_set:
             continue
-        key_set = set(map(tuple, keys.values.tolist()))
         for m in metrics:
-            if m not in set(per_turn["metric"]):
+            if m not in measured:
                 continue
             df = compare_arms(per_turn, m, ref, others, segment_keys=key_set, n_resamples=n_resamples,
                               n_permutations=n_resamples, seed=seed)

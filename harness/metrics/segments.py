@@ -71,6 +71,13 @@ class AllOf:
         return out
 
 
+def segment_keys(labels: pd.DataFrame, segment: str | Segment | AllOf) -> set:
+    """The (session_id, turn_index) keys of the labelled turns in a segment."""
+    seg = parse_segment(segment) if isinstance(segment, str) else segment
+    sel = labels.loc[seg.mask(labels).to_numpy(), ["session_id", "turn_index"]]
+    return set(map(tuple, sel.values.tolist()))
+
+
 def parse_segment(text: str) -> Segment | AllOf:
     if "&" in text:
         pieces = text.split("&")
