@@ -88,7 +88,7 @@ def write_run(root, turns=240, repeats=1, judgments=True, seed=3):
                                                    + rng.choice([[], [{"field": "length_mm", "op": "eq", "value": 40}],
                                                                  [{"field": "material", "op": "eq", "value": "brass"}]])),
                         "filter_violations": rng.choice([[], ["assortment"], None]),
-                        "fallback_reason": rng.choice([None, None, "rewrite failed", ""]),
+                        "fallback_reason": rng.choice([None, None, "rewrite failed", "", "answer failed: timeout"]),
                         "not_applicable": na, "candidates": [], "ranking": [] if na else _ranking(rng, docs, rels[key], name != "corrective"),
                         "verdict": None, "verdict_reason": None, "answer": ans,
                         "answer_doc_ids": [], "abstained": (rng.random() < 0.4) if ans is not None else None,

@@ -396,6 +396,7 @@ def loop_metrics(tr: Traces, lab: Labels, G: Groups, M: Metrics) -> Long:
     na, clar, has_answer = present(t.column("not_applicable")), present(t.column("clarify")), \
         np.asarray(pc.is_valid(t.column("answer")), dtype=bool)
     abst = np.asarray(pc.fill_null(t.column("abstained"), False), dtype=bool)
+    answer_failed = np.asarray(pc.fill_null(pc.match_substring(t.column("fallback_reason"), "answer failed"), False), dtype=bool)
     pcode, pvals = encode(t.column("params"))
     last_n = np.array(["last_n" in (p or "") for p in pvals] + [False], bool)[pcode]
 
@@ -411,6 +412,9 @@ def loop_metrics(tr: Traces, lab: Labels, G: Groups, M: Metrics) -> Long:
         if has_answer[fi]:
             out.append((*key, c["answered"], float(not abst[fi]), None))
             out.append((*key, c["abstained"], float(abst[fi]), None))
+        elif answer_failed[fi]:  # the answer call failed: unmeasured, not dropped
+            out.append((*key, c["answered"], np.nan, "answer failed"))
+            out.append((*key, c["abstained"], np.nan, "answer failed"))
         k = topks[pcode[fi]]
         if k is None:
             continue
