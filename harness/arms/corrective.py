@@ -60,10 +60,11 @@ class Corrective(BaseArm):
             rw = await ask_rewrite(ctx, p.last_n)
             outcomes_start.append(rw)
             ms_start["rewrite"] = (time.perf_counter() - t0) * 1000
-            val = validate_filters([f.model_dump() for f in rw.value.filters], ctx.info) if rw.value else None
+            proposed = [f.model_dump() for f in rw.value.filters] if rw.value else []
+            val = validate_filters(proposed, ctx.info) if rw.value else None
             if val is not None:
-                start_filters = ([f.model_dump() for f in rw.value.filters], val.violations, val.removed)
-            if rw.value is not None and not [x for x in val.removed if "entitlement field" not in x]:
+                start_filters = (proposed, val.violations, val.removed)
+            if rw.value is not None and not val.malformed:
                 question, filters = rw.value.standalone, val.applied
                 ids = sorted(set(ids) | set(rw.value.must_keep))
             else:

@@ -12,14 +12,13 @@ override `queries()` / `vectors()` (one file each)."""
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from typing import Literal
 
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
 from harness.arms.pipeline import answer_stage, rerank_stage, search
 from harness.guards.filters import validate_filters
-from harness.guards.identifiers import find_identifiers, mask, unmask
+from harness.guards.identifiers import find_identifiers, mask, unmask, whole
 from harness.roles.decide import Decision, decide_offline
 from harness.roles.rewrite import RewriteOutput, rewrite_offline
 from harness.roles.state import compact_state
@@ -43,7 +42,7 @@ def restore_identifiers(text: str, mapping: dict[str, str], ids: list[str]) -> s
     prepended verbatim."""
     text = unmask(text, mapping)
     for i in ids:
-        if not re.search(rf"(?<![\w-]){re.escape(i)}(?![\w-])", text):
+        if not whole(i).search(text):
             text = f"{i} {text}"
     return text
 
@@ -132,8 +131,9 @@ class RewriteFamily(BaseArm):
         except asyncio.TimeoutError:
             out, fallback = None, f"rewrite timed out after {p.budget_ms} ms"
         ms["rewrite"] = (time.perf_counter() - t0) * 1000
-        val = validate_filters([f.model_dump() for f in out.filters], ctx.info) if out is not None else None
-        malformed = [x for x in val.removed if "entitlement field" not in x] if val else []
+        proposed = [f.model_dump() for f in out.filters] if out is not None else []
+        val = validate_filters(proposed, ctx.info) if out is not None else None
+        malformed = val.malformed if val else []
         if out is not None and malformed:
             fallback = "filter validation failed: " + "; ".join(malformed)
         if out is None or malformed:
@@ -155,7 +155,7 @@ class RewriteFamily(BaseArm):
         if notes_decide:
             r.fallback_reason = "; ".join(x for x in (notes_decide, r.fallback_reason) if x)
         if val is not None:
-            r.proposed_filters = [f.model_dump() for f in out.filters]
+            r.proposed_filters = proposed
             r.filter_violations = val.violations
             r.filters_removed = val.removed
         return [await self._finish(ctx, r, question, decision, outcomes, ms)]

@@ -17,6 +17,11 @@ class Validated:
     applied: list[dict] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # "field: reason"
     violations: list[str] = field(default_factory=list)  # entitlement fields a model tried to set
+    malformed: list[str] = field(default_factory=list)  # the removals that break the schema (not entitlements)
+
+    def reject(self, reason: str) -> None:
+        self.removed.append(reason)
+        self.malformed.append(reason)
 
 
 def _typed(ftype: str, v):
@@ -45,17 +50,17 @@ def validate_filters(proposed: list[dict], info: EvalSetInfo) -> Validated:
         name, op, value = f.get("field"), f.get("op", "eq"), f.get("value")
         spec = info.filter_field(name) if isinstance(name, str) else None
         if spec is None:
-            out.removed.append(f"{name}: unknown field")
+            out.reject(f"{name}: unknown field")
             continue
         if spec.kind == "entitlement":
             out.removed.append(f"{name}: entitlement field, set only from the account")
             out.violations.append(name)
             continue
         if op not in OPS:
-            out.removed.append(f"{name}: unknown op {op!r}")
+            out.reject(f"{name}: unknown op {op!r}")
             continue
         if op in ("gte", "lte") and spec.type not in ("number", "integer"):
-            out.removed.append(f"{name}: {op} needs a number field")
+            out.reject(f"{name}: {op} needs a number field")
             continue
         try:
             vals = value if op == "in" else [value]
@@ -72,7 +77,7 @@ def validate_filters(proposed: list[dict], info: EvalSetInfo) -> Validated:
                     if spec.max is not None and v > spec.max:
                         raise ValueError(f"{v} above the maximum {spec.max:g}")
         except (ValueError, TypeError) as e:
-            out.removed.append(f"{name}: {e}")
+            out.reject(f"{name}: {e}")
             continue
         out.applied.append({"field": name, "op": op, "value": vals if op == "in" else vals[0]})
     return out

@@ -37,12 +37,17 @@ def find_identifiers(text: str) -> list[str]:
     return out
 
 
+def whole(ident: str) -> re.Pattern:
+    """The identifier as a whole token: 4711-32 does not occur in 4711-321 or WX-4711-32."""
+    return re.compile(rf"(?<![\w-]){re.escape(ident)}(?![\w-])")
+
+
 def mask(text: str) -> tuple[str, dict[str, str]]:
     """Replace identifiers with placeholders ⟦ID1⟧, ⟦ID2⟧, ...; return the mapping."""
     ids = find_identifiers(text)
     mapping = {PLACEHOLDER.format(i + 1): ident for i, ident in enumerate(ids)}
     for ph, ident in mapping.items():
-        text = re.sub(rf"(?<![\w-]){re.escape(ident)}(?![\w-])", ph, text)
+        text = whole(ident).sub(ph, text)
     return text, mapping
 
 
@@ -54,5 +59,5 @@ def preserved(identifiers: list[str], queries: list[str]) -> float | None:
     """Share of identifiers that appear verbatim in every query (None without identifiers)."""
     if not identifiers:
         return None
-    ok = sum(1 for i in identifiers if queries and all(re.search(rf"(?<![\w-]){re.escape(i)}(?![\w-])", q) for q in queries))
+    ok = sum(1 for i in identifiers if queries and all(whole(i).search(q) for q in queries))
     return ok / len(identifiers)

@@ -26,7 +26,6 @@ What this module does instead:
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +36,7 @@ import pyarrow.parquet as pq
 
 from harness.manifest import read_manifest
 from harness.metrics.compute import MetricsResult, aggregate, load_labels
+from harness.guards.identifiers import preserved
 from harness.metrics.guards import _norm_filter
 from harness.metrics.loop import _topk
 from harness.metrics.ir import DEFAULT_SETTINGS, ir_metric_names
@@ -467,9 +467,9 @@ def guard_metrics(tr: Traces, lab: Labels, G: Groups, M: Metrics, schema: list[d
         ids = ids_of[r]
         if ids:
             qs = [q for row in G.rows(g).tolist() for q in (queries[row] or [])]
-            kept = [all(re.search(rf"(?<![\w-]){re.escape(i)}(?![\w-])", q) for q in qs) if qs else False for i in ids]
-            out.append((*key, c["identifier_preservation"], sum(kept) / len(ids), None))
-            out.append((*key, c["identifier_dropped"], float(not all(kept)), None))
+            p = preserved(ids, qs)
+            out.append((*key, c["identifier_preservation"], p, None))
+            out.append((*key, c["identifier_dropped"], float(p < 1), None))
         a, e = applied[acode[fi]], expected[r]
         if a:
             out.append((*key, c["filter_precision"], len(a & e) / len(a), None))
