@@ -68,7 +68,7 @@ class Corrective(BaseArm):
                 question, filters = rw.value.standalone, val.applied
                 ids = sorted(set(ids) | set(rw.value.must_keep))
             else:
-                start_note = rw.fallback or "filter validation failed: " + "; ".join(val.removed)
+                start_note = rw.fallback or "filter validation failed: " + "; ".join(val.malformed)
         rows: list[ArmResult] = []
         tried: list[str] = []
         query = question
