@@ -144,7 +144,7 @@ class Replay:
             "arms": [{"arm_id": a.arm_id, "arm": a.name, "params": a.params.model_dump(), "backends": a.backends()}
                      for a in self.arms],
             "filter_schema": [f.model_dump() for f in self.es.info.filters],
-            "prompt_hashes": _prompt_hashes(self.roles), "seed": self.cfg.seed,
+            "prompt_hashes": self.roles.prompt_hashes(), "seed": self.cfg.seed,
             "llm": {"cache": self.cfg.llm.cache.model_dump(),
                     "roles": {r: {"kind": e.kind, "model": e.model, "prompt": self.roles.prompt(r)}
                               for r, e in self.cfg.llm.roles.items()}}, "repeats": self.cfg.repeats,
@@ -249,20 +249,6 @@ class Replay:
             counts["http_calls"] = self.roles.http_calls()
             await self.roles.aclose()
         return counts
-
-
-def _prompt_hashes(roles) -> dict:
-    """Prompt file hash per configured role; None for a role whose prompts are not ours (the
-    judge role uses Ragas's prompts, and a run config may name it for `harness judge`)."""
-    from harness.roles.base import prompt_file_hash
-
-    out = {}
-    for r in roles.config.roles:
-        try:
-            out[r] = prompt_file_hash(roles.prompt(r))
-        except FileNotFoundError:
-            out[r] = None
-    return out
 
 
 def _done_keys(run_dir: Path) -> set:

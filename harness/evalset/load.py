@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -50,7 +50,6 @@ class EvalSet:
     sessions: list[Session]  # every split, in file order
     split_of: dict[str, str]  # session_id -> split
     content_hash: str
-    line_of: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -66,9 +65,8 @@ def _loc(err: dict) -> str:
     return ".".join(str(p) for p in err["loc"]) or "(root)"
 
 
-def _read_lines(path: Path, rel: str, problems: list[Problem]) -> list[tuple[int, dict]]:
+def _read_lines(raw: bytes, rel: str, problems: list[Problem]) -> list[tuple[int, dict]]:
     out: list[tuple[int, dict]] = []
-    raw = path.read_bytes()
     for no, bline in enumerate(raw.split(b"\n"), start=1):
         if not bline.strip():
             continue
@@ -130,12 +128,13 @@ def load_eval_set(path: str | Path) -> EvalSet:
     problems: list[Problem] = []
     if not root.is_dir():
         raise EvalSetError([Problem(str(root), None, "", "not a folder")])
+    contents: dict[str, bytes] = {}  # file name -> bytes as read, for the content hash
     info_path = root / "eval_set.yaml"
     info = None
     if not info_path.exists():
         problems.append(Problem("eval_set.yaml", None, "", "missing"))
     else:
-        data = info_path.read_bytes()
+        data = contents["eval_set.yaml"] = info_path.read_bytes()
         try:
             raw = yaml.safe_load(data.decode("utf-8"))
         except UnicodeDecodeError as e:
@@ -165,7 +164,8 @@ def load_eval_set(path: str | Path) -> EvalSet:
     if not corpus_path.exists():
         problems.append(Problem("corpus.jsonl", None, "", "missing"))
     else:
-        for no, obj in _read_lines(corpus_path, "corpus.jsonl", problems):
+        contents["corpus.jsonl"] = corpus_path.read_bytes()
+        for no, obj in _read_lines(contents["corpus.jsonl"], "corpus.jsonl", problems):
             d = _validate(Document, obj, "corpus.jsonl", no, problems)
             if d is None:
                 continue
@@ -186,7 +186,8 @@ def load_eval_set(path: str | Path) -> EvalSet:
         if not p.exists():
             continue
         n_before = len(sessions)
-        for no, obj in _read_lines(p, fname, problems):
+        contents[fname] = p.read_bytes()
+        for no, obj in _read_lines(contents[fname], fname, problems):
             sid = obj.get("session_id")
             if isinstance(sid, str) and sid in line_of:  # checked before validation: a bad twin still counts
                 f0, l0 = line_of[sid]
@@ -206,7 +207,7 @@ def load_eval_set(path: str | Path) -> EvalSet:
     if problems:
         raise EvalSetError(problems)
     assert info is not None
-    return EvalSet(root, info, docs, sessions, split_of, _content_hash(root), line_of)
+    return EvalSet(root, info, docs, sessions, split_of, _content_hash(contents))
 
 
 def _check_session(s: Session, docs: dict, info: EvalSetInfo | None, fname: str, no: int, problems: list[Problem]):
@@ -242,13 +243,13 @@ def _check_session(s: Session, docs: dict, info: EvalSetInfo | None, fname: str,
         problems.append(Problem(fname, no, "turns", "session has no labelled turn"))
 
 
-def _content_hash(root: Path) -> str:
+def _content_hash(contents: dict[str, bytes]) -> str:
+    """sha256 over (name, sha256 of bytes) of each eval set file present, in a fixed order."""
     h = hashlib.sha256()
     for name in ["eval_set.yaml", "corpus.jsonl", *SPLIT_FILES.values()]:
-        p = root / name
-        if p.exists():
+        if name in contents:
             h.update(name.encode() + b"\0")
-            h.update(hashlib.sha256(p.read_bytes()).digest())
+            h.update(hashlib.sha256(contents[name]).digest())
     return h.hexdigest()
 
 

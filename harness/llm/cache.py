@@ -42,6 +42,11 @@ class CachedReply:
     created: float
 
 
+def prompt_hash(text: str) -> str:
+    """Short hash of a prompt text: the first 12 hex digits of sha256 over its UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
 def request_key(kind: str, path: str, body: dict) -> str:
     canon = json.dumps({"kind": kind, "path": path, "body": body}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()

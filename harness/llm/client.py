@@ -7,7 +7,7 @@ error and the caller falls back."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import contextlib
 import json
 import os
 import random
@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from openai.types.chat import ChatCompletion
 
-from harness.llm.cache import LLMCache, request_key
+from harness.llm.cache import LLMCache, prompt_hash, request_key
 from harness.llm.ledger import CallRecord, cost_usd, load_prices
 from harness.llm.schema import strict_schema
 from harness.llm.transport import CACHE_HEADER, LATENCY_HEADER, ROLE_HEADER, CachingTransport, ReplayMiss
@@ -92,10 +92,6 @@ class _Budget:
                     self.events.append((now, tokens))
                     return
                 await asyncio.sleep(max(0.01, self.window - (now - self.events[0][0])))
-
-
-def prompt_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
 def _retry_after(err: Exception) -> float | None:
@@ -170,16 +166,10 @@ class LLMClient:
             attempts += 1
             await self.budget.acquire(est)
             try:
-                if self.semaphore is not None:
-                    async with self.semaphore:
-                        raw = await self.sdk.chat.completions.with_raw_response.create(
-                            **body, extra_headers={ROLE_HEADER: role})
-                else:
+                async with self.semaphore if self.semaphore is not None else contextlib.nullcontext():
                     raw = await self.sdk.chat.completions.with_raw_response.create(**body, extra_headers={ROLE_HEADER: role})
                 return raw.parse(), raw.headers, attempts
-            except ReplayMiss:
-                raise
-            except RETRYABLE as e:
+            except RETRYABLE as e:  # anything else (ReplayMiss included) propagates unchanged
                 if attempts > self.endpoint.max_retries:
                     raise
                 wait = _retry_after(e)

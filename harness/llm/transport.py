@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import httpx
 import openai
 
-from harness.llm.cache import LLMCache, request_key
+from harness.llm.cache import LLMCache, prompt_hash, request_key
 
 ROLE_HEADER = "x-harness-role"
 CACHE_HEADER = "x-harness-cache"
@@ -79,7 +79,7 @@ class CachingTransport(httpx.AsyncBaseTransport):
             self.stats.in_flight -= 1
         latency = (time.perf_counter() - t0) * 1000
         if key is not None and resp.status_code == 200 and _cacheable(content):
-            self.cache.put(key, content, latency, kind=self.kind, model=str(json.loads(request.content).get("model", "")), role=role)
+            self.cache.put(key, content, latency, kind=self.kind, model=str(body.get("model", "")), role=role)
         headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
         headers += [(CACHE_HEADER, "miss"), (LATENCY_HEADER, f"{latency:.3f}")]
         return httpx.Response(resp.status_code, headers=headers, content=content, request=request)
@@ -91,9 +91,7 @@ class CachingTransport(httpx.AsyncBaseTransport):
 def _describe(body: dict) -> str:
     msgs = body.get("messages") or []
     if msgs:
-        import hashlib
-
         sys_txt = next((m.get("content") for m in msgs if m.get("role") == "system"), "") or ""
         last = str(msgs[-1].get("content", ""))[:80]
-        return f"prompt {hashlib.sha256(str(sys_txt).encode()).hexdigest()[:12]}, last message {last!r}"
+        return f"prompt {prompt_hash(str(sys_txt))}, last message {last!r}"
     return "request " + json.dumps(body)[:80]

@@ -7,7 +7,7 @@ reported as a model's."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import functools
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.llm.cache import LLMCache
+from harness.llm.cache import LLMCache, prompt_hash
 from harness.llm.client import EndpointConfig, LLMClient
 from harness.llm.ledger import CallRecord, load_prices
 
@@ -23,13 +23,16 @@ ROLES = ("rewrite", "decide", "hyde", "grade", "rerank", "answer", "judge")
 OFFLINE = "offline"
 
 
+@functools.lru_cache(maxsize=None)
 def prompt_text(name: str) -> str:
-    """A versioned prompt file from harness/prompts (e.g. `rewrite.v1`)."""
+    """A versioned prompt file from harness/prompts (e.g. `rewrite.v1`). Prompt files are
+    package data, fixed for the life of the process, so each is read once."""
     return resources.files("harness.prompts").joinpath(f"{name}.md").read_text(encoding="utf-8")
 
 
+@functools.lru_cache(maxsize=None)
 def prompt_file_hash(name: str) -> str:
-    return hashlib.sha256(prompt_text(name).encode("utf-8")).hexdigest()[:12]
+    return prompt_hash(prompt_text(name))
 
 
 class RoleEndpoint(EndpointConfig):
@@ -89,8 +92,16 @@ class Roles:
         ep = self.config.roles.get(role)
         return (ep.prompt if ep and ep.prompt else f"{role}.v1")
 
-    def prompt_hashes(self) -> dict[str, str]:
-        return {r: prompt_file_hash(self.prompt(r)) for r in self.config.roles}
+    def prompt_hashes(self) -> dict[str, str | None]:
+        """Prompt file hash per configured role; None for a role whose prompts are not ours (the
+        judge role uses Ragas's prompts, and a run config may name it for `harness judge`)."""
+        out: dict[str, str | None] = {}
+        for r in self.config.roles:
+            try:
+                out[r] = prompt_file_hash(self.prompt(r))
+            except FileNotFoundError:
+                out[r] = None
+        return out
 
     def http_calls(self) -> int:
         return sum(c.stats.http_calls for c in self.clients.values())
