@@ -57,7 +57,6 @@ class TurnContext:
     repeat: int = 0
     seed: int = 0
     roles: Any = None  # harness.roles.base.Roles
-    extra: dict = field(default_factory=dict)
 
     @property
     def history(self) -> list[Turn]:

@@ -12,6 +12,7 @@ override `queries()` / `vectors()` (one file each)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Literal
 
@@ -21,7 +22,7 @@ from harness.guards.filters import validate_filters
 from harness.guards.identifiers import find_identifiers, mask, unmask, whole
 from harness.roles.decide import Decision, decide_offline
 from harness.roles.rewrite import RewriteOutput, rewrite_offline
-from harness.roles.state import compact_state
+from harness.roles.state import CompactState, compact_state
 
 
 class RewriteParams(Params):
@@ -47,12 +48,13 @@ def restore_identifiers(text: str, mapping: dict[str, str], ids: list[str]) -> s
     return text
 
 
-async def ask_rewrite(ctx: TurnContext, last_n: int):
-    """The rewrite role's outcome, identifiers restored in an LLM's output."""
+async def ask_rewrite(ctx: TurnContext, last_n: int, state: CompactState | None = None):
+    """The rewrite role's outcome, identifiers restored in an LLM's output. `state`: the turn's
+    compact state when the caller has built it already (for the decide role)."""
     ids = find_identifiers(ctx.turn.user)
     masked, mapping = mask(ctx.turn.user)
-    state = compact_state(ctx, last_n)
-    masked_state = compact_state(ctx, last_n, turn_text=masked)
+    state = state or compact_state(ctx, last_n)
+    masked_state = dataclasses.replace(state, turn=masked)  # a model never sees the identifiers
     out = await ctx.roles.call("rewrite", masked_state.to_prompt(), RewriteOutput, lambda: rewrite_offline(state),
                                seed=ctx.seed)
     if out.value is not None and out.backend != "offline":
@@ -98,13 +100,15 @@ class RewriteFamily(BaseArm):
         return [out.standalone]
 
     async def vectors(self, ctx: TurnContext, out: RewriteOutput, queries: list[str], decision, outcomes: list,
-                      notes: list[str]):
+                      notes: list[str], fallbacks: list[str]):
+        """Query vectors overriding the queries' embeddings, or None. Notes go to `notes`; a
+        failed role call that the arm stood in for goes to `fallbacks` (the row's fallback_reason)."""
         return None
 
     async def run(self, ctx: TurnContext):
         p = self.params
         outcomes, ms = [], {}
-        decision, notes_decide = None, None
+        decision, notes_decide, state = None, None, None
         if p.decide or self.needs_decide:
             state = compact_state(ctx, p.last_n)
             d = await ctx.roles.call("decide", state.to_prompt(), Decision, lambda: decide_offline(state), seed=ctx.seed)
@@ -113,18 +117,22 @@ class RewriteFamily(BaseArm):
             decision = d.value
             if decision is None:  # a failed decide call: rewrite anyway (the safe side) and say so
                 notes_decide = f"{d.fallback}; rewriting without a decision"
-            else:
-                notes_decide = None
         search_kw = dict(lane=p.lane, depth=p.depth, rrf_k=p.rrf_k, pool=p.pool, id_lane=p.id_lane)
+
+        def search_turn():  # the turn as typed, with its identifiers kept
+            ids = find_identifiers(ctx.turn.user)
+            r = search(ctx, [ctx.turn.user], ctx.inherited_filters, must_keep=ids, **search_kw)
+            r.must_keep = ids
+            return r
+
         if p.decide and decision is not None and not decision.needs_rewrite:
-            r = search(ctx, [ctx.turn.user], ctx.inherited_filters, must_keep=find_identifiers(ctx.turn.user), **search_kw)
-            r.must_keep = find_identifiers(ctx.turn.user)
+            r = search_turn()
             r.verdict_reason = f"decide: {decision.turn_class}, no rewrite needed ({decision.reason})"
             return [await self._finish(ctx, r, ctx.turn.user, decision, outcomes, ms)]
         t0 = time.perf_counter()
         fallback = None
         try:
-            coro = ask_rewrite(ctx, p.last_n)
+            coro = ask_rewrite(ctx, p.last_n, state)
             rw = await (asyncio.wait_for(coro, p.budget_ms / 1000) if p.budget_ms else coro)
             outcomes.append(rw)
             out, fallback = rw.value, rw.fallback
@@ -137,21 +145,20 @@ class RewriteFamily(BaseArm):
         if out is not None and malformed:
             fallback = "filter validation failed: " + "; ".join(malformed)
         if out is None or malformed:
-            ids = find_identifiers(ctx.turn.user)
-            r = search(ctx, [ctx.turn.user], ctx.inherited_filters, must_keep=ids, **search_kw)
-            r.fallback_reason, r.must_keep, question = fallback, ids, ctx.turn.user
+            r = search_turn()
+            r.fallback_reason, question = fallback, ctx.turn.user
         else:
             notes: list[str] = []
+            fallbacks: list[str] = []
             # the identifier guard holds for every issued query, variants included
             qs = [restore_identifiers(q, {}, out.must_keep) for q in await self.queries(ctx, out, outcomes, notes)]
-            vecs = await self.vectors(ctx, out, qs, decision, outcomes, notes)
+            vecs = await self.vectors(ctx, out, qs, decision, outcomes, notes, fallbacks)
             r = search(ctx, qs, val.applied, must_keep=out.must_keep, vectors=vecs, **search_kw)
             r.must_keep, question = out.must_keep, out.standalone
             r.clarify = out.clarify.model_dump() if out.clarify else None
             r.verdict_reason = "; ".join(notes) or None
-        extra_fb = ctx.extra.pop("fallbacks", [])
-        if extra_fb:
-            r.fallback_reason = "; ".join(x for x in (r.fallback_reason, *extra_fb) if x)
+            if fallbacks:
+                r.fallback_reason = "; ".join(x for x in (r.fallback_reason, *fallbacks) if x)
         if notes_decide:
             r.fallback_reason = "; ".join(x for x in (notes_decide, r.fallback_reason) if x)
         if val is not None:

@@ -31,15 +31,15 @@ class RewriteHyde(RewriteFamily):
     needs_decide = True
     needs_hyde = True
 
-    async def vectors(self, ctx, out, queries, decision, outcomes, notes):
+    async def vectors(self, ctx, out, queries, decision, outcomes, notes, fallbacks):
         w = self.params.hyde_weight
         why = None
         if decision is None or decision.turn_class != "vague_application":
             why = f"turn class {decision.turn_class if decision else 'unknown'}"
         elif find_identifiers(ctx.turn.user) or out.must_keep:
             why = "identifier turn"
-        elif safety_fields_touched(ctx.turn.user + " " + out.standalone, ctx.info):
-            why = "safety-relevant attribute " + ", ".join(safety_fields_touched(ctx.turn.user + " " + out.standalone, ctx.info))
+        elif touched := safety_fields_touched(ctx.turn.user + " " + out.standalone, ctx.info):
+            why = "safety-relevant attribute " + ", ".join(touched)
         if why:
             notes.append(f"HyDE skipped: {why}")
             return None
@@ -49,7 +49,7 @@ class RewriteHyde(RewriteFamily):
         outcomes.append(h)
         if h.value is None:
             notes.append(f"HyDE failed, rewrite vector only: {h.fallback}")
-            ctx.extra.setdefault("fallbacks", []).append(f"{h.fallback}; rewrite vector only")
+            fallbacks.append(f"{h.fallback}; rewrite vector only")
             return None
         q = ctx.index.embed_queries(queries)
         p = ctx.index.cache.get_or_compute(ctx.index.embedder, "passage", [h.value.passage])[0]

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # no runtime import: harness.arms imports the roles
     from harness.arms.base import TurnContext
-from harness.roles.lang import detect_language
 
 COUNTRY_NAMES = {"DE": "Germany", "AT": "Austria", "CH": "Switzerland", "NL": "the Netherlands", "BE": "Belgium",
                  "FR": "France", "IT": "Italy", "PL": "Poland", "DK": "Denmark", "CZ": "Czechia"}
@@ -37,7 +36,6 @@ class CompactState:
     filters: list[dict]
     account: dict
     schema: list[dict]  # preference fields a model may propose: field, type, values, unit
-    language: str | None = None
 
     @property
     def last_shown(self) -> list[ShownItem]:
@@ -61,7 +59,7 @@ class CompactState:
         }, ensure_ascii=False)
 
 
-def compact_state(ctx: "TurnContext", last_n: int = 4, turn_text: str | None = None) -> CompactState:
+def compact_state(ctx: "TurnContext", last_n: int = 4) -> CompactState:
     meta = getattr(ctx.index, "meta", {}) if ctx.index is not None else {}
     hist = []
     for t in ctx.history[-last_n:]:
@@ -72,5 +70,4 @@ def compact_state(ctx: "TurnContext", last_n: int = 4, turn_text: str | None = N
     schema = [{"field": f.field, "type": f.type, **({"values": f.values} if f.values else {}),
                **({"unit": f.unit} if f.unit else {})} for f in ctx.info.filters if f.kind == "preference"]
     account = {k: v for k, v in ctx.account.model_dump().items() if v is not None}
-    return CompactState(turn_text if turn_text is not None else ctx.turn.user, hist, list(ctx.inherited_filters),
-                        account, schema, detect_language(turn_text or ctx.turn.user))
+    return CompactState(ctx.turn.user, hist, list(ctx.inherited_filters), account, schema)
