@@ -1,6 +1,6 @@
 """Shared helpers of the benchmarks: a generated conversational eval set (in a temp folder, like
 tests/conftest.py's `write_set`), a hash embedder for lanes that never use dense vectors, the
-scripted rewrite reply, peak memory and a timer. Benchmarks are not tests: they print figures."""
+scripted rewrite reply, peak memory and CPU time. Benchmarks are not tests: they print figures."""
 from __future__ import annotations
 
 import hashlib
@@ -8,8 +8,6 @@ import json
 import os
 import random
 import resource
-import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -94,16 +92,6 @@ def peak_rss_mb() -> float:
 def cpu_seconds() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
-
-
-@contextmanager
-def timer():
-    box = {}
-    t0 = time.perf_counter()
-    try:
-        yield box
-    finally:
-        box["s"] = time.perf_counter() - t0
 
 
 def machine_note() -> str:

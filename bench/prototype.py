@@ -44,18 +44,9 @@ VARIANTS = {"stock": (), "eager": ("eager",), "proto": ("eager", "schema", "prec
 
 def install(variant: str) -> tuple[str, ...]:
     parts = VARIANTS[variant]
-    if "eager" in parts:
-        _eager()
-    if "schema" in parts:
-        _schema()
-    if "precheck" in parts:
-        _precheck()
-    if "thread" in parts:
-        _thread()
-    if "pools" in parts:
-        _pools()
-    if "gc" in parts:
-        _gc()
+    for name, apply in STEPS.items():  # in this order, whatever the order of the variant's parts
+        if name in parts:
+            apply()
     return parts
 
 
@@ -185,3 +176,7 @@ def _gc():
             gc.unfreeze()
 
     replay.Replay._run_jobs = _run_jobs
+
+
+# the prototypes by name, in the order install() applies them
+STEPS = {"eager": _eager, "schema": _schema, "precheck": _precheck, "thread": _thread, "pools": _pools, "gc": _gc}

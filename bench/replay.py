@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from harness.corpus.index import Index  # noqa: E402
 from harness.evalset.load import load_eval_set  # noqa: E402
 from harness.manifest import read_manifest  # noqa: E402
 from harness.replay import Replay  # noqa: E402
+from harness.roles.state import CompactState  # noqa: E402
 from harness.testing import TestServer  # noqa: E402
 from harness.traces import read_traces  # noqa: E402
 
@@ -115,15 +115,9 @@ async def sequential(srv, n: int, prompts: list[str]) -> float:
     return per_call
 
 
-def sample_prompts(es_root: Path, n: int) -> list[str]:
-    out = []
-    for line in (es_root / "sessions.jsonl").read_text().splitlines():
-        for t in json.loads(line)["turns"]:
-            out.append(json.dumps({"last_turns": [], "active_filters": [], "account": {}, "filter_fields": [],
-                                   "turn": t["user"]}))
-            if len(out) >= n:
-                return out
-    return out
+def sample_prompts(es, n: int) -> list[str]:
+    """The rewrite prompt's user message of the first n turns, each without history."""
+    return [CompactState(t.user, [], [], {}, []).to_prompt() for s in es.sessions for t in s.turns][:n]
 
 
 def main(argv=None) -> dict:
@@ -144,7 +138,7 @@ def main(argv=None) -> dict:
     es_root = write_generated_set(tmp / "set", args.sessions)
     es = load_eval_set(es_root)
     index = Index(es.docs, HashEmbedder(), EmbeddingCache(tmp / "emb"), max_chars=2000)
-    prompts = sample_prompts(es_root, args.seq_sample)
+    prompts = sample_prompts(es, args.seq_sample)
     results = []
     for latency, conc in points:
         with TestServer(latency=latency) as srv:

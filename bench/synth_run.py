@@ -9,7 +9,6 @@ document, errors, fallbacks, identifiers, expected/applied filters and unknown p
 fixed rates. Deterministic for a seed."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -80,7 +79,7 @@ def write_synthetic_run(run_dir: Path, turns: int = 100_000, depth: int = 100, s
                        "multi_turn_type": ["follow-up", "clarification"][tix[i] % 2], "qrels": to_json(q),
                        "qrels_measured": bool(measured[i]), "identifiers": ids, "expected_filters": to_json(ef),
                        "reference_rewrite": "reference query" if has_ref[i] else None, "reference_answer": None,
-                       "surface_doc": None, "user": (f"part {ids[0]} please" if ids else "and the other one?"),
+                       "surface_doc": None, "user": labels_user(has_id[i], i),
                        "segments": "{}"})
     pq.write_table(pa.Table.from_pylist(labels, schema=LABEL_SCHEMA), run_dir / "labels.parquet")
     del labels
@@ -98,6 +97,7 @@ def write_synthetic_run(run_dir: Path, turns: int = 100_000, depth: int = 100, s
         name, params_json, backend = arm["arm"], to_json(arm["params"]), to_json(arm["backends"])
         hit_p = {"original": 0.5, "rewrite": 0.6, "multi_query_rrf": 0.65, "corrective": 0.55, "oracle": 0.7}[name]
         for i in range(turns):
+            user = labels_user(has_id[i], i)
             na = "no reference rewrite" if name == "oracle" and not has_ref[i] else None
             n_rounds = int(rng.integers(1, 4)) if name == "corrective" and na is None else 1
             err = "TimeoutError: synthetic" if rng.random() < 0.005 else None
@@ -109,7 +109,7 @@ def write_synthetic_run(run_dir: Path, turns: int = 100_000, depth: int = 100, s
                 applied = [{"field": "assortment", "op": "eq", "value": "A"}]
                 if name in ("rewrite", "multi_query_rrf") and (has_filter[i] or rng.random() < 0.1):
                     applied.append({"field": "material", "op": "eq", "value": "stainless" if rng.random() < 0.7 else "brass"})
-                queries = [labels_user(has_id[i], i)] if na is None else []
+                queries = [user] if na is None else []
                 if name in ("rewrite", "multi_query_rrf") and has_id[i] and rng.random() < 0.05:
                     queries = ["part without its number"]
                 llm = 1 if name in ("rewrite", "multi_query_rrf") else 0
@@ -120,7 +120,7 @@ def write_synthetic_run(run_dir: Path, turns: int = 100_000, depth: int = 100, s
                 buf.append({
                     "run_id": run_dir.name, "arm_id": arm["arm_id"], "arm": name, "params": params_json, "repeat": 0,
                     "session_id": sids[i], "turn_index": int(tix[i]), "query_type": QTYPES[qtype[i]], "language": "en",
-                    "domain": "shop", "round": rnd, "is_final": final, "original_query": labels_user(has_id[i], i),
+                    "domain": "shop", "round": rnd, "is_final": final, "original_query": user,
                     "issued_queries": queries, "lanes": ["hybrid:0"], "must_keep": lab_ids[i],
                     "proposed_filters": to_json(applied[1:]), "applied_filters": to_json(applied),
                     "filter_violations": ["assortment"] if llm and rng.random() < 0.01 else [],
@@ -143,7 +143,7 @@ def write_synthetic_run(run_dir: Path, turns: int = 100_000, depth: int = 100, s
     manifest = {"run_id": run_dir.name, "status": "complete", "config": {"name": "synthetic"}, "config_hash": "synthetic",
                 "eval_set": {"name": "synthetic", "version": "1", "hash": "synthetic", "path": "", "splits": ["main", "test"],
                              "pooled_corpus": False, "written_here": True},
-                "arms": [{**a, "backends": a["backends"]} for a in arms], "filter_schema": SCHEMA_FIELDS,
+                "arms": arms, "filter_schema": SCHEMA_FIELDS,
                 "metrics": {"cutoffs": [5, 10, 20], "ndcg_at": 10, "mrr_at": 10}, "repeats": 1,
                 "counts": {"turns": turns * len(arms), "rows": n_rows}}
     write_manifest(run_dir, manifest)

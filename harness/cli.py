@@ -267,6 +267,7 @@ def _loop_tables(run_dir: Path, res, man: dict):
 
     from harness.metrics.compute import load_labels
     from harness.metrics.loop import abstention_table
+    from harness.report.table import bucket
 
     labels = load_labels(run_dir)
     ab = abstention_table(res.per_turn, labels)
@@ -279,8 +280,7 @@ def _loop_tables(run_dir: Path, res, man: dict):
         console.print(t)
     rounds = res.per_turn[res.per_turn["metric"] == "rounds_used"].merge(labels[["session_id", "turn_index"]])
     if not rounds.empty:
-        rounds = rounds.assign(t=rounds["turn_index"].clip(upper=4).map(lambda x: "4+" if x >= 4 else str(x)),
-                               r=rounds["value"].astype(int))
+        rounds = rounds.assign(t=rounds["turn_index"].map(bucket), r=rounds["value"].astype(int))
         tab = rounds.pivot_table(index=["arm_id", "t"], columns="r", values="value", aggfunc="count", fill_value=0)
         t = Table(title=f"rounds used per turn index ({run_dir.name})")
         t.add_column("arm"), t.add_column("turn")

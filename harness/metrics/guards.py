@@ -74,12 +74,13 @@ def filter_fields_table(rounds: pd.DataFrame, labels: pd.DataFrame, schema: list
     """Precision and recall per filter field and arm (micro-averaged over turns)."""
     entitlement = {f["field"] for f in schema if f.get("kind") == "entitlement"}
     units = {f["field"]: f.get("unit") for f in schema}
-    lab = labels.set_index(["session_id", "turn_index"])
+    expected_by_turn = {(sid, tix): {_norm_filter(f, units) for f in json.loads(ef or "[]")}
+                        for sid, tix, ef in zip(labels["session_id"], labels["turn_index"], labels["expected_filters"])}
     counts: dict[tuple, list[int]] = {}
     final = rounds[rounds["is_final"]]
     for r in final.itertuples():
         applied = {_norm_filter(f, units) for f in json.loads(r.applied_filters or "[]") if f.get("field") not in entitlement}
-        expected = {_norm_filter(f, units) for f in json.loads(lab.loc[(r.session_id, r.turn_index)]["expected_filters"] or "[]")}
+        expected = expected_by_turn[(r.session_id, r.turn_index)]
         for f in applied | expected:
             c = counts.setdefault((r.arm_id, f[0]), [0, 0, 0])  # true positive, applied, expected
             c[0] += f in applied and f in expected

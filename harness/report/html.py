@@ -16,11 +16,11 @@ import pandas as pd
 from harness import env as _env  # noqa: F401  (offline-safe environment first)
 from harness.manifest import read_manifest
 from harness.metrics.loop import SHOULD_ABSTAIN
+from harness.report.table import TURN_SEGMENTS, bucket
 from harness.stats import session_bootstrap_ci
 from harness.traces import read_traces
 
 TEMPLATES = Path(__file__).with_name("templates")
-TURN_SEGMENTS = ["all", "turn_index=1", "turn_index=2", "turn_index=3", "turn_index>=4", "turn_index>=2"]
 BUCKETS = ["1", "2", "3", "4+"]
 PLOT_METRICS = ("recall@10", "ndcg@10", "mrr@10")
 HEADLINE_METRICS = ("recall@10", "ndcg@10")
@@ -32,7 +32,7 @@ TOP_HITS = 5
 BOOTSTRAP_RESAMPLES = 1000
 AGG_COLUMNS = ["arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured", "n_sessions", "repeat_sd"]
 TURN_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"]
-TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "issued_queries", "lanes",
+TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "issued_queries",
                  "applied_filters", "filter_violations", "filters_removed", "fallback_reason", "not_applicable",
                  "ranking", "verdict", "verdict_reason", "answer", "abstained", "error", "clarify", "turn_class"]
 
@@ -77,11 +77,6 @@ def filter_text(f: dict) -> str:
     return f"{f.get('field')} {f.get('op', 'eq')} {v}"
 
 
-def bucket(turn_index) -> str:
-    t = int(turn_index)
-    return "4+" if t >= 4 else str(t)
-
-
 # --- loading ----------------------------------------------------------------------------------
 
 @dataclass
@@ -99,6 +94,7 @@ class RunData:
     label: dict[str, str]  # arm_id -> short label
     notes: list[str] = field(default_factory=list)
     agg_index: dict | None = None
+    turn_cache: dict[str, pd.DataFrame] = field(default_factory=dict)  # metric -> turn_values
 
 
 def load_traces(run_dir: Path) -> pd.DataFrame:
@@ -117,6 +113,7 @@ def load_traces(run_dir: Path) -> pd.DataFrame:
 
 
 def load_run(run_dir: Path, key: str | None = None) -> RunData:
+    """One run folder; its key defaults to its run id (build_context makes the keys unique)."""
     from harness.metrics.compute import load_labels
 
     run_dir = Path(run_dir)
@@ -175,22 +172,18 @@ def short_labels(manifest_arms: list[dict], arm_ids: list[str]) -> dict[str, str
         keys = sorted(k for k in set().union(*flat) if len({d.get(k) for d in flat}) > 1)
         for aid, d in zip(ids, flat):
             out[aid] = f"{name}({','.join(f'{k}={d.get(k)}' for k in keys)})" if keys else aid
-    seen: dict[str, int] = {}
-    for aid in arm_ids:  # never two arms under one label
-        lab = out[aid]
-        seen[lab] = seen.get(lab, 0) + 1
-        if seen[lab] > 1:
-            out[aid] = f"{lab}#{seen[lab]}"
+    for aid, lab in zip(arm_ids, _dedupe([out[aid] for aid in arm_ids])):  # never two arms under one label
+        out[aid] = lab
     return out
 
 
-def _unique_keys(manifests: list[dict], dirs: list[Path]) -> list[str]:
-    keys, seen = [], {}
-    for m, d in zip(manifests, dirs):
-        k = m.get("run_id") or d.name
+def _dedupe(names: list[str]) -> list[str]:
+    """The names with `#n` appended to the nth occurrence (n >= 2) of a repeated name."""
+    out, seen = [], {}
+    for k in names:
         seen[k] = seen.get(k, 0) + 1
-        keys.append(k if seen[k] == 1 else f"{k}#{seen[k]}")
-    return keys
+        out.append(k if seen[k] == 1 else f"{k}#{seen[k]}")
+    return out
 
 
 # --- 1. manifests side by side ------------------------------------------------------------------
@@ -273,9 +266,6 @@ def manifest_rows(manifests: list[dict]) -> list[dict]:
         add("versions", p, lambda m, p=p: (m.get("versions") or {}).get(p))
     for k in ("turns", "rows", "errors", "fallbacks", "not_applicable", "llm_calls", "cache_hits", "http_calls", "seconds"):
         add("counts", k, lambda m, k=k: (m.get("counts") or {}).get(k))
-    if len(manifests) < 2:
-        for r in rows:
-            r["differs"] = False
     return rows
 
 
@@ -331,16 +321,20 @@ def metric_table(run: RunData, metric: str) -> dict:
 
 
 def turn_values(run: RunData, metric: str) -> pd.DataFrame:
-    """Per-turn values (repeats averaged, unmeasured turns dropped) with the turn bucket."""
-    t = run.turns[(run.turns["metric"] == metric)]
-    t = t.groupby(["arm_id", "session_id", "turn_index"], sort=False)["value"].mean().dropna().reset_index()
-    return t.assign(bucket=t["turn_index"].map(bucket))
+    """Per-turn values (repeats averaged, unmeasured turns dropped) with the turn bucket; built
+    once per run and metric (callers only read it)."""
+    if metric not in run.turn_cache:
+        t = run.turns[(run.turns["metric"] == metric)]
+        t = t.groupby(["arm_id", "session_id", "turn_index"], sort=False)["value"].mean().dropna().reset_index()
+        run.turn_cache[metric] = t.assign(bucket=t["turn_index"].map(bucket))
+    return run.turn_cache[metric]
 
 
 def turn_series(run: RunData, metric: str, n_resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[list[dict], list[str]]:
     """Mean per turn bucket (1, 2, 3, 4+) per arm with a session-level bootstrap 95% CI."""
     tv = turn_values(run, metric)
-    buckets = [b for b in BUCKETS if b in set(run.labels["turn_index"].map(bucket))]
+    have = set(run.labels["turn_index"].map(bucket))
+    buckets = [b for b in BUCKETS if b in have]
     series = []
     for i, arm in enumerate(run.arms):
         g = tv[tv["arm_id"] == arm]
@@ -396,7 +390,8 @@ def rounds_section(run: RunData) -> dict | None:
     if r.empty:
         return None
     r = r.assign(rounds=r["value"].astype(int), bucket=r["turn_index"].map(bucket))
-    arms = [a for a in run.arms if a in set(r["arm_id"])]
+    have = set(r["arm_id"])
+    arms = [a for a in run.arms if a in have]
     max_r = int(r["rounds"].max())
     cols = list(range(1, max_r + 1))
     dist, by_turn = [], []
@@ -420,7 +415,8 @@ def rounds_section(run: RunData) -> dict | None:
 
 def guard_section(run: RunData) -> dict | None:
     idx = _agg_index(run)
-    metrics = [m for m in GUARD_METRICS if m in set(run.agg["metric"])]
+    have = set(run.agg["metric"])
+    metrics = [m for m in GUARD_METRICS if m in have]
     if not metrics:
         return None
     rows = [{"label": run.label[a], "arm": a, "cells": [_cell(run.key, a, m, "all", idx.get((a, m, "all"))) for m in metrics]}
@@ -432,7 +428,8 @@ def guard_section(run: RunData) -> dict | None:
 
         ff = filter_fields_table(run.traces, run.labels, schema)
         if not ff.empty:  # rows: fields; columns: arms; cell: precision / recall (applied / expected)
-            arms = [a for a in run.arms if a in set(ff["arm_id"])]
+            have = set(ff["arm_id"])
+            arms = [a for a in run.arms if a in have]
             by = {(r["arm_id"], r["field"]): r for r in ff.to_dict("records")}
             fields = {"arms": [{"arm": a, "label": run.label[a]} for a in arms], "rows": [
                 {"field": f, "cells": [None if (a, f) not in by else
@@ -468,7 +465,7 @@ def abstention_section(run: RunData) -> dict | None:
         rows.append({"label": run.label[a], "n": int(len(g)), "abstained": int(did.sum()),
                      "precision": fmt(tp / int(did.sum())) if did.any() else "—",
                      "recall": fmt(tp / int(should.sum())) if should.any() else "—", "cells": cells})
-    return {"labels": labels, "rows": rows, "should": sorted(SHOULD_ABSTAIN)}
+    return {"labels": labels, "rows": rows}
 
 
 # --- 7. paired comparisons ------------------------------------------------------------------
@@ -558,9 +555,9 @@ def _arm_cell(run: RunData, arm: str, rows: list[dict] | None, relevant: dict[st
         return {"label": run.label[arm], "arm": arm, "missing": True}
     final = rows[-1]
     rounds = [{"round": int(r["round"]), "queries": [str(q) for q in as_list(r["issued_queries"])],
-               "lanes": [str(x) for x in as_list(r["lanes"])], "verdict": text(r["verdict"]),
+               "verdict": text(r["verdict"]),
                "verdict_reason": text(r["verdict_reason"])} for r in rows]
-    hits = [{"doc_id": str(d), "relevant": d in relevant, "grade": relevant.get(d),
+    hits = [{"doc_id": str(d), "relevant": d in relevant,
              "title": (docs.get(d) or {}).get("title", "")} for d in as_list(final["ranking"])[:TOP_HITS]]
     clarify = loads(final["clarify"], None)
     return {
@@ -573,7 +570,7 @@ def _arm_cell(run: RunData, arm: str, rows: list[dict] | None, relevant: dict[st
         "fallback": text(final["fallback_reason"]), "not_applicable": text(final["not_applicable"]),
         "error": text(final["error"]), "turn_class": text(final["turn_class"]),
         "clarify": json.dumps(clarify, ensure_ascii=False) if clarify else None,
-        "hits": hits, "n_ranked": len(as_list(final["ranking"])),
+        "hits": hits,
         "answer": text(final["answer"]), "abstained": None if missing(final["abstained"]) else bool(final["abstained"]),
         "scores": scores,
     }
@@ -586,15 +583,16 @@ def drilldown(run: RunData, cap: int = DRILL_CAP) -> dict:
     chosen = order.head(cap)
     tr = run.traces
     rep0 = int(tr["repeat"].min()) if not tr.empty else 0
-    tr = tr[(tr["repeat"] == rep0) & tr["session_id"].isin(set(chosen["session_id"]))]
+    chosen_ids = set(chosen["session_id"])
+    tr = tr[(tr["repeat"] == rep0) & tr["session_id"].isin(chosen_ids)]
     by_key: dict[tuple, list[dict]] = {}
     for r in tr.sort_values("round").to_dict("records"):
         by_key.setdefault((r["arm_id"], r["session_id"], int(r["turn_index"])), []).append(r)
-    labs = run.labels[run.labels["session_id"].isin(set(chosen["session_id"]))]
+    labs = run.labels[run.labels["session_id"].isin(chosen_ids)]
     turn_scores: dict[tuple, dict] = {}
     for m in ("recall@10", "ndcg@10"):
         tv = turn_values(run, m)
-        tv = tv[tv["session_id"].isin(set(chosen["session_id"]))]
+        tv = tv[tv["session_id"].isin(chosen_ids)]
         for r in tv.itertuples():
             turn_scores.setdefault((r.arm_id, r.session_id, r.turn_index), {})[m] = fmt(r.value)
     needed = set()
@@ -782,10 +780,11 @@ def build_context(run_dirs: list[Path], plots: bool = True) -> dict:
     dirs = [Path(d) for d in run_dirs]
     if not dirs:
         raise ValueError("give at least one run folder")
-    manifests = [read_manifest(d) for d in dirs]
-    keys = _unique_keys(manifests, dirs)
-    runs = [load_run(d, k) for d, k in zip(dirs, keys)]
-    rows = manifest_rows(manifests)
+    runs = [load_run(d) for d in dirs]
+    keys = _dedupe([r.key for r in runs])  # the run ids, suffixed when two folders share one
+    for r, k in zip(runs, keys):
+        r.key = k
+    rows = manifest_rows([r.manifest for r in runs])
     return {
         "title": "Review report: " + ", ".join(keys),
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),

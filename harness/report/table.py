@@ -1,4 +1,5 @@
-"""Render metric aggregates as terminal tables (rich) and Markdown. Rendering only."""
+"""Render metric aggregates as terminal tables (rich). Rendering only; also the turn segments and
+turn buckets shared with harness.report.html and the CLI (this module stays light to import)."""
 from __future__ import annotations
 
 import math
@@ -9,12 +10,19 @@ from rich.table import Table
 TURN_SEGMENTS = ["all", "turn_index=1", "turn_index=2", "turn_index=3", "turn_index>=4", "turn_index>=2"]
 
 
+def bucket(turn_index) -> str:
+    """The turn bucket of a turn index: "1", "2", "3" or "4+"."""
+    t = int(turn_index)
+    return "4+" if t >= 4 else str(t)
+
+
 def _fmt(v) -> str:
     return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
 
 
 def by_turn_index(agg: pd.DataFrame, metric: str, arms: list[str]) -> tuple[list[str], list[list[str]]]:
-    segs = [s for s in TURN_SEGMENTS if s in set(agg["segment"])]
+    have = set(agg["segment"])
+    segs = [s for s in TURN_SEGMENTS if s in have]
     header = ["arm"] + [s.replace("turn_index", "t") for s in segs]
     rows = []
     sub = agg[agg["metric"] == metric].set_index(["arm_id", "segment"])
@@ -41,9 +49,3 @@ def rich_table(agg: pd.DataFrame, metric: str, arms: list[str], title: str) -> T
         t.add_row(*r)
     return t
 
-
-def markdown_table(agg: pd.DataFrame, metric: str, arms: list[str]) -> str:
-    header, rows = by_turn_index(agg, metric, arms)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
