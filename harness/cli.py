@@ -2,7 +2,6 @@
 non-zero exit (2 for bad input), never a traceback."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Optional

@@ -13,11 +13,11 @@
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import pandas as pd
 
+from harness.guards.identifiers import preserved
 from harness.guards.units import normalise_value
 
 GUARD_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "issued_queries",
@@ -49,10 +49,9 @@ def per_turn_guards(rounds: pd.DataFrame, labels: pd.DataFrame, schema: list[dic
         ids = [i for i in (list(row["identifiers"]) if row["identifiers"] is not None else []) if i in user]
         queries = [q for qs in g["issued_queries"] for q in (list(qs) if qs is not None else [])]
         if ids:
-            kept = [all(re.search(rf"(?<![\w-]){re.escape(i)}(?![\w-])", q) for q in queries) if queries else False
-                    for i in ids]
-            out.append((arm, rep, sid, tix, "identifier_preservation", sum(kept) / len(ids), None))
-            out.append((arm, rep, sid, tix, "identifier_dropped", float(not all(kept)), None))
+            p = preserved(ids, queries)
+            out.append((arm, rep, sid, tix, "identifier_preservation", p, None))
+            out.append((arm, rep, sid, tix, "identifier_dropped", float(p < 1), None))
         applied = [f for f in json.loads(final["applied_filters"] or "[]") if f.get("field") not in entitlement]
         expected = json.loads(row["expected_filters"] or "[]")
         a = {_norm_filter(f, units) for f in applied}
