@@ -10,6 +10,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from harness.yamlpos import line_of
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -53,30 +55,6 @@ class ConfigError(Exception):
     pass
 
 
-def _line_of(text: str, loc: tuple) -> int | None:
-    """Best-effort line number of a config key path in YAML text."""
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    line = None
-    for part in loc:
-        if node is None:
-            break
-        if isinstance(node, yaml.MappingNode):
-            nxt = None
-            for k, v in node.value:
-                if k.value == str(part):
-                    line, nxt = k.start_mark.line + 1, v
-            node = nxt
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
-
-
 def load_config(path: str | Path) -> tuple[RunConfig, dict]:
     p = Path(path)
     try:
@@ -100,7 +78,7 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None)
         msgs = []
         for err in e.errors():
             field = ".".join(str(x) for x in err["loc"])
-            line = _line_of(text, err["loc"]) if text else None
+            line = line_of(text, err["loc"]) if text else None
             msgs.append(f"{p}:{line or '?'}: {field}: {err['msg']}")
         raise ConfigError("\n".join(msgs)) from None
 

@@ -21,8 +21,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.compare import CompareError, check_same_evalset, combined, compare_pair, is_offline, load_run, resolve_pairs
-from harness.config import _line_of
 from harness.metrics.segments import SegmentError, parse_segment, segment_keys
+from harness.yamlpos import line_of
 
 PASS, REGRESSION, USAGE, INFRA = 0, 1, 2, 3
 
@@ -88,7 +88,7 @@ def load_policy(path: Path) -> Policy:
     try:
         pol = Policy.model_validate(raw)
     except ValidationError as e:
-        msgs = [f"{path}:{_line_of(text, err['loc']) or '?'}: {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
+        msgs = [f"{path}:{line_of(text, err['loc']) or '?'}: {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
         raise GateUsageError("\n".join(msgs)) from None
     for r in [*pol.rules, *pol.floors]:
         try:
