@@ -242,10 +242,9 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None):
 def _paired(run_dir: Path, res):
     from rich.table import Table
 
-    from harness.metrics.compute import load_labels
     from harness.metrics.paired import paired_table
 
-    pt = paired_table(res.per_turn, load_labels(run_dir), res.arms)
+    pt = paired_table(res.per_turn, res.labels, res.arms)
     if pt.empty:
         return
     pt.to_parquet(run_dir / "comparisons.parquet", index=False)
@@ -264,11 +263,10 @@ def _loop_tables(run_dir: Path, res, man: dict):
     """Abstention by answerability and rounds per turn index, for arms that answer or loop."""
     from rich.table import Table
 
-    from harness.metrics.compute import load_labels
     from harness.metrics.loop import abstention_table
     from harness.report.table import bucket
 
-    labels = load_labels(run_dir)
+    labels = res.labels
     ab = abstention_table(res.per_turn, labels)
     if not ab.empty:
         t = Table(title=f"abstention by answerability ({run_dir.name})")

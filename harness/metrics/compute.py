@@ -29,6 +29,7 @@ class MetricsResult:
     aggregates: pd.DataFrame  # arm_id, metric, segment, mean, n, n_unmeasured, n_sessions
     arms: list[str]
     metric_names: list[str]
+    labels: pd.DataFrame | None = None  # the run's labels (load_labels), for tables that need them
 
 
 def load_labels(run_dir: Path) -> pd.DataFrame:
@@ -76,7 +77,7 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None) -> Met
     per_turn = pd.concat([p for p in parts if not p.empty], ignore_index=True)
     names = names + ["zero_results", "error_rate", "fallback_rate"] + [m for e in extra for m in dict.fromkeys(e["metric"])]
     aggregates = aggregate(per_turn, labels, segments or default_segments(labels))
-    return MetricsResult(per_turn, aggregates, arms, names)
+    return MetricsResult(per_turn, aggregates, arms, names, labels)
 
 
 def aggregate(per_turn: pd.DataFrame, labels: pd.DataFrame, segments: list[Segment]) -> pd.DataFrame:

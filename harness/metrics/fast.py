@@ -665,7 +665,7 @@ def compute_metrics_fast(run_dir: Path, segments: list[Segment] | None = None, t
         stage("aggregates")
     stage("per-turn frame")
     names = names + ["zero_results", "error_rate", "fallback_rate"] + [m for e in extra_names for m in e]
-    return MetricsResult(per_turn, agg, [a["arm_id"] for a in man["arms"]], names)
+    return MetricsResult(per_turn, agg, [a["arm_id"] for a in man["arms"]], names, labels)
 
 
 def write_metrics_fast(run_dir: Path, res: MetricsResult, chunk_rows: int = 1_000_000) -> Path:
