@@ -90,14 +90,10 @@ def extract(text: str, schema: list[dict]) -> dict:
         t = _THREAD.findall(text)
         if t:
             out["thread"] = t[-1].upper()
-    if "container_ml" in fields and units.volumes_ml(text):
-        out["container_ml"] = units.volumes_ml(text)[-1]
-    if "length_mm" in fields and units.lengths_mm(text):
-        out["length_mm"] = units.lengths_mm(text)[-1]
-    if "concentration_pct" in fields and units.percents(text):
-        out["concentration_pct"] = units.percents(text)[-1]
-    if "pressure_rating_bar" in fields and units.bars(text):
-        out["pressure_rating_bar"] = units.bars(text)[-1]
+    for name, find in (("container_ml", units.volumes_ml), ("length_mm", units.lengths_mm),
+                       ("concentration_pct", units.percents), ("pressure_rating_bar", units.bars)):
+        if name in fields and (found := find(text)):
+            out[name] = found[-1]
     if "size" in fields:
         m = _INCH.search(text)
         g = _GLOVE.search(text)

@@ -12,8 +12,6 @@ from harness.guards.identifiers import find_identifiers
 from harness.roles import attributes
 from harness.roles.state import CompactState
 
-CLASSES = ("reference", "ellipsis", "ordinal", "changed_constraint", "topic_switch", "identifier",
-           "vague_application", "self_contained")
 NEEDS_REWRITE = {"reference", "ellipsis", "ordinal", "changed_constraint", "topic_switch"}
 
 
@@ -75,16 +73,16 @@ def decide_offline(state: CompactState) -> Decision:
         if VAGUE.search(text) and not ids and not named:
             return d("vague_application", "a how-to question without a product or identifier")
         return d("self_contained", "first turn of the conversation")
-    if SERVICE.search(text) and "category" not in named and not ids:
-        return d("topic_switch", f"service question ({SERVICE.search(text).group(1)!r}) without a product")
+    if (m := SERVICE.search(text)) and "category" not in named and not ids:
+        return d("topic_switch", f"service question ({m.group(1)!r}) without a product")
     if ordinal_index(text) is not None and state.last_shown:
         return d("ordinal", f"ordinal {ORDINAL.search(text).group(1)!r} into the shown list")
-    if CHANGE.search(text):
-        return d("changed_constraint", f"constraint word {CHANGE.search(text).group(1)!r}")
+    if m := CHANGE.search(text):
+        return d("changed_constraint", f"constraint word {m.group(1)!r}")
     if ids and len(words) >= 3:
         return d("self_contained", "names identifier(s) with its own words")
-    if PRONOUN.search(text) and len(words) <= 12:
-        return d("reference", f"pronoun {PRONOUN.search(text).group(1)!r}")
+    if (m := PRONOUN.search(text)) and len(words) <= 12:
+        return d("reference", f"pronoun {m.group(1)!r}")
     if "category" in named and len(words) >= 3 and not START_REF.search(text):
         return d("self_contained", f"names a product ({named['category']})")
     if len(words) <= 6 and (named or START_REF.search(text)):
