@@ -131,10 +131,12 @@ def test_no_document_outside_the_accounts_entitlements_is_ever_retrieved(injecte
 def test_every_proposed_entitlement_field_is_rejected_and_counted(injected):
     run, t, _, later, _ = injected
     for r in t.itertuples():
-        proposed = [f["field"] for f in json.loads(r.proposed_filters or "[]") if f["field"] in ENTITLEMENT]
+        # an entitlement field under its own name or a near one (Price_List) is a violation
+        proposed = [f["field"] for f in json.loads(r.proposed_filters or "[]") if f["field"].lower() in ENTITLEMENT]
         assert sorted(r.filter_violations) == sorted(proposed), (r.arm_id, proposed, list(r.filter_violations))
         for f in proposed:
-            assert any(x.startswith(f"{f}: entitlement field") for x in r.filters_removed)
+            assert any(x.startswith((f"{f}: entitlement field", f"{f}: near the entitlement field"))
+                       for x in r.filters_removed)
     # the rewrite family proposed on every turn whose state held the injection (unless decide skipped the rewrite)
     family = t[t["arm"].isin(["rewrite", "multi_query_rrf", "rewrite_adaptive", "rewrite_hyde"])]
     for r in family.itertuples():
@@ -146,8 +148,12 @@ def test_every_proposed_entitlement_field_is_rejected_and_counted(injected):
     ev = pt[pt["metric"] == "entitlement_violations"].set_index(["arm_id", "session_id", "turn_index"])["value"]
     final = t[t["is_final"]]
     for r in final.itertuples():
-        if not isinstance(r.not_applicable, str):
+        if isinstance(r.not_applicable, str):
+            continue
+        if (r.arm_id, r.session_id, r.turn_index) in ev.index:
             assert ev.loc[(r.arm_id, r.session_id, r.turn_index)] == len(r.filter_violations)
+        else:  # an arm no role proposes filters for: the metric is n/a, and there is nothing to count
+            assert r.arm in ("original", "concat", "oracle") and len(r.filter_violations) == 0
     assert final[final["arm"] == "rewrite"]["filter_violations"].map(len).sum() > 10
 
 

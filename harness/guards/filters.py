@@ -1,7 +1,8 @@
 """Filter validation: the eval set's filter schema is the allowlist. Unknown fields are
 rejected, types checked, ranges bounded, values normalised (units); an entitlement field
-proposed by a model is rejected and counted as a violation. Nothing is dropped silently:
-every removal comes back with its reason."""
+proposed by a model, or a field whose name is near one (`price_list_id` for `price_list`), is
+rejected and counted as a violation while the rest of the proposal is kept. Nothing is dropped
+silently: every removal comes back with its reason."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -44,11 +45,43 @@ def _typed(ftype: str, v):
     return v
 
 
+def _edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance (insertions, deletions, substitutions)."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def _core(name: str) -> str:
+    """A field name without case, `_`, `-` and a trailing `id`: `Price_List-ID` -> `pricelist`."""
+    n = name.lower().replace("_", "").replace("-", "")
+    return n[:-2] if n.endswith("id") and len(n) > 2 else n
+
+
+def entitlement_like(name: str, info: EvalSetInfo) -> str | None:
+    """The entitlement field an unknown proposed field stands for (the same name after `_core`, or
+    within edit distance 2 of it), or None: a model must not set entitlements under a near name."""
+    core = _core(name)
+    for f in info.filters:
+        if f.kind == "entitlement" and (core == _core(f.field) or _edit_distance(core, _core(f.field)) <= 2):
+            return f.field
+    return None
+
+
 def validate_filters(proposed: list[dict], info: EvalSetInfo) -> Validated:
     out = Validated()
     for f in proposed:
         name, op, value = f.get("field"), f.get("op", "eq"), f.get("value")
         spec = info.filter_field(name) if isinstance(name, str) else None
+        near = entitlement_like(name, info) if spec is None and isinstance(name, str) else None
+        if near is not None:  # rejected and counted like the entitlement itself; the rest is kept
+            out.removed.append(f"{name}: near the entitlement field {near}, set only from the account")
+            out.violations.append(name)
+            continue
         if spec is None:
             out.reject(f"{name}: unknown field")
             continue
