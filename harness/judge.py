@@ -338,8 +338,9 @@ def judge_run(run_dir: Path, refresh: bool = False, endpoint: EndpointConfig | N
 
 
 def judge_command(run_dir: Path, refresh: bool) -> int:
-    """`harness judge RUN_DIR [--refresh]`: 0 done (judge errors are rows, not failures), 2 not a
-    run folder or an unusable judge configuration. Prints one summary line."""
+    """`harness judge RUN_DIR [--refresh]`: 0 done (a few judge errors are rows, not failures), 2 not
+    a run folder or an unusable judge configuration, 3 more than half of the judgments failed
+    (the endpoint is down or broken; the rows are written all the same). Prints one summary line."""
     from harness.evalset.load import EvalSetError
 
     run_dir = Path(run_dir)
@@ -353,4 +354,9 @@ def judge_command(run_dir: Path, refresh: bool) -> int:
         print(f"error: {run_dir}: {_first_lines(e, 3)}", file=sys.stderr)
         return 2
     print(f"judge: {summary.line()}")
+    asked = summary.counts.get("ok", 0) + summary.counts.get("error", 0)
+    if asked and summary.counts.get("error", 0) > asked / 2:
+        print(f"infrastructure: {summary.counts['error']} of {asked} judgments failed (see the status column of "
+              f"{summary.path}); exit 3", file=sys.stderr)
+        return 3
     return 0

@@ -190,3 +190,13 @@ def test_no_key_on_disk(tmp_path, srv, monkeypatch):
     assert any(p.name == JUDGMENTS for p in files) and any(p.suffix == ".sqlite" for p in files)
     for p in files:
         assert MARKER.encode() not in p.read_bytes(), p
+
+
+def test_judge_with_its_endpoint_down_exits_3_and_keeps_the_rows(tmp_path, srv, capsys):
+    run = make_run(tmp_path, srv)
+    srv.set_faults("500")
+    assert judge_command(run, refresh=False) == 3
+    assert "infrastructure" in capsys.readouterr().err
+    j = judgments(run)
+    asked = [r for r in j.values() if r["status"] != SKIPPED]
+    assert asked and all(r["status"].startswith("error") for r in asked)  # written all the same
