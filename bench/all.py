@@ -24,7 +24,7 @@ RUNS = [
     ("retrieval", ["retrieval.py", "--rounds", "5", "--embed-docs", "1000"],
      "Vaswani, 11,429 documents, 93 queries x 5 passes per lane, depth 100; cold embedding of 1,000 documents"),
     ("metrics", ["metrics.py", "--turns", "100000", "--depth", "100", "--reference-turns", "500"],
-     "100,000 synthetic turns x 5 arms (about 600,000 trace rows, rankings of 100); the current compute_metrics on 500 turns"),
+     "100,000 synthetic turns x 5 arms (about 600,000 trace rows, rankings of 100); the reference implementation (tests/oracle_metrics.py) on 500 turns"),
 ]
 
 

@@ -5,9 +5,9 @@ errors) written as a run folder (manifest, labels.parquet, trace parts via rows_
 Each measurement runs in a child process of its own, so its peak memory (ru_maxrss) is its own:
 - ranx's first compilation: import ranx and evaluate a 3-query run with an empty numba cache
   (a fresh NUMBA_CACHE_DIR), then again (compiled);
-- compute_metrics_fast (harness/metrics/fast.py) on the whole run, seconds per stage, then
-  write_metrics_fast (metrics.parquet, streamed; the same file as write_metrics);
-- the current compute_metrics on a REFERENCE_TURNS slice of the same generator (it needs hours at
+- compute_metrics (harness/metrics: array kernels per family) on the whole run, seconds per stage, then
+  write_metrics (metrics.parquet, streamed);
+- the reference implementation (tests/oracle_metrics.py) on a REFERENCE_TURNS slice of the same generator (it needs hours at
   100,000 turns: per-turn pandas work), its time per turn, and whether both give identical
   aggregates on that slice.
 
@@ -47,32 +47,38 @@ def child(kind: str, path: str) -> dict:
         second = time.perf_counter() - t0
         return {"import": t_import, "first": first, "second": second}
     if kind == "fast":
-        from harness.metrics.fast import compute_metrics_fast, write_metrics_fast
+        from harness.metrics.compute import compute_metrics, write_metrics
 
         timings: dict = {}
         t0 = time.perf_counter()
-        res = compute_metrics_fast(Path(path), timings=timings)
+        res = compute_metrics(Path(path), timings=timings)
         compute_s = time.perf_counter() - t0
         peak_compute = peak_rss_mb()
         t0 = time.perf_counter()
-        write_metrics_fast(Path(path), res)
+        write_metrics(Path(path), res)
         return {"compute": compute_s, "write": time.perf_counter() - t0, "peak_compute_mb": peak_compute,
                 "peak_mb": peak_rss_mb(), "per_turn_rows": len(res.per_turn), "aggregates": len(res.aggregates),
                 "timings": {k: v for k, v in timings.items() if not k.startswith("peak")}}
     if kind == "reference":
         import pandas as pd
 
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from harness.metrics.compute import compute_metrics
-        from harness.metrics.fast import compute_metrics_fast
+        from tests.oracle_metrics import reference_metrics
 
         t0 = time.perf_counter()
-        ref = compute_metrics(Path(path))
+        ref = reference_metrics(Path(path))
         s = time.perf_counter() - t0
         peak = peak_rss_mb()
-        fast = compute_metrics_fast(Path(path))
+        fast = compute_metrics(Path(path))
+        key = ["arm_id", "repeat", "session_id", "turn_index", "metric"]
         try:
-            pd.testing.assert_frame_equal(ref.aggregates, fast.aggregates, check_exact=True)
-            same = bool((ref.per_turn["value"].fillna(-1).to_numpy() == fast.per_turn["value"].fillna(-1).to_numpy()).all())
+            ak = ["arm_id", "metric", "segment"]
+            pd.testing.assert_frame_equal(ref.aggregates.sort_values(ak).reset_index(drop=True),
+                                          fast.aggregates.sort_values(ak).reset_index(drop=True), check_exact=True)
+            a, b = (x.per_turn.astype({"arm_id": str, "session_id": str, "metric": str}).sort_values(key)
+                    for x in (ref, fast))
+            same = bool((a["value"].fillna(-1).to_numpy() == b["value"].fillna(-1).to_numpy()).all())
         except AssertionError:
             same = False
         return {"seconds": s, "peak_mb": peak, "identical": same}
@@ -91,7 +97,7 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=100_000)
     ap.add_argument("--depth", type=int, default=100)
-    ap.add_argument("--reference-turns", type=int, default=1000, help="slice for the current compute_metrics (0: skip)")
+    ap.add_argument("--reference-turns", type=int, default=1000, help="slice for the reference implementation (0: skip)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--child", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -127,17 +133,17 @@ def to_markdown(f: dict) -> str:
              "| what | time | peak memory |", "|---|---|---|",
              f"| ranx first compilation (empty numba cache): import {rx['import']:.1f} s + first evaluate | "
              f"{rx['first']:.1f} s (then {rx['second'] * 1000:.0f} ms) | |",
-             f"| **compute_metrics_fast**, all metrics, {fa['per_turn_rows']:,} per-turn values, {fa['aggregates']:,} aggregates "
+             f"| **compute_metrics**, all metrics, {fa['per_turn_rows']:,} per-turn values, {fa['aggregates']:,} aggregates "
              f"| **{fa['compute']:.1f} s** | **{fa['peak_compute_mb'] / 1024:.2f} GB** |",
-             f"| write_metrics_fast (metrics.parquet, same content as write_metrics) | {fa['write']:.1f} s "
+             f"| write_metrics (metrics.parquet, streamed) | {fa['write']:.1f} s "
              f"| {fa['peak_mb'] / 1024:.2f} GB (whole child process) |"]
     if ref:
         per_turn = ref["seconds"] / f["ref_turns"]
-        lines.append(f"| current compute_metrics on {f['ref_turns']:,} turns (same generator) | {ref['seconds']:.1f} s "
+        lines.append(f"| reference implementation (tests/oracle_metrics.py) on {f['ref_turns']:,} turns (same generator) | {ref['seconds']:.1f} s "
                      f"({per_turn * 1000:.0f} ms per turn; x{f['turns'] // f['ref_turns']} = about "
                      f"{per_turn * f['turns'] / 60:.0f} min at {f['turns']:,} turns) | {ref['peak_mb'] / 1024:.2f} GB |")
-        lines.append(f"| fast and current identical on that slice | {'yes' if ref['identical'] else 'NO'} | |")
-    lines += ["", "Stages of compute_metrics_fast: " + ", ".join(f"{k} {v:.1f} s" for k, v in fa["timings"].items()) + ".", ""]
+        lines.append(f"| kernels and reference identical on that slice | {'yes' if ref['identical'] else 'NO'} | |")
+    lines += ["", "Stages of compute_metrics: " + ", ".join(f"{k} {v:.1f} s" for k, v in fa["timings"].items()) + ".", ""]
     return "\n".join(lines)
 
 

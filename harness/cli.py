@@ -16,6 +16,8 @@ eval_set_app = typer.Typer(no_args_is_help=True, help="Work with eval sets.")
 import_app = typer.Typer(no_args_is_help=True, help="Import public data or external runs as eval sets.")
 app.add_typer(eval_set_app, name="eval-set")
 app.add_typer(import_app, name="import")
+list_app = typer.Typer(no_args_is_help=True, help="List what the harness knows: metrics, arms.")
+app.add_typer(list_app, name="list")
 console = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
 
@@ -96,6 +98,13 @@ def import_run_cmd(run_file: Path, eval_set: Path = typer.Option(..., "--eval-se
         out = import_run(run_file, eval_set, runs_dir, run_id)
     except (EvalSetError, RunFileError, FileExistsError) as e:
         fail(str(e))
+    from harness.manifest import read_manifest
+
+    counts = read_manifest(out)["counts"]
+    if counts.get("queries_missing_from_run"):
+        err.print(f"[yellow]warning:[/yellow] {counts['queries_missing_from_run']} of {counts['turns']} labelled turns are "
+                  "missing from the run file: each is scored as an empty ranking (0), as trec_eval -c does",
+                  highlight=False)
     console.print(f"run folder: {out}", highlight=False)
     _metrics(out)
 
@@ -208,19 +217,47 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
     console.print(f"run folder: {out}", highlight=False)
     if metrics:
         _metrics(out)
+    counts = read_manifest(out).get("counts") or {}
+    if counts.get("turns") and counts.get("turns_failed", 0) > counts["turns"] / 2:
+        err.print(f"[red]infrastructure:[/red] {counts['turns_failed']} of {counts['turns']} replayed turns failed "
+                  "(an error, or an LLM call that failed after its retries); the rows record why. Exit 3.",
+                  highlight=False)
+        raise typer.Exit(3)
+
+
+def _check_metric_names(names: list[str]) -> None:
+    """Unknown metric names exit 2 before anything is computed."""
+    from harness.metrics.registry import UnknownMetric, resolve
+
+    for n in names:
+        try:
+            resolve(n)
+        except UnknownMetric as e:
+            fail(f"-m/--metric: {e}")
 
 
 def _metrics(run_dir: Path, metric_names: list[str] | None = None):
+    from harness.armset import run_arms
     from harness.manifest import read_manifest
-    from harness.metrics.fast import compute_metrics_fast, write_metrics_fast
+    from harness.metrics.compute import compute_metrics, write_metrics
+    from harness.metrics.registry import resolve
     from harness.report.table import rich_table
 
-    # the array-kernel implementation; tests/test_metrics_fast.py shows it equal to compute_metrics
-    res = compute_metrics_fast(run_dir)
-    path = write_metrics_fast(run_dir, res)
+    _check_metric_names(metric_names or [])
+    res = compute_metrics(run_dir)
+    path = write_metrics(run_dir, res)
     man = read_manifest(run_dir)
     es = man["eval_set"]
-    names = metric_names or [m for m in res.metric_names if m.startswith(("recall@10", "ndcg@", "mrr@"))]
+    for n in metric_names or []:
+        m = resolve(n)
+        if m.name not in res.metric_names:
+            applies = [a.label for a in run_arms(man) if m.applies_to(a.capabilities)]
+            why = (f"no arm of this run does what it needs ({', '.join(sorted(m.needs))})" if not applies
+                   else "no turn of this run measures it" if m.family != "ir"
+                   else f"not computed: the run's metrics settings are {man.get('metrics')}")
+            fail(f"-m/--metric {m.name}: {why}; computed here: {', '.join(res.metric_names)}")
+    names = [resolve(n).name for n in metric_names] if metric_names else \
+        [m for m in res.metric_names if m.startswith(("recall@10", "ndcg@", "mrr@"))]
     for m in names:
         console.print(rich_table(res.aggregates, m, res.arms, f"{m} on {es['name']} by turn index ({run_dir.name})"))
     _loop_tables(run_dir, res, man)
@@ -244,7 +281,7 @@ def _paired(run_dir: Path, res):
 
     from harness.metrics.paired import paired_table
 
-    pt = paired_table(res.per_turn, res.labels, res.arms)
+    pt = paired_table(res.per_turn, res.labels, res.arm_infos)
     if pt.empty:
         return
     pt.to_parquet(run_dir / "comparisons.parquet", index=False)
@@ -263,7 +300,7 @@ def _loop_tables(run_dir: Path, res, man: dict):
     """Abstention by answerability and rounds per turn index, for arms that answer or loop."""
     from rich.table import Table
 
-    from harness.metrics.loop import abstention_table
+    from harness.metrics.families.answers import abstention_table
     from harness.report.table import bucket
 
     labels = res.labels
@@ -293,64 +330,63 @@ def _loop_tables(run_dir: Path, res, man: dict):
                           "so their repeats are identical (spread 0 by construction).")
 
 
-def _pairs(pair: list[str]) -> dict[str, str]:
-    out = {}
-    for p in pair:
-        if "=" not in p:
-            fail(f"--pair {p!r}: expected BASELINE_ARM=CANDIDATE_ARM")
-        # arm ids hold '=' inside their parentheses: split after the baseline id's closing ')'
-        b, c = p.split(")=", 1) if ")=" in p else p.split("=", 1)
-        b = b + ")" if ")=" in p else b
-        out[b.strip()] = c.strip()
-    return out
-
-
 @app.command()
 def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is compared with the first"),
-            arm: list[str] = typer.Option([], "--arm", help="only these arm ids"),
-            pair: list[str] = typer.Option([], "--pair", help="BASELINE_ARM=CANDIDATE_ARM"),
+            arm: list[str] = typer.Option([], "--arm", help="only these arms (labels or ids)"),
+            pair: list[str] = typer.Option([], "--pair", help="BASELINE=CANDIDATE (labels or arm ids)"),
             metric: list[str] = typer.Option(["recall@10", "ndcg@10", "mrr@10"], "--metric", "-m"),
             segment: list[str] = typer.Option(["all", "turn_index>=2"], "--segment", "-s"),
             allow_different_evalsets: bool = typer.Option(False, "--allow-different-evalsets"),
             out: Path = typer.Option(Path("reports/compare"), "--out", "-o", help="folder for compare.md and compare.csv")):
-    """Per-metric, per-segment paired differences of runs with CIs, Holm-corrected p-values, wins/ties/losses."""
+    """Per-metric, per-segment paired differences of runs with CIs, Holm-corrected p-values, wins/ties/losses.
+    Arms pair by label; labels without a partner are named."""
     from rich.table import Table
 
-    from harness.compare import COLUMNS, CompareError, compare_runs, to_markdown
+    from harness.compare import COLUMNS, CompareError, compare_runs, to_markdown, wtl_header
     from harness.metrics.segments import SegmentError
 
+    _check_metric_names(list(metric))
     try:
-        df = compare_runs(runs, list(metric), list(segment), list(arm) or None, _pairs(pair) or None,
-                          allow_different_evalsets)
+        c = compare_runs(runs, list(metric), list(segment), list(arm) or None, list(pair) or None,
+                         allow_different_evalsets)
     except (CompareError, SegmentError) as e:
         fail(str(e))
+    df = c.table
     out.mkdir(parents=True, exist_ok=True)
-    df[[c for c in COLUMNS if c in df.columns]].to_csv(out / "compare.csv", index=False)
-    (out / "compare.md").write_text(to_markdown(df, runs[0].name), encoding="utf-8")
-    t = Table(title=f"compared with {runs[0].name}")
-    for c in ("run", "arm", "metric", "segment", "n", "diff", "95% CI", "p_holm", "W/T/L"):
-        t.add_column(c, overflow="fold")
+    df.reindex(columns=[x for x in COLUMNS if x in df.columns]).to_csv(out / "compare.csv", index=False)
+    (out / "compare.md").write_text(to_markdown(c, runs[0].name), encoding="utf-8")
+    t = Table(title=f"compared with {runs[0].name} (W/T/L by each metric's direction)")
+    for col in ("run", "arm", "metric", "segment", "n", "diff", "95% CI", "p_holm", "W/T/L"):
+        t.add_column(col, overflow="fold")
     for r in df.itertuples():
-        t.add_row(r.candidate_run, r.candidate_arm, r.metric, r.segment, str(r.n_turns), f"{r.diff:+.3f}",
-                  f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", f"{r.p_holm:.4f}", f"{r.wins}/{r.ties}/{r.losses}")
+        arrow = {"higher": " ↑", "lower": " ↓"}.get(r.direction, "")
+        wtl = f"{r.wins}/{r.ties}/{r.losses}" + ("" if r.direction != "none" else f" ({wtl_header(r.direction)})")
+        t.add_row(r.candidate_run, r.label, r.metric + arrow, r.segment, str(r.n_turns), f"{r.diff:+.3f}",
+                  f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", f"{r.p_holm:.4f}", wtl)
     console.print(t)
-    for seg in sorted(set(df.loc[df["n_turns"] == 0, "segment"])):
+    for label, changes in df.drop_duplicates("label")[["label", "changes"]].itertuples(index=False):
+        if changes:
+            console.print(f"changed in {label}: {changes}", highlight=False, markup=False)
+    for note in c.notes:
+        console.print(f"[yellow]warning:[/yellow] {note}", highlight=False)
+    for seg in sorted(set(df.loc[df["n_turns"] == 0, "segment"])) if not df.empty else []:
         console.print(f"[yellow]warning: segment {seg!r} matches no measured turn of {runs[0].name}[/yellow]")
     console.print(f"saved: {out / 'compare.md'}, {out / 'compare.csv'}", highlight=False)
 
 
 @app.command()
 def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typer.Option(..., "--candidate"),
-         policy: Path = typer.Option(..., "--policy"), pair: list[str] = typer.Option([], "--pair"),
+         policy: Path = typer.Option(..., "--policy"),
+         pair: list[str] = typer.Option([], "--pair", help="BASELINE=CANDIDATE (labels or arm ids)"),
          out: Path = typer.Option(Path("reports/gate"), "--out", "-o")):
     """Gate a candidate run against a baseline with a policy. Exit 0 pass, 1 regression, 2 bad input, 3 infrastructure.
-    Writes gate.md (also to $GITHUB_STEP_SUMMARY), gate.junit.xml and gate.json."""
+    Arms pair by label; writes gate.md (also to $GITHUB_STEP_SUMMARY), gate.junit.xml and gate.json."""
     from harness.gate import gate as run_gate
 
-    code, text = run_gate(baseline, candidate, policy, _pairs(pair), out)
+    code, text = run_gate(baseline, candidate, policy, list(pair), out)
     if code == 2:
         fail(text.removeprefix("error: "), 2)
-    console.print(text, markup=False, highlight=False)
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -405,6 +441,38 @@ def metrics(run_dir: Path, metric: list[str] = typer.Option([], "--metric", "-m"
         _metrics(run_dir, metric or None)
     except TraceError as e:
         fail(str(e))
+
+
+@list_app.command("metrics")
+def list_metrics():
+    """Every registered metric: name (k is any cutoff), direction, unit, aggregation, the arms it applies to."""
+    from rich.table import Table
+
+    from harness.metrics.registry import listing
+
+    rows = listing()
+    t = Table(title="metrics (harness/metrics/families; direction: which way is better)")
+    for c in rows[0]:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*[str(v) for v in r.values()])
+    console.print(t)
+
+
+@list_app.command("arms")
+def list_arms():
+    """Every registered arm with its capabilities (what metrics can apply to it)."""
+    from rich.table import Table
+
+    from harness.arms import REGISTRY
+
+    t = Table(title="arms (harness/arms; capabilities with default parameters)")
+    for c in ("arm", "capabilities", "parameters"):
+        t.add_column(c, overflow="fold")
+    for name, cls in sorted(REGISTRY.items()):
+        a = cls()
+        t.add_row(name, ", ".join(sorted(a.capabilities)), ", ".join(f"{k}={v}" for k, v in a.params.model_dump().items()))
+    console.print(t)
 
 
 def main():  # pragma: no cover

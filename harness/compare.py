@@ -1,18 +1,21 @@
-"""Compare runs: for every arm id shared by the runs (or chosen arms, or named pairs), per
-metric and segment, the paired difference of each run against the first, with session-level
-bootstrap CIs, randomization p-values corrected by Holm across the table, and
-wins/ties/losses. Reads run folders only (metrics.parquet per-turn rows, labels.parquet,
-manifest.json). Rendering (Markdown, CSV) is separate from computing."""
+"""Compare runs: every arm of each run paired with the first run's arm of the same label
+(harness.pairing), per metric and segment, the paired difference with session-level bootstrap
+CIs, randomization p-values corrected by Holm across the table, and wins/ties/losses by the
+metric's direction (harness.metrics.registry). Reads run folders only (metrics.parquet per-turn
+rows, labels.parquet, manifest.json). Rendering (Markdown, CSV) is separate from computing."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from harness.armset import ArmInfo, run_arms
 from harness.manifest import read_manifest
 from harness.metrics.compute import load_labels
+from harness.metrics.registry import Metric, UnknownMetric, resolve
 from harness.metrics.segments import parse_segment, segment_keys
+from harness.pairing import Pair, PairingError, pair_arms
 from harness.stats import compare_arms, holm
 
 
@@ -26,17 +29,18 @@ class RunData:
     manifest: dict
     per_turn: pd.DataFrame
     labels: pd.DataFrame
+    arms: list[ArmInfo] = field(default_factory=list)
 
     @property
     def name(self) -> str:
         return self.path.name
 
     @property
-    def arms(self) -> list[str]:
-        return [a["arm_id"] for a in self.manifest["arms"]]
+    def metrics(self) -> set[str]:
+        return set(self.per_turn["metric"])
 
-    def backends(self, arm_id: str) -> dict:
-        return next((a.get("backends") or {} for a in self.manifest["arms"] if a["arm_id"] == arm_id), {})
+    def arm(self, arm_id: str) -> ArmInfo:
+        return next(a for a in self.arms if a.arm_id == arm_id)
 
 
 def load_run(path: Path) -> RunData:
@@ -49,10 +53,17 @@ def load_run(path: Path) -> RunData:
     if not mp.exists():
         raise CompareError(f"{path}: no metrics.parquet (run `harness metrics {path}` first)")
     m = pd.read_parquet(mp)
-    pt = m[m["kind"] == "turn"][["arm_id", "repeat", "session_id", "turn_index", "metric", "value"]].copy()
+    cols = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value"]
+    cols += ["unmeasured"] if "unmeasured" in m.columns else []
+    pt = m[m["kind"] == "turn"][cols].copy()
     pt["turn_index"] = pt["turn_index"].astype(int)
     pt["value"] = pt["value"].astype(float)
-    return RunData(path, man, pt, load_labels(path))
+    pt["metric"] = pt["metric"].astype(str)
+    try:
+        arms = run_arms(man)
+    except ValueError as e:
+        raise CompareError(f"{path}: {e}") from None
+    return RunData(path, man, pt, load_labels(path), arms)
 
 
 def check_same_evalset(runs: list[RunData], allow_different: bool) -> None:
@@ -65,86 +76,133 @@ def check_same_evalset(runs: list[RunData], allow_different: bool) -> None:
                                "comparing them is refused unless --allow-different-evalsets")
 
 
-def is_offline(backends: dict) -> bool:
-    return not backends or set(backends.values()) == {"offline"}
+def why_missing(metric: Metric, run: RunData) -> str:
+    """Why a known metric has no value in a run folder."""
+    if metric.family == "judged":
+        if not (run.path / "judgments.parquet").exists():
+            return f"{run.name} has no judgments: run `harness judge {run.path}` (it refreshes metrics.parquet)"
+        return f"{run.name}: metrics.parquet predates its judgments: run `harness metrics {run.path}`"
+    if metric.family == "ir":
+        s = run.manifest.get("metrics") or {}
+        return (f"{metric.name} was not computed for {run.name} (its metrics settings: {s}); "
+                "set metrics.cutoffs / ndcg_at / mrr_at in the run config")
+    return f"{metric.name} was not computed for {run.name}: none of its arms or turns has what it needs ({', '.join(metric.needs)})"
 
 
-def resolve_pairs(base: RunData, cand: RunData, pairs: dict[str, str] | None = None,
-                  arms: list[str] | None = None) -> list[tuple[str, str]]:
-    """Baseline arm -> candidate arm. Named pairs are taken as given; otherwise arms with the same
-    canonical id (which names every parameter and model, so an offline arm never meets an LLM
-    arm implicitly)."""
-    if pairs:
-        for b, c in pairs.items():
-            if b not in base.arms:
-                raise CompareError(f"pair {b}={c}: {b} is not an arm of {base.name}")
-            if c not in cand.arms:
-                raise CompareError(f"pair {b}={c}: {c} is not an arm of {cand.name}")
-        out = list(pairs.items())
-    else:
-        out = [(a, a) for a in base.arms if a in cand.arms]
-    if arms:
-        out = [(b, c) for b, c in out if b in arms or c in arms]
+def check_metrics(names: list[str], runs: list[RunData], where: str = "-m/--metric") -> list[Metric]:
+    """Every name resolved by the registry and computed in every run; CompareError otherwise."""
+    out = []
+    for name in names:
+        try:
+            m = resolve(name, sorted(set().union(*(r.metrics for r in runs))))
+        except UnknownMetric as e:
+            raise CompareError(f"{where}: {e}") from None
+        for r in runs:
+            if m.name not in r.metrics and any(m.applies_to(a.capabilities) for a in r.arms):
+                raise CompareError(f"{where}: {why_missing(m, r)}")
+        out.append(m)
     return out
 
 
 def combined(base: RunData, cand: RunData) -> pd.DataFrame:
-    return pd.concat([base.per_turn.assign(arm_id="A:" + base.per_turn["arm_id"]),
-                      cand.per_turn.assign(arm_id="B:" + cand.per_turn["arm_id"])], ignore_index=True)
+    cols = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value"]
+    return pd.concat([base.per_turn[cols].assign(arm_id="A:" + base.per_turn["arm_id"]),
+                      cand.per_turn[cols].assign(arm_id="B:" + cand.per_turn["arm_id"])], ignore_index=True)
 
 
-def compare_pair(base: RunData, cand: RunData, b_arm: str, c_arm: str, metric: str, segment: str,
-                 n_resamples: int = 5000, seed: int = 0, alpha: float = 0.05, pt: pd.DataFrame | None = None) -> dict:
+def compare_pair(base: RunData, cand: RunData, pair: Pair, metric: str, segment: str, n_resamples: int = 5000,
+                 seed: int = 0, alpha: float = 0.05, pt: pd.DataFrame | None = None, direction: str | None = None) -> dict:
     """`pt`: `combined(base, cand)`, when the caller compares the pair on several metrics."""
     pt = combined(base, cand) if pt is None else pt
     keys = segment_keys(base.labels, segment)
-    df = compare_arms(pt, metric, "A:" + b_arm, ["B:" + c_arm], segment_keys=keys, n_resamples=n_resamples,
-                      n_permutations=n_resamples, seed=seed, alpha=alpha)
-    row = df.iloc[0].to_dict()  # one row per candidate, its smallest detectable drop (mde) included
-    row.update({"metric": metric, "segment": segment, "baseline_arm": b_arm, "candidate_arm": c_arm,
+    df = compare_arms(pt, metric, "A:" + pair.baseline.arm_id, ["B:" + pair.candidate.arm_id], segment_keys=keys,
+                      n_resamples=n_resamples, n_permutations=n_resamples, seed=seed, alpha=alpha, direction=direction)
+    row = df.iloc[0].to_dict()  # one row per candidate, its smallest detectable change (mde) included
+    row.update({"metric": metric, "segment": segment, "label": pair.label, "baseline_arm": pair.baseline.arm_id,
+                "candidate_arm": pair.candidate.arm_id, "changes": "; ".join(pair.changes),
                 "baseline_run": base.name, "candidate_run": cand.name})
     row.pop("reference", None)
     row.pop("arm", None)
     return row
 
 
+@dataclass
+class Comparison:
+    table: pd.DataFrame
+    notes: list[str] = field(default_factory=list)  # what was not compared, and why
+
+
 def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arms: list[str] | None = None,
-                 pairs: dict[str, str] | None = None, allow_different_evalsets: bool = False,
-                 n_resamples: int = 5000, seed: int = 0) -> pd.DataFrame:
+                 pairs: list[str] | None = None, allow_different_evalsets: bool = False,
+                 n_resamples: int = 5000, seed: int = 0) -> Comparison:
     if len(paths) < 2:
         raise CompareError("compare needs at least two run folders")
     runs = [load_run(p) for p in paths]
     check_same_evalset(runs, allow_different_evalsets)
     for s in segments:
         parse_segment(s)
-    rows = []
+    ms = check_metrics(metrics, runs)
+    rows, notes = [], []
     base = runs[0]
     for cand in runs[1:]:
-        pr = resolve_pairs(base, cand, pairs, arms)
-        if not pr:
-            raise CompareError(f"{base.name} and {cand.name} share no arm; name pairs with --pair BASELINE=CANDIDATE")
+        pairing = _pairing(base, cand, pairs)
+        chosen = [p for p in pairing.pairs if not arms or {p.baseline.label, p.candidate.label,
+                                                           p.baseline.arm_id, p.candidate.arm_id} & set(arms)]
+        if not chosen:
+            raise CompareError(f"{base.name} and {cand.name} share no arm label; name pairs with --pair BASELINE=CANDIDATE"
+                               + (f" ({pairing.unpaired(base.name, cand.name)})" if pairing.pairs == [] else ""))
+        if pairing.only_baseline or pairing.only_candidate:
+            notes.append(f"not compared: {pairing.unpaired(base.name, cand.name)}")
         pt = combined(base, cand)
-        for b_arm, c_arm in pr:
-            for m in metrics:
+        for p in chosen:
+            for m in ms:
+                if not (m.applies_to(p.baseline.capabilities) and m.applies_to(p.candidate.capabilities)):
+                    notes.append(f"{m.name} is n/a for {p.label} (needs {', '.join(sorted(m.needs))})")
+                    continue
                 for s in segments:
-                    rows.append(compare_pair(base, cand, b_arm, c_arm, m, s, n_resamples, seed, pt=pt))
+                    rows.append(compare_pair(base, cand, p, m.name, s, n_resamples, seed, pt=pt))
     out = pd.DataFrame(rows)
     if not out.empty:
         out["p_holm"] = holm(out["p"].tolist())
-    return out
+    return Comparison(out, notes)
 
 
-COLUMNS = ["candidate_run", "baseline_arm", "candidate_arm", "metric", "segment", "n_turns", "n_sessions", "mean_ref",
-           "mean_arm", "diff", "ci_lo", "ci_hi", "p", "p_holm", "wins", "ties", "losses", "mde"]
+def _pairing(base: RunData, cand: RunData, pairs: list[str] | None):
+    from harness.pairing import split_pair
+
+    try:
+        named = dict(split_pair(p, base.arms, cand.arms) for p in pairs or [])
+        return pair_arms(base.arms, cand.arms, named, base.name, cand.name)
+    except PairingError as e:
+        raise CompareError(str(e)) from None
 
 
-def to_markdown(df: pd.DataFrame, base_name: str) -> str:
+COLUMNS = ["candidate_run", "label", "metric", "direction", "segment", "n_turns", "n_sessions", "n_unmeasured",
+           "mean_ref", "mean_arm", "diff", "ci_lo", "ci_hi", "p", "p_holm", "wins", "ties", "losses", "mde",
+           "changes", "baseline_arm", "candidate_arm"]
+
+
+def wtl_header(direction: str) -> str:
+    return "up/tie/down" if direction == "none" else "W/T/L"
+
+
+def to_markdown(c: Comparison, base_name: str) -> str:
+    df = c.table
     lines = [f"# Comparison against {base_name}", "",
+             "W/T/L counts turns where the candidate is better / equal / worse by the metric's direction "
+             "(for metrics without one: higher / equal / lower).", "",
              "| run | arm | metric | segment | n | baseline | candidate | diff | 95% CI | p (Holm) | W/T/L |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in df.itertuples():
-        arm = r.candidate_arm if r.baseline_arm == r.candidate_arm else f"{r.baseline_arm} → {r.candidate_arm}"
-        lines.append(f"| {r.candidate_run} | `{arm}` | {r.metric} | {r.segment} | {r.n_turns} | {r.mean_ref:.3f} | "
+        arrow = {"higher": "↑", "lower": "↓"}.get(r.direction, "")
+        lines.append(f"| {r.candidate_run} | {r.label} | {r.metric}{arrow} | {r.segment} | {r.n_turns} | {r.mean_ref:.3f} | "
                      f"{r.mean_arm:.3f} | {r.diff:+.3f} | [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] | {r.p_holm:.4f} | "
                      f"{r.wins}/{r.ties}/{r.losses} |")
+    changed = df.drop_duplicates("label")
+    changed = changed[changed["changes"].astype(str) != ""]
+    if len(changed):
+        lines += ["", "Changes between paired arms:", ""]
+        lines += [f"- {r.label}: {r.changes}" for r in changed.itertuples()]
+    if c.notes:
+        lines += ["", "Not compared:", ""] + [f"- {n}" for n in c.notes]
     return "\n".join(lines) + "\n"

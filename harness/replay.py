@@ -65,14 +65,27 @@ def new_run_id(name: str) -> str:
 
 
 def build_arms(cfg: RunConfig, roles=None) -> list[BaseArm]:
+    """The config's arms, grids expanded, each labelled (harness.armset): a `label:` given to a
+    grid is suffixed with the grid point's values."""
+    from harness.armset import arm_info, derive_labels
+
     arms, seen = [], set()
     for spec in cfg.arms:
-        for point in expand_grid(spec):
+        given = spec.get("label") if isinstance(spec, dict) else None
+        spec = {k: v for k, v in spec.items() if k != "label"} if isinstance(spec, dict) else spec
+        points = expand_grid(spec)
+        grid = [k for k, v in spec.items() if isinstance(v, list) and k != "name"] if isinstance(spec, dict) else []
+        for point in points:
             arm = make_arm(point, roles)
             if arm.arm_id in seen:
                 raise ValueError(f"arm {arm.arm_id} listed twice")
             seen.add(arm.arm_id)
+            if given:
+                arm.given_label = " ".join([str(given)] + [f"{k}={point[k]}" for k in grid])
             arms.append(arm)
+    labels = derive_labels([arm_info({**a.describe(), "label": a.given_label}) for a in arms])
+    for a in arms:
+        a.label = labels[a.arm_id]
     return arms
 
 
@@ -141,8 +154,7 @@ class Replay:
             "index": {"max_chars": self.cfg.index.max_chars, "qdrant": self.cfg.index.qdrant_url or ":memory:",
                       "chunks": index.stats.chunks if index else None,
                       "embedded_cold": index.stats.embedded if index else None},
-            "arms": [{"arm_id": a.arm_id, "arm": a.name, "params": a.params.model_dump(), "backends": a.backends()}
-                     for a in self.arms],
+            "arms": [a.describe() for a in self.arms],
             "filter_schema": [f.model_dump() for f in self.es.info.filters],
             "prompt_hashes": self.roles.prompt_hashes(), "seed": self.cfg.seed,
             "llm": {"cache": self.cfg.llm.cache.model_dump(),
@@ -216,7 +228,8 @@ class Replay:
 
     async def _run_jobs(self, jobs: list[Job], writer: PartWriter) -> dict:
         sem = asyncio.Semaphore(self.cfg.concurrency)
-        counts = {"turns": 0, "rows": 0, "errors": 0, "fallbacks": 0, "not_applicable": 0, "llm_calls": 0, "cache_hits": 0}
+        counts = {"turns": 0, "rows": 0, "errors": 0, "fallbacks": 0, "not_applicable": 0, "llm_calls": 0, "cache_hits": 0,
+                  "turns_failed": 0}
         prog = _progress(self.progress, len(jobs))
 
         async def one(job: Job):
@@ -240,6 +253,8 @@ class Replay:
                 counts["not_applicable"] += sum(1 for r in rows if r["not_applicable"] and r["is_final"])
                 counts["llm_calls"] += sum(r["llm_calls"] for r in rows)
                 counts["cache_hits"] += sum(r["cache_hits"] for r in rows)
+                # infrastructure: the turn errored or an LLM call of it failed (the exit code counts these)
+                counts["turns_failed"] += any(r.error or (r.llm or {}).get("failed") for r in results)
                 prog.advance()
 
         try:

@@ -180,11 +180,13 @@ def holm(p_values: list[float]) -> list[float]:
     return out.tolist()
 
 
-def wins_ties_losses(frame: pd.DataFrame, tol: float = 1e-12) -> tuple[int, int, int]:
-    """Per-turn counts of b > a + tol (win for b), |b - a| <= tol (tie), b < a - tol (loss).
-    Assumes higher is better."""
+def wins_ties_losses(frame: pd.DataFrame, tol: float = 1e-12, direction: str = "higher") -> tuple[int, int, int]:
+    """Per-turn counts of wins, ties (|b - a| <= tol) and losses for the candidate b. A win is
+    b > a + tol for a `higher` metric and b < a - tol for a `lower` one; for a `none` metric
+    (whose good direction the segment decides) the counts are higher / tie / lower."""
     d = frame["b"].to_numpy(float) - frame["a"].to_numpy(float)
-    return (int(np.sum(d > tol)), int(np.sum(np.abs(d) <= tol)), int(np.sum(d < -tol)))
+    up, tie, down = int(np.sum(d > tol)), int(np.sum(np.abs(d) <= tol)), int(np.sum(d < -tol))
+    return (down, tie, up) if direction == "lower" else (up, tie, down)
 
 
 def oracle_gap_closed(ref_mean: float, arm_mean: float, oracle_mean: float,
@@ -203,20 +205,25 @@ def oracle_gap_closed(ref_mean: float, arm_mean: float, oracle_mean: float,
 
 
 def min_detectable_drop(frame: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> float:
-    """Smallest mean drop this eval set can detect (two-sided level ``alpha``, given power).
+    """Smallest mean change this eval set can detect (two-sided level ``alpha``, given power).
 
-    ``MDE = (z_{1-alpha/2} + z_{power}) * sd_session / sqrt(n_sessions)`` where
-    ``sd_session`` is the sample standard deviation (ddof=1) of the per-session mean
-    differences (b - a). Normal approximation; assumes independent sessions of roughly equal
-    length (so the turn-weighted mean behaves like the mean of session means) and that the
-    spread observed between these two arms is representative of the spread under the change
-    one wants to detect. NaN with fewer than 2 sessions.
+    ``MDE = (z_{1-alpha/2} + z_{power}) * sd_session / sqrt(n_sessions)`` where ``sd_session``
+    is the sample standard deviation (ddof=1) of the BASELINE's (``a``) per-session means over
+    the paired turns: how much sessions differ from one another, which a change must stand out
+    from. (The spread of the differences would say nothing for two identical runs.) Normal
+    approximation; assumes independent sessions of roughly equal length and a change whose
+    per-session effect varies about as much as the baseline's sessions do. NaN ("not
+    estimable") with fewer than 2 sessions or no spread between them.
     """
-    sums, counts = _session_sums(frame)
-    n = len(sums)
+    if frame.empty:
+        return math.nan
+    means = frame.groupby("session_id", sort=False)["a"].mean().to_numpy(float)
+    n = len(means)
     if n < 2:
         return math.nan
-    sd = float(np.std(sums / counts, ddof=1))
+    sd = float(np.std(means, ddof=1))
+    if not sd > 0:
+        return math.nan
     z = NormalDist().inv_cdf
     return (z(1 - alpha / 2) + z(power)) * sd / math.sqrt(n)
 
@@ -252,7 +259,7 @@ def _restrict(per_turn: pd.DataFrame, segment_keys) -> pd.DataFrame:
     return per_turn[index.isin(keys)]
 
 
-COMPARE_COLUMNS = ["metric", "reference", "arm", "n_turns", "n_sessions", "n_unmeasured",
+COMPARE_COLUMNS = ["metric", "direction", "reference", "arm", "n_turns", "n_sessions", "n_unmeasured",
                    "mean_ref", "mean_arm", "diff", "ci_lo", "ci_hi", "p", "p_holm",
                    "wins", "ties", "losses", "mde"]
 
@@ -260,7 +267,7 @@ COMPARE_COLUMNS = ["metric", "reference", "arm", "n_turns", "n_sessions", "n_unm
 def compare_arms(per_turn: pd.DataFrame, metric: str, reference: str = "original",
                  candidates: Iterable[str] = (), segment_keys=None, n_resamples: int = 10000,
                  n_permutations: int = 10000, alpha: float = 0.05, power: float = 0.8,
-                 seed: int = 0, tol: float = 1e-12) -> pd.DataFrame:
+                 seed: int = 0, tol: float = 1e-12, direction: str | None = None) -> pd.DataFrame:
     """One row per candidate arm compared with ``reference`` on ``metric``.
 
     ``segment_keys``: optional set of ``(session_id, turn_index)`` to restrict to (a segment).
@@ -268,10 +275,16 @@ def compare_arms(per_turn: pd.DataFrame, metric: str, reference: str = "original
     ``n_unmeasured`` (turns unmeasured in either arm, not paired), ``mean_ref, mean_arm``
     (over the paired turns), ``diff`` (mean_arm - mean_ref), ``ci_lo, ci_hi`` (session
     bootstrap), ``p`` (session sign-flip test), ``p_holm`` (Holm across the rows of this
-    call), ``wins, ties, losses`` (per turn, for the candidate), ``mde``. Every candidate
-    uses the same ``seed``, so a row does not depend on the order of ``candidates``.
+    call), ``wins, ties, losses`` (per turn, for the candidate, by the metric's direction),
+    ``mde``. ``direction``: the metric's (higher, lower, none), from the registry unless given.
+    Every candidate uses the same ``seed``, so a row does not depend on the order of
+    ``candidates``.
     """
     _check_columns(per_turn)
+    if direction is None:
+        from harness.metrics.registry import direction_of
+
+        direction = direction_of(metric)
     data = _restrict(per_turn, segment_keys)
     rows = []
     for arm in candidates:
@@ -283,8 +296,8 @@ def compare_arms(per_turn: pd.DataFrame, metric: str, reference: str = "original
             mean_ref, mean_arm = float(frame["a"].mean()), float(frame["b"].mean())
         else:
             diff = lo = hi = p = mean_ref = mean_arm = math.nan
-        wins, ties, losses = wins_ties_losses(frame, tol)
-        rows.append({"metric": metric, "reference": reference, "arm": arm, "n_turns": n_turns,
+        wins, ties, losses = wins_ties_losses(frame, tol, direction)
+        rows.append({"metric": metric, "direction": direction, "reference": reference, "arm": arm, "n_turns": n_turns,
                      "n_sessions": int(frame["session_id"].nunique()),
                      "n_unmeasured": unmeasured.either, "mean_ref": mean_ref,
                      "mean_arm": mean_arm, "diff": diff, "ci_lo": lo, "ci_hi": hi, "p": p,

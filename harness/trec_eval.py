@@ -13,7 +13,8 @@ import pandas as pd
 
 from harness.corpus.fusion import order
 from harness.importers.trec import read_columns, read_trec_qrels
-from harness.metrics.ir import per_turn_ir
+from harness.metrics.families.ir import score_rankings
+from harness.metrics.registry import resolve
 
 
 class RunFileError(ValueError):
@@ -41,11 +42,17 @@ def score_run(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]
     qids = [q for q in qrels if any(g >= 1 for g in qrels[q].values())]
     if not complete:
         qids = [q for q in qids if q in run]
+    for m in metrics:
+        if resolve(m).family != "ir":
+            raise ValueError(f"-m {m}: trec-eval scores ranking metrics only (recall@k, ndcg@k, mrr@k)")
     labels = pd.DataFrame({"session_id": qids, "turn_index": 1, "qrels": [json.dumps(qrels[q]) for q in qids],
                            "qrels_measured": True})
-    final = pd.DataFrame({"arm_id": "run", "repeat": 0, "session_id": qids, "turn_index": 1,
-                          "ranking": [ranked(run.get(q, {})) for q in qids], "not_applicable": None, "error": None})
-    pt = per_turn_ir(final, labels, metrics)[["session_id", "metric", "value"]].rename(columns={"session_id": "qid"})
+    if not qids:
+        return pd.DataFrame(columns=["qid", "metric", "value"])
+    rankings = [{"session_id": q, "turn_index": 1, "ranking": ranked(run.get(q, {}))} for q in qids]
+    pt = score_rankings(labels, rankings, metrics)[["session_id", "metric", "value"]].rename(columns={"session_id": "qid"})
+    pt["qid"] = pt["qid"].astype(object)
+    pt["metric"] = pt["metric"].astype(object)
     means = pt.groupby("metric", sort=False)["value"].mean().reset_index().assign(qid="all")
     return pd.concat([pt, means[["qid", "metric", "value"]]], ignore_index=True)
 

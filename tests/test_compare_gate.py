@@ -13,9 +13,14 @@ ARM = "rewrite(model=offline)"
 LLM = "rewrite(model=gpt-4o-mini)"
 
 
+CAPS = ["answers", "queries", "ranking", "replayed"]
+
+
 def make_run(root: Path, name: str, arms: dict[str, dict], n_sessions=60, shift=0.0, errors=0.0, hash_="h1", seed=0,
-             base_seed=0):
-    """arms: arm_id -> backends. Per-turn recall@10 from a fixed base (base_seed) plus `shift`."""
+             base_seed=0, faithful_sessions=None, judge_status="ok"):
+    """arms: arm_id -> backends. Per-turn recall@10 from a fixed base (base_seed) plus `shift`;
+    faithfulness on the first `faithful_sessions` sessions (all when None; the others abstained,
+    so they have no row), each judgment with `judge_status`."""
     run = root / name
     run.mkdir(parents=True)
     rng = np.random.default_rng(base_seed)
@@ -34,11 +39,16 @@ def make_run(root: Path, name: str, arms: dict[str, dict], n_sessions=60, shift=
                                       ("identifier_preservation", 1.0), ("entitlement_violations", 0.0),
                                       ("cost_usd", 0.0), ("latency_total_ms", 100.0 + t)):
                     rows.append({"kind": "turn", "arm_id": arm, "metric": metric, "repeat": 0, "session_id": f"s{s}",
-                                 "turn_index": t, "value": value})
+                                 "turn_index": t, "value": value, "unmeasured": None})
+                if faithful_sessions is None or s < faithful_sessions:
+                    ok = judge_status == "ok"
+                    rows.append({"kind": "turn", "arm_id": arm, "metric": "faithfulness", "repeat": 0,
+                                 "session_id": f"s{s}", "turn_index": t, "value": v if ok else None,
+                                 "unmeasured": None if ok else judge_status})
     pd.DataFrame(rows).to_parquet(run / "metrics.parquet")
     pd.DataFrame(labels).to_parquet(run / "labels.parquet")
     man = {"run_id": name, "eval_set": {"name": "es", "version": "1", "hash": hash_},
-           "arms": [{"arm_id": a, "arm": "rewrite", "params": {}, "backends": b} for a, b in arms.items()]}
+           "arms": [{"arm_id": a, "arm": "rewrite", "params": {}, "backends": b, "capabilities": CAPS} for a, b in arms.items()]}
     (run / "manifest.json").write_text(json.dumps(man))
     return run
 
@@ -72,7 +82,9 @@ def test_identical_candidate_passes(tmp_path, policy):
     c = make_run(tmp_path, "cand", {ARM: {"rewrite": "offline"}})
     r = gate(tmp_path, b, c, policy)
     assert r.exit_code == 0, r.output
-    assert "smallest detectable drop" in (tmp_path / "out/gate.md").read_text()
+    md = (tmp_path / "out/gate.md").read_text()
+    # from the baseline's spread between sessions, not from two identical runs' (zero) differences
+    assert "smallest detectable change" in md and "| 0.0000 (60 sessions) |" not in md and "(60 sessions)" in md
     v = json.loads((tmp_path / "out/gate.json").read_text())
     assert v["verdict"] == "pass" and all(x["ok"] for x in v["results"])
 
@@ -87,19 +99,50 @@ def test_injected_regression_fails_naming_the_rule(tmp_path, policy, monkeypatch
     md = (tmp_path / "out/gate.md").read_text()
     assert "**FAIL**" in md and "rule 1: noninferiority recall@10 [turn_index>=2]" in md
     junit = (tmp_path / "out/gate.junit.xml").read_text()
-    assert junit.count("<testcase") == 5 and '<failure message="CI lower bound' in junit
+    assert junit.count("<testcase") == 5 and '<failure message="change -0.' in junit and "lower bound &lt;=" in junit
     assert "rule 2: regression ndcg@10 [all]" in junit and summary.read_text() == md
 
 
-def test_a_model_change_is_gated_through_a_named_pair(tmp_path, policy):
+def test_a_model_change_pairs_by_label_and_is_shown(tmp_path, policy):
     b = make_run(tmp_path, "base", {ARM: {"rewrite": "offline"}})
     c = make_run(tmp_path, "cand", {LLM: {"rewrite": "gpt-4o-mini"}}, shift=0.05, seed=2)
     r = gate(tmp_path, b, c, policy)
-    assert r.exit_code == 2 and "matches no arm pair" in r.output  # never paired implicitly
-    r = gate(tmp_path, b, c, policy, "--pair", f"{ARM}={LLM}")
     assert r.exit_code == 0, r.output
     v = json.loads((tmp_path / "out/gate.json").read_text())
-    assert v["pairs"] == [[ARM, LLM]] and v["results"][0]["diff"] > 0.04
+    assert [(p["baseline_arm"], p["candidate_arm"], p["changes"]) for p in v["pairs"]] == \
+        [(ARM, LLM, ["model offline → gpt-4o-mini"])]
+    assert v["results"][0]["diff"] > 0.04 and "model offline → gpt-4o-mini" in r.output
+    r = gate(tmp_path, b, c, policy, "--pair", f"{ARM}={LLM}")  # a named pair, by id
+    assert r.exit_code == 0, r.output
+    r = gate(tmp_path, b, c, policy, "--pair", "rewrit=rewrite")
+    assert r.exit_code == 2 and "did you mean 'rewrite'?" in r.output
+
+
+def test_faithfulness_on_two_sessions_is_insufficient_data(tmp_path):
+    b = make_run(tmp_path, "base", {ARM: {"rewrite": "offline"}})
+    c = make_run(tmp_path, "cand", {ARM: {"rewrite": "offline"}}, faithful_sessions=2)
+    p = tmp_path / "faith.yaml"
+    p.write_text("rules:\n  - {metric: faithfulness, max_drop: 0.05}\n")
+    r = gate(tmp_path, b, c, p)
+    assert r.exit_code == 1, r.output
+    v = json.loads((tmp_path / "out/gate.json").read_text())
+    assert v["results"][0]["status"] == "insufficient" and "insufficient data: 2 session(s)" in v["results"][0]["detail"]
+    assert v["infrastructure"] == []  # abstained turns are not unmeasured
+    p.write_text("min_sessions: 2\nrules:\n  - {metric: faithfulness, max_drop: 0.05}\n")
+    assert gate(tmp_path, b, c, p).exit_code == 0
+
+
+def test_failed_judgments_are_infrastructure(tmp_path):
+    b = make_run(tmp_path, "base", {ARM: {"rewrite": "offline"}})
+    c = make_run(tmp_path, "cand", {ARM: {"rewrite": "offline"}}, judge_status="error: APIConnectionError")
+    p = tmp_path / "faith.yaml"
+    p.write_text("rules:\n  - {metric: faithfulness, max_drop: 0.05}\n")
+    r = gate(tmp_path, b, c, p)
+    assert r.exit_code == 3, r.output
+    assert "faithfulness unmeasured on 120 of 120 turns" in (tmp_path / "out/gate.md").read_text()
+    n = make_run(tmp_path, "notjudged", {ARM: {"rewrite": "offline"}}, judge_status="not measured: no judge endpoint")
+    r = gate(tmp_path, b, n, p)
+    assert r.exit_code == 2 and "--endpoint" in r.output
 
 
 def test_errors_over_the_limit_are_infrastructure(tmp_path, policy):

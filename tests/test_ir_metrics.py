@@ -1,5 +1,6 @@
 """IR metrics against hand-computed values: graded nDCG with linear gains, MRR, recall, ties
-ordered by score then doc id descending, unmeasured turns."""
+ordered by score then doc id descending, unmeasured turns. Each value comes from the harness's
+kernel and is checked against ranx (tests/oracle_metrics.py) on the way."""
 import json
 import math
 
@@ -7,8 +8,9 @@ import pandas as pd
 import pytest
 
 from harness.corpus.fusion import order, rrf
-from harness.metrics.ir import per_turn_ir
+from harness.metrics.families.ir import score_rankings
 from harness.metrics.segments import parse_segment
+from tests import oracle_metrics
 
 
 def labels(rows):
@@ -19,6 +21,19 @@ def labels(rows):
 def final(rows):
     return pd.DataFrame([{"arm_id": "a", "repeat": 0, "session_id": s, "turn_index": t, "ranking": r,
                           "not_applicable": None, "error": None} for s, t, r in rows])
+
+
+def per_turn_ir(fin, lab, names):
+    """The kernel's per-turn values, after checking them against ranx's."""
+    ours = score_rankings(lab, [{"session_id": r.session_id, "turn_index": r.turn_index, "ranking": r.ranking}
+                                for r in fin.itertuples()], names)
+    ours = ours.assign(session_id=ours["session_id"].astype(object), metric=ours["metric"].astype(object))
+    ref = oracle_metrics.per_turn_ir(fin, lab, names)
+    key = ["session_id", "metric"]
+    a, b = ours.sort_values(key).reset_index(drop=True), ref.sort_values(key).reset_index(drop=True)
+    assert a["value"].fillna(-1).tolist() == b["value"].fillna(-1).tolist()
+    assert a["unmeasured"].fillna("").tolist() == b["unmeasured"].fillna("").tolist()
+    return ours
 
 
 def values(df):

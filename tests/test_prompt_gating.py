@@ -71,7 +71,7 @@ def test_strict_grader_prompt_is_caught_by_answer_and_rescue_rules(tmp_path, tmp
     man = [json.loads((d / "manifest.json").read_text())["prompt_hashes"]["grade"] for d in (base, cand)]
     assert man[0] != man[1]  # the prompt change is visible
     pol = policy(tmp_path, """rules:
-  - {metric: answered, segment: all, arm: "*", max_drop: 0.05, test: noninferiority}
+  - {metric: answered, segment: all, arm: "*", direction: higher, max_drop: 0.05, test: noninferiority}
   - {metric: rescued, segment: all, arm: "*", max_drop: 0.05, test: noninferiority}
 limits: {max_unmeasured_rate: 1.0}
 """)

@@ -19,7 +19,7 @@ from harness.evalset.load import load_eval_set
 from harness.metrics.compute import compute_metrics, load_labels, write_metrics
 from harness.metrics.paired import paired_table
 from harness.replay import Replay
-from harness.report.html import build_context, render_report, short_labels
+from harness.report.html import build_context, render_report
 from tests.conftest import TINY_DOCS, TINY_SESSIONS, write_set
 
 # If any of this ran, it would mark the body (and window); the DOM check looks for the mark.
@@ -69,7 +69,7 @@ def _replay(root, index, run_dir, arms):
     run = Replay(parse_config(raw), raw, run_dir=run_dir, progress=False).run(index=index)
     res = compute_metrics(run)
     write_metrics(run, res)
-    pt = paired_table(res.per_turn, load_labels(run), res.arms, n_resamples=200)
+    pt = paired_table(res.per_turn, load_labels(run), res.arm_infos, n_resamples=200)
     if not pt.empty:
         pt.to_parquet(run / "comparisons.parquet", index=False)
     return run
@@ -173,14 +173,6 @@ def test_run_without_metrics_is_scored_in_memory_and_left_untouched(report, tmp_
     assert sorted(p.relative_to(bare) for p in bare.rglob("*")) == before
     assert "metrics.parquet is missing" in html and "No comparisons.parquet" in html
     assert 'data-metric="recall@10"' in html
-
-
-def test_short_labels_name_only_what_differs():
-    arms = [{"arm_id": "original(depth=100,lane=hybrid)", "arm": "original", "params": {"depth": 100, "lane": "hybrid"}},
-            {"arm_id": "corrective(max_rounds=1,top_k=1)", "arm": "corrective", "params": {"max_rounds": 1, "top_k": 1}},
-            {"arm_id": "corrective(max_rounds=2,top_k=1)", "arm": "corrective", "params": {"max_rounds": 2, "top_k": 1}}]
-    labels = short_labels(arms, [a["arm_id"] for a in arms])
-    assert list(labels.values()) == ["original", "corrective(max_rounds=1)", "corrective(max_rounds=2)"]
 
 
 def chromium() -> str | None:

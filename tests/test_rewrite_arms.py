@@ -152,3 +152,47 @@ def test_arm_ids_name_every_parameter_and_each_role_model():
     assert "model.decide=offline" in arm.arm_id and "model.rewrite=gpt-4o-mini" in arm.arm_id
     assert "model.hyde=offline" in arm.arm_id
     assert make_arm("rewrite").arm_id.endswith("model=offline,pool=100,rerank=false,rrf_k=60)")
+
+
+def near_names(field: str) -> list[str]:
+    """Names a model might use for an entitlement field, made here from the schema's own name."""
+    parts = field.split("_")
+    names = [field + "_id", field.upper(), "-".join(parts) + "-ID", "".join(p.title() for p in parts) + "Id",
+             field[:-1], field + "s", field[:2] + field[3:], field.replace("_", "")]
+    return [n for n in names if n != field]
+
+
+def test_entitlement_fields_under_near_names_are_rejected_and_counted(shop):
+    from harness.guards.filters import validate_filters
+
+    es, _ = shop
+    preference = next(f for f in es.info.filters if f.kind == "preference" and f.type == "string" and f.values)
+    entitlement = [f.field for f in es.info.filters if f.kind == "entitlement"]
+    assert entitlement
+    for field in entitlement:
+        for name in near_names(field):
+            assert es.info.filter_field(name) is None, name  # not a schema field itself
+            v = validate_filters([{"field": name, "op": "eq", "value": "X"},
+                                  {"field": preference.field, "op": "eq", "value": preference.values[0]}], es.info)
+            assert v.violations == [name] and v.malformed == [], (name, v)
+            assert [f["field"] for f in v.applied] == [preference.field]  # the rest of the proposal is kept
+    v = validate_filters([{"field": "colour_of_the_box", "op": "eq", "value": "red"}], es.info)
+    assert v.violations == [] and v.malformed  # an unknown field far from any entitlement stays malformed
+
+
+def test_a_rewrite_with_a_near_entitlement_name_is_kept_and_the_violation_counted(shop, tmp_path):
+    es, _ = shop
+    field = next(f.field for f in es.info.filters if f.kind == "entitlement" and "_" in f.field)
+    near = field + "_id"
+
+    def reply(req):
+        turn = state_of(req)["turn"]
+        return {"standalone": f"product {turn}", "must_keep": [], "confidence": 0.9, "variants": [], "clarify": None,
+                "filters": [{"field": near, "op": "eq", "value": "PL-X"}]}
+
+    with TestServer() as srv:
+        srv.add_rule(reply)
+        t = replay(shop, tmp_path, [{"name": "rewrite", "lane": "bm25"}], {"rewrite": endpoint(srv)}, splits=["test"])
+    assert t["fallback_reason"].isna().all()  # the rewrite was used, not thrown away
+    assert all(list(v) == [near] for v in t["filter_violations"])
+    assert all(q[0].startswith("product ") for q in t["issued_queries"])

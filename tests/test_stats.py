@@ -105,6 +105,8 @@ def test_wins_ties_losses_by_hand():
     f = frame_of([("s1", 0, 0.5, 0.7), ("s1", 1, 0.5, 0.5), ("s2", 0, 0.9, 0.1),
                   ("s2", 1, 0.0, 1.0), ("s3", 0, 0.3, 0.3 + 1e-15)])
     assert wins_ties_losses(f) == (2, 2, 1)
+    assert wins_ties_losses(f, direction="lower") == (1, 2, 2)  # lower is better: a drop is a win
+    assert wins_ties_losses(f, direction="none") == (2, 2, 1)  # higher / tie / lower
 
 
 def test_oracle_gap_closed():
@@ -146,14 +148,18 @@ def test_paired_frame_counts_unmeasured_and_averages_repeats():
 
 
 def test_min_detectable_drop_by_hand():
-    # per-session mean differences: 0.1, 0.3 (two turns 0.2 and 0.4), -0.1, 0.1
+    # the baseline's (a) per-session means: 0.0, 0.0 (two turns), 0.5, 0.2
     f = frame_of([("s1", 0, 0.0, 0.1), ("s2", 0, 0.0, 0.2), ("s2", 1, 0.0, 0.4),
                   ("s3", 0, 0.5, 0.4), ("s4", 0, 0.2, 0.3)])
-    sd = float(np.std([0.1, 0.3, -0.1, 0.1], ddof=1))
+    sd = float(np.std([0.0, 0.0, 0.5, 0.2], ddof=1))
     z = NormalDist().inv_cdf
     expected = (z(0.975) + z(0.8)) * sd / math.sqrt(4)
     assert min_detectable_drop(f) == pytest.approx(expected)
     assert math.isnan(min_detectable_drop(f.iloc[:1]))
+    same = f.assign(b=f["a"])  # two identical runs: the spread between sessions still says what can be seen
+    assert min_detectable_drop(same) == pytest.approx(expected)
+    flat = f.assign(a=0.7)  # no spread between sessions: not estimable, never 0
+    assert math.isnan(min_detectable_drop(flat))
 
 
 def test_between_repeat_spread():
@@ -185,7 +191,7 @@ def test_compare_arms_rows_holm_and_segment():
     pt = per_turn_of(rows)
     out = compare_arms(pt, "ndcg@10", "original", ["better", "same"], n_resamples=2000,
                        n_permutations=2000)
-    assert list(out.columns) == ["metric", "reference", "arm", "n_turns", "n_sessions",
+    assert list(out.columns) == ["metric", "direction", "reference", "arm", "n_turns", "n_sessions",
                                  "n_unmeasured", "mean_ref", "mean_arm", "diff", "ci_lo", "ci_hi",
                                  "p", "p_holm", "wins", "ties", "losses", "mde"]
     better, same = out.iloc[0], out.iloc[1]

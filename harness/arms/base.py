@@ -111,10 +111,32 @@ class BaseArm:
     name: ClassVar[str] = "?"
     Params: ClassVar[type[Params]] = Params
     uses: ClassVar[tuple[str, ...]] = ()  # the LLM roles this arm calls
+    # what the arm can do (harness.armset.CAPABILITIES); metrics that need more are n/a for it
+    base_capabilities: ClassVar[frozenset[str]] = frozenset({"ranking", "queries", "replayed"})
 
     def __init__(self, roles=None, **kwargs):
         self.params = self.Params(**kwargs)
         self.roles = roles
+        self.given_label: str | None = None  # the config's `label:`
+        self.label: str | None = None  # set by the replay once every arm of the run is known
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        answers = {"answers"} if getattr(self.params, "answer", False) else set()
+        return self.base_capabilities | answers
+
+    @property
+    def hits_per_round(self) -> int | None:
+        """Hits judged per round, for arms that loop (the loop metrics look at these)."""
+        return None
+
+    def describe(self) -> dict:
+        """The arm's entry in the manifest."""
+        out = {"arm_id": self.arm_id, "arm": self.name, "label": self.label, "params": self.params.model_dump(),
+               "backends": self.backends(), "capabilities": sorted(self.capabilities)}
+        if self.hits_per_round is not None:
+            out["hits_per_round"] = self.hits_per_round
+        return out
 
     def backends(self) -> dict[str, str]:
         """LLM role -> model name (or 'offline'); empty for arms that use no LLM role."""

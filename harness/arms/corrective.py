@@ -48,6 +48,15 @@ class Corrective(BaseArm):
     def uses(self) -> tuple[str, ...]:
         return (("rewrite",) if self.params.start == "rewrite" else ()) + ("grade", "answer")
 
+    @property
+    def capabilities(self) -> frozenset[str]:
+        start = {"proposes_filters"} if self.params.start == "rewrite" else set()
+        return self.base_capabilities | {"loops", "answers"} | start
+
+    @property
+    def hits_per_round(self) -> int:
+        return self.params.top_k
+
     async def run(self, ctx: TurnContext) -> list[ArmResult]:
         p = self.params
         lang = detect_language(ctx.turn.user)

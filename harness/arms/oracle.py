@@ -10,6 +10,7 @@ class Oracle(SingleQueryArm):
     without a reference rewrite are n/a (recorded, never hidden)."""
 
     not_applicable = "no reference rewrite"
+    base_capabilities = SingleQueryArm.base_capabilities | {"oracle"}
 
     def query(self, ctx: TurnContext):
         lab = ctx.turn.labels

@@ -45,5 +45,7 @@ class SingleQueryArm(BaseArm):
 class Original(SingleQueryArm):
     """The last user turn as it was typed, with the inherited filters."""
 
+    base_capabilities = SingleQueryArm.base_capabilities | {"reference"}
+
     def query(self, ctx: TurnContext):
         return ctx.turn.user, ctx.inherited_filters

@@ -79,11 +79,13 @@ def llm_stats(outcomes) -> dict:
         "cost_usd": (None if any(c is None for c in costs) else float(sum(costs))) if recs else None,
         "cache_hits": sum(1 for r in recs if r.cache_hit),
         "prompt_hashes": {r.role: r.prompt_hash for r in recs if r.prompt_hash},
+        "failed": sum(1 for o in outcomes if o is not None and o.record is not None and o.value is None),
     }
 
 
 class RewriteFamily(BaseArm):
     Params = RewriteParams
+    base_capabilities = BaseArm.base_capabilities | {"asks_back", "proposes_filters"}
 
     @property
     def uses(self) -> tuple[str, ...]:

@@ -10,9 +10,10 @@ import pyarrow.parquet as pq
 from harness.arms.base import ArmResult, TurnContext
 from harness.evalset.load import iter_labelled, load_eval_set
 from harness.manifest import git_state, now, versions, write_manifest
-from harness.metrics.ir import DEFAULT_SETTINGS
+from harness.metrics.families.ir import DEFAULT_SETTINGS
 from harness.replay import labels_table, new_run_id, result_rows
-from harness.trec_eval import ranked, read_trec_run
+from harness.armset import EXTERNAL
+from harness.trec_eval import RunFileError, ranked, read_trec_run
 from harness.traces import PartWriter
 
 
@@ -26,9 +27,28 @@ class _External:
         return {}
 
 
+def _qids(es) -> list[tuple]:
+    """(query id, session, position, turn index, turn) of every labelled turn: the session id in a
+    single-turn set (SESSION::TURN accepted too), else SESSION::TURN."""
+    single = all(sum(1 for t in s.turns if t.labels) == 1 for s in es.sessions)
+    return [(s.session_id if single else f"{s.session_id}::{tix}", s, pos, tix, t) for s, pos, tix, t in iter_labelled(es)]
+
+
+def check_ids(run: dict, qids: list[tuple], run_file: Path) -> None:
+    """A run file whose query ids name no labelled turn is bad input, naming the expected form."""
+    known = {q for q, *_ in qids} | {f"{s.session_id}::{tix}" for _, s, _, tix, _ in qids}
+    if run and not set(run) & known:
+        example = qids[0][0] if qids else "SESSION::TURN"
+        form = "SESSION_ID" if "::" not in example else "SESSION_ID::TURN_INDEX"
+        raise RunFileError(f"{run_file}: none of its {len(run)} query ids names a labelled turn of the eval set "
+                           f"(e.g. {next(iter(run))!r}); expected {form}, e.g. {example!r}")
+
+
 def import_run(run_file: Path, eval_set: Path, runs_dir: Path = Path("runs"), run_id: str | None = None) -> Path:
     es = load_eval_set(eval_set)
     run = read_trec_run(run_file)
+    qids = _qids(es)
+    check_ids(run, qids, run_file)
     name = Path(run_file).stem
     run_dir = Path(runs_dir) / (run_id or new_run_id(f"import-{name}"))
     if run_dir.exists():
@@ -40,17 +60,16 @@ def import_run(run_file: Path, eval_set: Path, runs_dir: Path = Path("runs"), ru
                                                   "path": str(eval_set), "splits": sorted(set(es.split_of.values())),
                                                   "pooled_corpus": es.info.pooled_corpus},
                 "git": git_state(), "versions": versions(), "embedder": None,
-                "arms": [{"arm_id": name, "arm": "external", "params": {"file": name}, "backends": {}}],
+                "arms": [{"arm_id": name, "arm": "external", "label": name, "params": {"file": name}, "backends": {},
+                          "capabilities": sorted(EXTERNAL)}],
                 "filter_schema": [f.model_dump() for f in es.info.filters], "prompt_hashes": {}, "seed": 0,
                 "repeats": 1, "metrics": DEFAULT_SETTINGS, "started": now()}
     write_manifest(run_dir, manifest)
     pq.write_table(labels_table(es, None), run_dir / "labels.parquet")
     writer = PartWriter(run_dir)
-    single = all(sum(1 for t in s.turns if t.labels) == 1 for s in es.sessions)
     missing = 0
-    for s, pos, tix, t in iter_labelled(es):
-        qid = s.session_id if single and s.session_id in run else f"{s.session_id}::{tix}"
-        scores = run.get(qid)
+    for qid, s, pos, tix, t in qids:
+        scores = run.get(qid) if qid in run else run.get(f"{s.session_id}::{tix}")
         missing += scores is None
         ranking = ranked(scores or {})
         ctx = TurnContext(s, pos, tix, t, [], [], None, es.info)

@@ -14,13 +14,17 @@ DEFAULT_METRICS = ("recall@10", "ndcg@10")
 DEFAULT_SEGMENTS = ("all", "turn_index>=2")
 
 
-def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list[str], reference: str | None = None,
+def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list, reference: str | None = None,
                  metrics=DEFAULT_METRICS, segments=DEFAULT_SEGMENTS, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
-    ref = reference or next((a for a in arms if a.startswith("original(")), None)
+    """`arms`: the run's arms (harness.armset.ArmInfo); the reference is `reference` (an arm id)
+    or the arm that declares the `reference` capability; the oracle gap is measured to the arm
+    that declares `oracle`."""
+    ids = [a.arm_id for a in arms]
+    ref = reference or next((a.arm_id for a in arms if "reference" in a.capabilities), None)
     if ref is None:
         return pd.DataFrame()
-    oracle = next((a for a in arms if a.startswith("oracle(")), None)
-    others = [a for a in arms if a != ref]
+    oracle = next((a.arm_id for a in arms if "oracle" in a.capabilities), None)
+    others = [a for a in ids if a != ref]
     frames = []
     measured = set(per_turn["metric"])
     for seg_text in segments:
@@ -36,7 +40,7 @@ def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list[str], 
             if df.empty:
                 continue
             df = df.assign(segment=seg.name)
-            if oracle is not None:
+            if oracle is not None and df["direction"].iloc[0] != "none":
                 o = df[df["arm"] == oracle]
                 if not o.empty and pd.notna(o["mean_arm"].iloc[0]):
                     df["oracle_gap_closed"] = [oracle_gap_closed(r.mean_ref, r.mean_arm, o["mean_arm"].iloc[0])

@@ -15,7 +15,7 @@ import pandas as pd
 
 from harness import env as _env  # noqa: F401  (offline-safe environment first)
 from harness.manifest import read_manifest
-from harness.metrics.loop import SHOULD_ABSTAIN
+from harness.metrics.families.answers import SHOULD_ABSTAIN
 from harness.report.table import TURN_SEGMENTS, bucket
 from harness.stats import session_bootstrap_ci
 from harness.traces import read_traces
@@ -147,34 +147,16 @@ def load_run(run_dir: Path, key: str | None = None) -> RunData:
     return RunData(dir=run_dir, key=key or man.get("run_id") or run_dir.name, manifest=man, labels=labels,
                    traces=traces, agg=agg, turns=turns, comparisons=comparisons,
                    has_judgments=(run_dir / "judgments.parquet").exists(), arms=arms,
-                   label=short_labels(man.get("arms", []), arms), notes=notes)
+                   label=arm_labels(man, arms), notes=notes)
 
 
-def short_labels(manifest_arms: list[dict], arm_ids: list[str]) -> dict[str, str]:
-    """Readable arm names: the arm's name, plus the parameters (and role models) that differ
-    between arms of the same name in this run; the full arm id stays in the arms table."""
-    info = {a["arm_id"]: a for a in manifest_arms}
-    groups: dict[str, list[str]] = {}
-    for aid in arm_ids:
-        groups.setdefault(info.get(aid, {}).get("arm") or aid.split("(")[0], []).append(aid)
-    out: dict[str, str] = {}
-    for name, ids in groups.items():
-        if len(ids) == 1:
-            out[ids[0]] = name
-            continue
-        flat = []
-        for aid in ids:
-            a = info.get(aid, {})
-            d = {k: json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else str(v)
-                 for k, v in (a.get("params") or {}).items()}
-            d.update({f"model.{r}": str(m) for r, m in (a.get("backends") or {}).items()})
-            flat.append(d)
-        keys = sorted(k for k in set().union(*flat) if len({d.get(k) for d in flat}) > 1)
-        for aid, d in zip(ids, flat):
-            out[aid] = f"{name}({','.join(f'{k}={d.get(k)}' for k in keys)})" if keys else aid
-    for aid, lab in zip(arm_ids, _dedupe([out[aid] for aid in arm_ids])):  # never two arms under one label
-        out[aid] = lab
-    return out
+def arm_labels(manifest: dict, arm_ids: list[str]) -> dict[str, str]:
+    """arm_id -> label (harness.armset: the config's label, else the name, else the name plus
+    what differs); an arm the manifest does not list keeps its id."""
+    from harness.armset import run_arms
+
+    out = {a.arm_id: a.label for a in run_arms(manifest)}
+    return {aid: out.get(aid, aid) for aid in arm_ids}
 
 
 def _dedupe(names: list[str]) -> list[str]:
@@ -424,7 +406,7 @@ def guard_section(run: RunData) -> dict | None:
     fields = None
     schema = run.manifest.get("filter_schema") or []
     if any(f.get("kind") != "entitlement" for f in schema) and not run.traces.empty:
-        from harness.metrics.guards import filter_fields_table
+        from harness.metrics.families.guards import filter_fields_table
 
         ff = filter_fields_table(run.traces, run.labels, schema)
         if not ff.empty:  # rows: fields; columns: arms; cell: precision / recall (applied / expected)

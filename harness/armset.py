@@ -1,0 +1,126 @@
+"""The arms of a run as its manifest records them: id, name, label, parameters, models,
+capabilities. Light on purpose (no model, index or SDK import), so gate and compare stay fast.
+
+An arm's **label** is what people read and what runs are paired by: the config's `label:`, else
+its name when unique in the run, else the name plus only the parameters (and role models) that
+differ among the arms of that name (`corrective top_k=1 max_rounds=3`). Labels are derived the
+same way for run folders whose manifests have none."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+# what an arm can declare; metrics name the capabilities they need (harness/metrics/registry.py)
+CAPABILITIES = {
+    "ranking": "returns a ranked list of documents",
+    "queries": "issues queries that the trace records",
+    "replayed": "replayed by the harness: timings, LLM calls, filters and errors recorded",
+    "loops": "retrieves in rounds, `hits_per_round` hits each",
+    "answers": "answers from its hits or abstains",
+    "asks_back": "may ask a clarifying question instead of only rewriting",
+    "proposes_filters": "a role proposes filters that the schema validator checks",
+    "reference": "the default reference of paired tables within a run",
+    "oracle": "uses the labels' reference rewrite: an upper bound",
+}
+EXTERNAL = frozenset({"ranking"})  # an imported run file: a ranking and nothing else
+
+
+def _value(v) -> str:
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, sort_keys=True)
+    if isinstance(v, bool):
+        return str(v).lower()
+    return "none" if v is None else str(v)
+
+
+@dataclass
+class ArmInfo:
+    arm_id: str
+    name: str
+    params: dict = field(default_factory=dict)
+    backends: dict = field(default_factory=dict)
+    capabilities: frozenset = EXTERNAL
+    hits_per_round: int | None = None
+    label: str = ""
+    given_label: str | None = None  # the label the manifest records (the config's, or derived at run time)
+
+    def settings(self) -> dict[str, str]:
+        """Parameters and role models as strings, in declaration order (models last)."""
+        d = {k: _value(v) for k, v in self.params.items()}
+        models = set(self.backends.values())
+        if len(models) == 1:
+            d["model"] = str(next(iter(models)))
+        else:
+            d.update({f"model.{r}": str(m) for r, m in self.backends.items()})
+        return d
+
+
+def _legacy_capabilities(entry: dict) -> tuple[frozenset, int | None]:
+    """Capabilities of an arm whose manifest predates them: asked of the registered arm class
+    (the only place that declares them), built with the recorded parameters."""
+    if entry.get("arm") in (None, "external"):
+        return EXTERNAL, None
+    from harness.arms import REGISTRY  # heavy: only for old manifests
+
+    cls = REGISTRY.get(entry["arm"])
+    if cls is None:
+        return EXTERNAL, None
+    fields = cls.Params.model_fields
+    arm = cls(roles=None, **{k: v for k, v in (entry.get("params") or {}).items() if k in fields})
+    return arm.capabilities, arm.hits_per_round
+
+
+def arm_info(entry: dict) -> ArmInfo:
+    caps, k = (frozenset(entry["capabilities"]), entry.get("hits_per_round")) if "capabilities" in entry \
+        else _legacy_capabilities(entry)
+    return ArmInfo(arm_id=entry["arm_id"], name=entry.get("arm") or entry["arm_id"].split("(")[0],
+                   params=dict(entry.get("params") or {}), backends=dict(entry.get("backends") or {}),
+                   capabilities=caps, hits_per_round=k, given_label=entry.get("label"))
+
+
+def derive_labels(arms: list[ArmInfo]) -> dict[str, str]:
+    """arm_id -> label (see the module docstring). Raises ValueError when two arms would share a
+    label (two configs' labels alike)."""
+    out: dict[str, str] = {}
+    groups: dict[str, list[ArmInfo]] = {}
+    for a in arms:
+        if a.given_label:
+            out[a.arm_id] = a.given_label
+        else:
+            groups.setdefault(a.name, []).append(a)
+    for name, members in groups.items():
+        if len(members) == 1:
+            out[members[0].arm_id] = name
+            continue
+        flat = [m.settings() for m in members]
+        keys = list(dict.fromkeys(k for d in flat for k in d if len({x.get(k) for x in flat}) > 1))
+        for m, d in zip(members, flat):
+            out[m.arm_id] = " ".join([name] + [f"{k}={d.get(k, 'none')}" for k in keys])
+    seen: dict[str, str] = {}
+    for aid in [a.arm_id for a in arms]:
+        lab = out[aid]
+        if lab in seen:
+            raise ValueError(f"label {lab!r} names two arms: {seen[lab]} and {aid}")
+        seen[lab] = aid
+    return out
+
+
+def run_arms(manifest: dict) -> list[ArmInfo]:
+    """The arms of a run folder, labelled."""
+    arms = [arm_info(e) for e in manifest.get("arms", [])]
+    labels = derive_labels(arms)
+    for a in arms:
+        a.label = labels[a.arm_id]
+    return arms
+
+
+def changes(a: ArmInfo, b: ArmInfo) -> list[str]:
+    """What differs from arm `a` to arm `b`: `last_n 4 → 1`, `model offline → gpt-4o-mini`."""
+    da, db = a.settings(), b.settings()
+    out = []
+    if a.name != b.name:
+        out.append(f"arm {a.name} → {b.name}")
+    for k in dict.fromkeys([*da, *db]):
+        if da.get(k) != db.get(k):
+            out.append(f"{k} {da.get(k, '(none)')} → {db.get(k, '(none)')}")
+    return out

@@ -1,0 +1,99 @@
+"""The gate's verdict rendered: gate.md (also appended to $GITHUB_STEP_SUMMARY), gate.junit.xml
+(one test case per check; n/a checks skipped, insufficient data a failure) and gate.json. Each
+failed check lists the ten turns that moved most in the bad direction."""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+import pandas as pd
+
+from harness.metrics.segments import segment_keys
+from harness.stats import paired_frame
+
+ICON = {"pass": "✅ pass", "regression": "❌ regression", "infrastructure": "⚠️ infrastructure"}
+STATUS = {"pass": "pass", "fail": "**FAIL**", "insufficient": "**FAIL** (insufficient data)", "n/a": "n/a"}
+
+
+def moved_turns(pt: pd.DataFrame, base, pair, metric: str, segment: str, direction: str, n: int = 10) -> list[dict]:
+    """The `n` turns whose value moved most in the bad direction (any direction for a metric
+    without one), from the combined per-turn table of both runs."""
+    keys = segment_keys(base.labels, segment)
+    idx = pd.MultiIndex.from_arrays([pt["session_id"], pt["turn_index"]])
+    frame, _ = paired_frame(pt[idx.isin(list(keys))], metric, "A:" + pair.baseline.arm_id, "B:" + pair.candidate.arm_id)
+    if frame.empty:
+        return []
+    d = frame["b"] - frame["a"]
+    worse = {"higher": -d, "lower": d}.get(direction, d.abs())
+    top = frame.assign(worse=worse)
+    top = top[top["worse"] > 0].sort_values(["worse", "session_id", "turn_index"], ascending=[False, True, True]).head(n)
+    return [{"session_id": str(r.session_id), "turn_index": int(r.turn_index), "baseline": float(r.a),
+             "candidate": float(r.b)} for r in top.itertuples()]
+
+
+def _mde(r: dict) -> str:
+    if r.get("kind") != "rule" or r.get("status") == "n/a":
+        return "—"
+    mde = r.get("mde")
+    if mde is None or (isinstance(mde, float) and math.isnan(mde)):
+        return "not estimable"
+    return f"{mde:.4f} ({r.get('n_sessions')} sessions)"
+
+
+def to_markdown(v: dict) -> str:
+    lines = [f"## Gate: {ICON[v['verdict']]}", "", f"baseline `{v['baseline']}` → candidate `{v['candidate']}`", ""]
+    lines.append(f"Compared {len(v['pairs'])} arm(s) by label:")
+    for p in v["pairs"]:
+        how = "" if p["how"] == "label" else f" (paired by {p['how']})"
+        lines.append(f"- {p['label']}{how}: " + ("; ".join(p["changes"]) if p["changes"] else "no change in parameters or models"))
+    lines += [""] + [f"- ⚠️ {w}" for w in v.get("warnings", [])] + [f"- ⚠️ {msg}" for msg in v["infrastructure"]]
+    lines += ["", "| check | result | detail | smallest detectable change |", "|---|---|---|---|"]
+    for r in v["results"]:
+        lines.append(f"| {r['name']} | {STATUS[r['status']]} | {r['detail']} | {_mde(r)} |")
+    for r in v["results"]:
+        if r.get("moved"):
+            lines += ["", f"Turns that moved most, {r['name']} ({r.get('direction')} is better):", "",
+                      "| session | turn | baseline | candidate |", "|---|---|---|---|"]
+            lines += [f"| {t['session_id']} | {t['turn_index']} | {t['baseline']:.4f} | {t['candidate']:.4f} |"
+                      for t in r["moved"]]
+    return "\n".join(lines) + "\n"
+
+
+def _attr(s: str) -> str:
+    return escape(s, {chr(34): "&quot;"})
+
+
+def to_junit(v: dict) -> str:
+    cases = []
+    for r in v["results"]:
+        if r["status"] == "n/a":
+            body = f'<skipped message="{_attr(r["detail"])}"/>'
+        elif not r["ok"]:
+            moved = "\n".join(f"{t['session_id']} turn {t['turn_index']}: {t['baseline']:.4f} -> {t['candidate']:.4f}"
+                              for t in r.get("moved") or [])
+            body = f'<failure message="{_attr(r["detail"])}">{escape(moved)}</failure>'
+        else:
+            body = ""
+        cases.append(f'  <testcase classname="harness.gate.{r["kind"]}" name="{_attr(r["name"])}">{body}</testcase>')
+    fails = sum(1 for r in v["results"] if not r["ok"])
+    skipped = sum(1 for r in v["results"] if r["status"] == "n/a")
+    errors = len(v["infrastructure"])
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="harness-gate" tests="{len(cases)}" '
+            f'failures="{fails}" errors="{errors}" skipped="{skipped}">\n' + "\n".join(cases) + "\n</testsuite>\n")
+
+
+def write_outputs(v: dict, out_dir: Path) -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"markdown": out_dir / "gate.md", "junit": out_dir / "gate.junit.xml", "json": out_dir / "gate.json"}
+    md = to_markdown(v)
+    paths["markdown"].write_text(md, encoding="utf-8")
+    paths["junit"].write_text(to_junit(v), encoding="utf-8")
+    paths["json"].write_text(json.dumps(v, indent=2, default=float), encoding="utf-8")
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as f:
+            f.write(md)
+    return paths

@@ -1,0 +1,84 @@
+"""Aggregates of per-turn metric values per (arm, metric, segment): the mean over measured turns
+(repeats first averaged per turn), p50, p95, the counts of measured and unmeasured turns and of
+sessions, and the between-repeat spread. Unmeasured turns are counted beside the mean, never
+averaged in as 0."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness.metrics.kernel import Labels, Long
+from harness.metrics.segments import Segment
+
+AGG_COLUMNS = ["arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured", "n_sessions", "repeat_sd"]
+
+
+def aggregate(per_turn: pd.DataFrame, labels: pd.DataFrame, segments: list[Segment]) -> pd.DataFrame:
+    """Mean over turns (repeats first averaged per turn), with counts of measured and unmeasured
+    turns and the between-repeat spread (mean per-turn standard deviation across repeats)."""
+    g = per_turn.groupby(["arm_id", "metric", "session_id", "turn_index"], sort=False)
+    turn = g["value"].agg(["mean", "std", "count"]).reset_index()
+    turn = turn.rename(columns={"mean": "value", "std": "repeat_sd", "count": "n_measured_repeats"})
+    keys = labels[["session_id", "turn_index"]]
+    rows = []
+    for seg in segments:
+        sel = keys[seg.mask(labels).to_numpy()]
+        if sel.empty:
+            continue
+        sub = turn.merge(sel, on=["session_id", "turn_index"], how="inner")
+        for (arm_id, metric), grp in sub.groupby(["arm_id", "metric"], sort=False):
+            measured = grp["n_measured_repeats"] > 0
+            vals = grp.loc[measured, "value"]
+            rows.append({
+                "arm_id": arm_id, "metric": metric, "segment": seg.name,
+                "mean": float(vals.mean()) if len(vals) else np.nan,
+                "p50": float(vals.quantile(0.5)) if len(vals) else np.nan,
+                "p95": float(vals.quantile(0.95)) if len(vals) else np.nan,
+                "n": int(measured.sum()), "n_unmeasured": int((~measured).sum()),
+                "n_sessions": int(grp.loc[measured, "session_id"].nunique()),
+                "repeat_sd": float(grp["repeat_sd"].mean()) if grp["repeat_sd"].notna().any() else np.nan,
+            })
+    return pd.DataFrame(rows, columns=AGG_COLUMNS)
+
+
+def aggregate_long(long: Long, lab: Labels, arms: list, sessions: list, metrics: list,
+                   labels: pd.DataFrame, segments: list[Segment]) -> pd.DataFrame | None:
+    """aggregate without a merge per segment: each (arm, metric) group's rows are
+    contiguous once (stable sort), a segment is a boolean mask over them. None when turns repeat
+    (repeats: the per-turn mean and spread need aggregate's groupby)."""
+    c = long.cols
+    turn = c["sess"] * (int(c["tix"].max(initial=0)) + 1) + c["tix"]
+    am = c["arm"] * (len(metrics) + 1) + c["metric"]
+    key = am * (int(turn.max(initial=0)) + 1) + turn
+    if pd.Index(key).has_duplicates:
+        return None
+    li = lab.rows_of(c["sess"], c["tix"], sessions)
+    value = c["value"]
+    measured = ~np.isnan(value)
+    am_code = pd.factorize(am)[0]
+    go = np.argsort(am_code, kind="stable")
+    b = np.r_[0, np.nonzero(np.diff(am_code[go]))[0] + 1, len(go)]
+    group_rows = [go[b[i]:b[i + 1]] for i in range(len(b) - 1)]
+    n_sess = int(c["sess"].max(initial=0)) + 1
+    out = []
+    for seg in segments:
+        mask = seg.mask(labels).to_numpy(bool)
+        sel_row = (li >= 0) & mask[np.clip(li, 0, None)] if len(li) else np.zeros(0, bool)
+        found = []
+        for rows in group_rows:
+            sel = rows[sel_row[rows]]
+            if len(sel):
+                found.append((sel[0], sel))
+        for _, sel in sorted(found, key=lambda x: x[0]):
+            meas = measured[sel]
+            nm = int(meas.sum())
+            vals = pd.Series(value[sel][meas])
+            r0 = sel[0]
+            out.append({"arm_id": arms[c["arm"][r0]], "metric": metrics[c["metric"][r0]], "segment": seg.name,
+                        "mean": float(vals.mean()) if nm else np.nan,
+                        "p50": float(vals.quantile(0.5)) if nm else np.nan,
+                        "p95": float(vals.quantile(0.95)) if nm else np.nan,
+                        "n": nm, "n_unmeasured": int(len(sel) - nm),
+                        "n_sessions": int(np.count_nonzero(np.bincount(c["sess"][sel][meas], minlength=n_sess))),
+                        "repeat_sd": np.nan})
+    return pd.DataFrame(out, columns=AGG_COLUMNS)

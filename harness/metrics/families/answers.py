@@ -1,0 +1,71 @@
+"""Answers from the final row of arms that answer or ask back: answered and abstained (their
+good direction depends on the segment: on unanswerable turns abstaining is right), clarified,
+and abstention precision and recall against the answerability labels (UNANSWERABLE and
+UNDERSPECIFIED should be abstained; ANSWERABLE and PARTIAL answered):
+precision = abstained and should / abstained, recall = abstained and should / should."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow.compute as pc
+
+from harness.metrics.kernel import Long, Scoring, present
+from harness.metrics.registry import Template, family
+
+SHOULD_ABSTAIN = {"UNANSWERABLE", "UNDERSPECIFIED"}
+
+TEMPLATES = [
+    Template("answered", "none", "rate", "1 when the arm answered (its good direction depends on the segment)",
+             needs=("answers",), reads=("answer", "abstained")),
+    Template("abstained", "none", "rate", "1 when the arm abstained (right on unanswerable turns, wrong on answerable)",
+             needs=("answers",), reads=("answer", "abstained")),
+    Template("clarified", "none", "rate", "1 when the rewrite asked back instead of only rewriting",
+             needs=("asks_back",), reads=("clarify",)),
+]
+
+
+@family("answers", TEMPLATES, order=30)
+def answer_rows(s: Scoring) -> Long:
+    tr, G = s.tr, s.groups
+    t = tr.t
+    na, clar = present(t.column("not_applicable")), present(t.column("clarify"))
+    has_answer = np.asarray(pc.is_valid(t.column("answer")), dtype=bool)
+    abst = np.asarray(pc.fill_null(t.column("abstained"), False), dtype=bool)
+    answer_failed = np.asarray(pc.fill_null(pc.match_substring(t.column("fallback_reason"), "answer failed"), False),
+                               dtype=bool)
+    asks, answers = s.has("asks_back"), s.has("answers")
+    c = {x: s.codes(x) for x in ("clarified", "answered", "abstained")}
+    out = []
+    for fi in G.final.tolist():
+        if na[fi]:
+            continue
+        key = (tr.arm[fi], tr.rep[fi], tr.sess[fi], tr.tix[fi])
+        if asks[tr.arm[fi]]:
+            out.append((*key, c["clarified"], float(clar[fi]), None))
+        if not answers[tr.arm[fi]]:
+            continue
+        if has_answer[fi]:
+            out.append((*key, c["answered"], float(not abst[fi]), None))
+            out.append((*key, c["abstained"], float(abst[fi]), None))
+        elif answer_failed[fi]:  # the answer call failed: unmeasured, not dropped
+            out.append((*key, c["answered"], np.nan, "answer failed"))
+            out.append((*key, c["abstained"], np.nan, "answer failed"))
+    return Long.from_rows(out)
+
+
+def abstention_table(per_turn: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+    """Abstention precision/recall per arm overall and rates per answerability label."""
+    ab = per_turn[per_turn["metric"] == "abstained"].merge(labels[["session_id", "turn_index", "answerability"]],
+                                                            on=["session_id", "turn_index"])
+    rows = []
+    for arm, g in ab.groupby("arm_id", sort=False):
+        should = g["answerability"].isin(SHOULD_ABSTAIN)
+        did = g["value"] >= 0.5
+        tp = int((did & should).sum())
+        row = {"arm_id": arm, "n": len(g), "abstained": int(did.sum()),
+               "precision": tp / int(did.sum()) if did.any() else np.nan,
+               "recall": tp / int(should.sum()) if should.any() else np.nan}
+        for label, gl in g.groupby("answerability"):
+            row[f"abstain_rate[{label}]"] = float((gl["value"] >= 0.5).mean())
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,40 @@
+"""Faithfulness of answers, from `judgments.parquet` (written by `harness judge`; metrics never
+call a model). Abstained turns have no answer and so no row: they are not unmeasured. A judge
+failure is unmeasured with its status, never 0."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness.metrics.kernel import Long, Scoring
+from harness.metrics.registry import Template, family
+
+JUDGMENTS = "judgments.parquet"
+TEMPLATES = [
+    Template("faithfulness", "higher", "share", "Ragas: supported statements / statements of the answer, judged "
+             "against the retrieved passages", needs=("answers",), reads=(JUDGMENTS,)),
+]
+
+
+def _codes(values: list, table: list) -> np.ndarray:
+    """Codes of `values` in `table`, appending values the table lacks."""
+    idx = {v: i for i, v in enumerate(table)}
+    out = []
+    for v in values:
+        if v not in idx:
+            idx[v] = len(table)
+            table.append(v)
+        out.append(idx[v])
+    return np.asarray(out, np.int64)
+
+
+@family("judged", TEMPLATES, order=70)
+def judged_rows(s: Scoring) -> Long | None:
+    if s.run_dir is None or not (s.run_dir / JUDGMENTS).exists():
+        return None
+    j = pd.read_parquet(s.run_dir / JUDGMENTS)
+    j = j[~j["status"].astype(str).str.startswith("skipped")]
+    return Long(arm=_codes(j["arm_id"].tolist(), s.arm_names), rep=j["repeat"].to_numpy(np.int64),
+                sess=_codes(j["session_id"].tolist(), s.session_names), tix=j["turn_index"].to_numpy(np.int64),
+                metric=np.asarray([s.codes(x) for x in j["metric"]], np.int64), value=j["value"].astype(float).to_numpy(),
+                unm=j["status"].where(j["status"] != "ok", None).astype(object).to_numpy())

@@ -1,0 +1,344 @@
+"""The arrays every metric family computes from: all trace rows of a run in key order (scalar
+columns as Arrow, arm and session as integer codes, rankings as CSR over one document
+dictionary), the labels as integer lookups, turns as groups of rounds, and per-turn rows as
+code columns (`Long`). Why arrays: the per-turn Python loops over pandas groups cost hours at
+100,000s of turns (bench/results/metrics.md); these cost seconds.
+
+Trace columns are encoded as integer codes in first-appearance order; rankings are read
+dictionary-encoded from Parquet straight into one int code per document; relevance is a
+sorted-array lookup of (label row, document code)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from harness.traces import KEY
+
+LATENCY = ("ms_rewrite", "ms_retrieve", "ms_grade", "ms_answer", "ms_total")
+SCALAR = ["arm_id", "params", "repeat", "session_id", "turn_index", "round", "is_final", "not_applicable", "error",
+          "fallback_reason", "abstained", "answer", "clarify", "applied_filters", "llm_calls", "prompt_tokens",
+          "completion_tokens", "cost_usd", "cache_hits", *LATENCY]
+
+
+def encode(col) -> tuple[np.ndarray, list]:
+    """Integer codes in first-appearance order (-1 for null) and the distinct values."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    enc = pc.dictionary_encode(arr)
+    codes = np.asarray(enc.indices.fill_null(-1), dtype=np.int64)
+    return codes, enc.dictionary.to_pylist()
+
+
+def present(col) -> np.ndarray:
+    """Over an Arrow string column: a non-empty string (not null, not "")."""
+    return np.asarray(pc.fill_null(pc.and_(pc.is_valid(col), pc.not_equal(col, "")), False), dtype=bool)
+
+
+class Traces:
+    """All trace rows of a run in key order: scalar columns as Arrow, arm and session as codes,
+    rankings as CSR (offsets into one int32 code array) over one document dictionary.
+    `Traces.read(run_dir)` reads the Parquet parts; `Traces.from_rows` builds one in memory."""
+
+    def __init__(self, tables: list[pa.Table], column=None):
+        """`tables`: the scalar columns plus `ranking` as list<dictionary<string>>, in trace
+        order; `column(name)`: that column's chunks in the same order (read on demand)."""
+        if not tables:
+            raise ValueError("no trace rows")
+        self._column = column or (lambda name: [c for t in tables for c in t.column(name).chunks])
+        t, offsets, codes, base = self._rankings(tables)
+        # rows in key order, as harness.traces.read_traces returns them (stable for equal keys)
+        order = np.asarray(pc.sort_indices(t, sort_keys=[(k, "ascending") for k in KEY]), dtype=np.int64)
+        self.t = t.take(pa.array(order))
+        lengths = np.diff(offsets)[order]
+        self.offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+        self.lengths = lengths
+        self.order = order  # key-order row -> trace-order row
+        self.codes = np.empty_like(codes)  # key order, gathered in blocks of rows
+        starts_old = offsets[:-1][order]
+        for a in range(0, len(order), 65536):
+            b = min(a + 65536, len(order))
+            lens, lo, hi = lengths[a:b], self.offsets[a], self.offsets[b]
+            self.codes[lo:hi] = codes[np.repeat(starts_old[a:b] - (self.offsets[a:b] - lo), lens) + np.arange(hi - lo)]
+        del codes
+        self.arm, self.arms = encode(self.t.column("arm_id"))
+        self.sess, self.sessions = encode(self.t.column("session_id"))
+        self.rep = np.asarray(self.t.column("repeat"), dtype=np.int64)
+        self.tix = np.asarray(self.t.column("turn_index"), dtype=np.int64)
+        self.round = np.asarray(self.t.column("round"), dtype=np.int64)
+        self._issued = None
+
+    def _rankings(self, tables: list[pa.Table]):
+        """The scalar table, CSR offsets and one global document code per listed document (trace
+        order); sets self.docs."""
+        scalars, offsets, pieces, dicts = [], [np.zeros(1, np.int64)], [], []
+        base = 0
+        for t in tables:
+            scalars.append(t.drop_columns(["ranking"]))
+            for chunk in t.column("ranking").chunks:
+                off = np.asarray(chunk.offsets, dtype=np.int64)
+                vals = chunk.values  # a DictionaryArray; offsets index into it
+                dicts.append(vals.dictionary)
+                idx = np.asarray(vals.indices.fill_null(-1), dtype=np.int32)[off[0]:off[-1]]
+                pieces.append((idx, len(dicts) - 1))
+                offsets.append(off[1:] - off[0] + base)
+                base += int(off[-1] - off[0])
+        allv = pa.chunked_array(dicts, type=pa.string()).combine_chunks()
+        enc = pc.dictionary_encode(allv)
+        glob = np.asarray(enc.indices, dtype=np.int32)
+        self.docs = enc.dictionary.to_pylist()
+        starts = np.cumsum([0] + [len(d) for d in dicts])
+        codes = np.empty(base, np.int32)
+        pos = 0
+        for idx, d in pieces:
+            m = glob[starts[d]:starts[d + 1]]
+            codes[pos:pos + len(idx)] = np.where(idx >= 0, m[np.clip(idx, 0, None)] if len(m) else -1, -1)
+            pos += len(idx)
+        return pa.concat_tables(scalars).combine_chunks(), np.concatenate(offsets), codes, base
+
+    @classmethod
+    def read(cls, run_dir: Path) -> "Traces":
+        parts = sorted((Path(run_dir) / "traces").glob("part-*.parquet"))
+        tables = []
+        for p in parts:
+            try:
+                tables.append(pq.read_table(p, columns=SCALAR + ["ranking"], read_dictionary=["ranking.list.element"]))
+            except (pa.ArrowInvalid, OSError) as e:
+                from harness.traces import TraceError
+
+                raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume` to redo it") from None
+        if not tables:
+            raise ValueError(f"{run_dir}: no trace parts")
+        return cls(tables, lambda name: [c for p in parts for c in pq.read_table(p, columns=[name]).column(0).chunks])
+
+    @classmethod
+    def from_rows(cls, rows: list[dict]) -> "Traces":
+        """Trace rows in memory (e.g. a TREC run file being scored); missing columns are null."""
+        from harness.traces import SCHEMA
+
+        cols = {c: [r.get(c) for r in rows] for c in SCALAR + ["issued_queries", "filter_violations"]}
+        t = pa.table({c: pa.array(v, SCHEMA.field(c).type) for c, v in cols.items()})
+        ranking = pa.array([r.get("ranking") or [] for r in rows], pa.list_(pa.string()))
+        ranking = pa.ListArray.from_arrays(ranking.offsets, pc.dictionary_encode(ranking.values))
+        return cls([t.append_column("ranking", ranking)])
+
+    def __len__(self) -> int:
+        return self.t.num_rows
+
+    def ranking(self, row: int) -> np.ndarray:
+        return self.codes[self.offsets[row]:self.offsets[row + 1]]
+
+    def prefix(self, rows: np.ndarray, width: int) -> np.ndarray:
+        """Codes of the first `width` documents of each row, padded with -1."""
+        out = np.full((len(rows), width), -1, np.int64)
+        if width == 0 or len(rows) == 0:
+            return out
+        lens = np.minimum(self.lengths[rows], width)
+        r = np.repeat(np.arange(len(rows)), lens)
+        c = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+        out[r, c] = self.codes[np.repeat(self.offsets[rows], lens) + c]
+        return out
+
+    def issued_queries(self, rows: np.ndarray) -> list:
+        if self._issued is None:
+            self._issued = pa.chunked_array(self._column("issued_queries"))
+        return self._issued.take(pa.array(self.order[rows], pa.int64())).to_pylist() if len(rows) else []
+
+    def list_lengths(self, column: str) -> np.ndarray:
+        arrs = [pc.fill_null(pc.list_value_length(c), 0) for c in self._column(column)]
+        return np.concatenate([np.asarray(a, np.int64) for a in arrs])[self.order]
+
+
+class Labels:
+    """labels.parquet with integer lookups: trace (session, turn) -> label row, and each label
+    row's relevant documents (grade >= 1) as codes of the traces' document dictionary."""
+
+    def __init__(self, labels: pd.DataFrame, tr: Traces):
+        self.df = labels
+        self.n = len(labels)
+        self.stride = int(max(labels["turn_index"].max() if self.n else 0, tr.tix.max(initial=0))) + 1
+        self.usess = pd.Index(pd.unique(labels["session_id"].astype(object)), dtype=object)
+        lab_key = self.usess.get_indexer(labels["session_id"].astype(object)) * self.stride \
+            + labels["turn_index"].to_numpy(np.int64)
+        self.lookup = pd.Index(lab_key)
+        self.trace_sess = self.usess.get_indexer(pd.Index(tr.sessions, dtype=object))  # trace session code -> label's
+        self.qrels = [{d: int(g) for d, g in json.loads(q).items() if int(g) >= 1} for q in labels["qrels"]]
+        self.measured = labels["qrels_measured"].to_numpy(bool)
+        self.n_rel = np.array([len(q) for q in self.qrels], np.int64)
+        doc_index = pd.Index(tr.docs, dtype=object)
+        lab = np.array([i for i, q in enumerate(self.qrels) for _ in q], np.int64)
+        docs = [d for q in self.qrels for d in q]
+        grade = np.array([g for q in self.qrels for g in q.values()], np.float64)
+        code = doc_index.get_indexer(pd.Index(docs, dtype=object)) if docs else np.zeros(0, np.int64)
+        keep = code >= 0  # a relevant document that no ranking holds is never hit
+        self.D = max(len(tr.docs), 1)
+        key = lab[keep] * self.D + code[keep]
+        o = np.argsort(key, kind="stable")
+        self.key, self.grade = key[o], grade[keep][o]
+        self.rel_codes: list[set] = [set() for _ in range(self.n)]
+        for li, c in zip(lab[keep].tolist(), code[keep].tolist()):
+            self.rel_codes[li].add(c)
+
+    def rows_of(self, sess: np.ndarray, tix: np.ndarray, table: list | None = None) -> np.ndarray:
+        """Label row of each (session code, turn index); -1 where the turn has no label.
+        Session codes index the traces' sessions, or `table` when given."""
+        to_lab = self.trace_sess if table is None else self.usess.get_indexer(pd.Index(table, dtype=object))
+        ls = to_lab[sess] if len(sess) else np.zeros(0, np.int64)
+        ok = (ls >= 0) & (tix >= 0) & (tix < self.stride)
+        return np.where(ok, self.lookup.get_indexer(np.where(ok, ls * self.stride + tix, -1)), -1)
+
+    def grades(self, label_rows: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """Grade of each code of a 2-D block (one row per label row); 0 where not relevant."""
+        if not len(self.key):
+            return np.zeros(codes.shape)
+        key = label_rows[:, None] * self.D + codes
+        pos = np.clip(np.searchsorted(self.key, key), 0, len(self.key) - 1)
+        hit = (codes >= 0) & (label_rows[:, None] >= 0) & (self.key[pos] == key)
+        return np.where(hit, self.grade[pos], 0.0)
+
+
+class Long:
+    """Per-turn rows as code columns (arm, session and metric as codes into tables)."""
+
+    FIELDS = ("arm", "rep", "sess", "tix", "metric", "value", "unm")
+
+    def __init__(self, **cols):
+        self.cols = cols
+
+    @classmethod
+    def from_rows(cls, rows: list[tuple]) -> "Long":
+        if not rows:
+            return cls(**{f: np.zeros(0, np.float64 if f == "value" else object if f == "unm" else np.int64)
+                          for f in cls.FIELDS})
+        cols = list(zip(*rows))
+        return cls(arm=np.asarray(cols[0], np.int64), rep=np.asarray(cols[1], np.int64), sess=np.asarray(cols[2], np.int64),
+                   tix=np.asarray(cols[3], np.int64), metric=np.asarray(cols[4], np.int64),
+                   value=np.asarray(cols[5], np.float64), unm=np.asarray(cols[6], dtype=object))
+
+    def __len__(self) -> int:
+        return len(self.cols["value"])
+
+    @staticmethod
+    def concat(parts: list["Long"]) -> "Long":
+        return Long(**{f: np.concatenate([p.cols[f] for p in parts]) for f in Long.FIELDS})
+
+
+class Codes:
+    """Metric names as codes, in the order they are first produced."""
+
+    def __init__(self):
+        self.names: list[str] = []
+        self.code: dict[str, int] = {}
+
+    def __call__(self, name: str) -> int:
+        if name not in self.code:
+            self.code[name] = len(self.names)
+            self.names.append(name)
+        return self.code[name]
+
+
+
+
+class Groups:
+    """Turns (arm, repeat, session, turn) over all trace rows: a group id per row in
+    first-appearance order, rows sorted by (group, round), each group's bounds and final row."""
+
+    def __init__(self, tr: Traces, lab: Labels):
+        self.li = lab.rows_of(tr.sess, tr.tix)
+        turn = tr.sess * lab.stride + tr.tix
+        key = (tr.arm * (int(tr.rep.max(initial=0)) + 1) + tr.rep) * (int(turn.max(initial=0)) + 1) + turn
+        self.gid = pd.factorize(key)[0]
+        self.order = np.lexsort((tr.round, self.gid))
+        self.bounds = np.r_[0, np.nonzero(np.diff(self.gid[self.order]))[0] + 1, len(self.order)]
+        self.final = self.order[self.bounds[1:] - 1]
+
+    def rows(self, g: int) -> np.ndarray:
+        return self.order[self.bounds[g]:self.bounds[g + 1]]
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+
+
+def to_frame(long: Long, arms: list, sessions: list, metrics: list) -> pd.DataFrame:
+    """The per-turn DataFrame of compute_metrics (str columns decoded by Arrow from the codes).
+    Consumes `long`: its columns are released as the frame's are built."""
+    c = long.cols
+
+    def strings(name, table):
+        codes = c.pop(name)
+        arr = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(table, pa.string())).dictionary_decode()
+        return pd.array(arr, dtype=pd.StringDtype("pyarrow", na_value=np.nan))
+
+    cols = {"arm_id": strings("arm", arms), "repeat": c.pop("rep"), "session_id": strings("sess", sessions),
+            "turn_index": c.pop("tix"), "metric": strings("metric", metrics), "value": c.pop("value")}
+    unm = c.pop("unm")
+    unm[pd.isna(unm)] = None
+    cols["unmeasured"] = pd.Series(unm, dtype=object, copy=False)
+    return pd.DataFrame(cols, copy=False)
+
+
+
+class Final:
+    """The final row of every turn (trace order of keys) and what the outcome families read."""
+
+    def __init__(self, tr: Traces, lab: Labels):
+        self.rows = np.nonzero(np.asarray(pc.fill_null(tr.t.column("is_final"), False), dtype=bool))[0]
+        ft = tr.t.take(pa.array(self.rows, pa.int64()))
+        self.arm, self.rep, self.sess, self.tix = tr.arm[self.rows], tr.rep[self.rows], tr.sess[self.rows], tr.tix[self.rows]
+        self.na, self.err = present(ft.column("not_applicable")), present(ft.column("error"))
+        self.fb = present(ft.column("fallback_reason"))
+        self.li = lab.rows_of(self.sess, self.tix)
+        if (self.li < 0).any():
+            i = int(np.nonzero(self.li < 0)[0][0])
+            raise KeyError((tr.sessions[self.sess[i]], int(self.tix[i])))  # a turn without labels
+        na_codes, na_values = encode(ft.column("not_applicable"))
+        self.na_text = np.array([f"n/a: {v}" for v in na_values] + [None], dtype=object)[np.where(self.na, na_codes, -1)]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def long(self, codes: list[int], values: np.ndarray, why: np.ndarray, keep: np.ndarray | None = None) -> Long:
+        """Rows of several metrics per final row: `values` and `why` are (rows, metrics)."""
+        sel = np.arange(len(self.rows)) if keep is None else np.nonzero(keep)[0]
+        m = len(codes)
+        return Long(arm=np.repeat(self.arm[sel], m), rep=np.repeat(self.rep[sel], m), sess=np.repeat(self.sess[sel], m),
+                    tix=np.repeat(self.tix[sel], m), metric=np.tile(np.asarray(codes, np.int64), len(sel)),
+                    value=values[sel].reshape(-1), unm=why[sel].reshape(-1))
+
+
+@dataclass
+class Scoring:
+    """Everything a family kernel reads: traces, labels, turns, the run's arms (capabilities)
+    and settings. Kernels return `Long` rows; `codes` names their metrics."""
+
+    tr: Traces
+    lab: Labels
+    groups: Groups
+    final: Final
+    codes: Codes
+    settings: dict
+    schema: list[dict]
+    arms: dict  # arm_id -> harness.armset.ArmInfo
+    run_dir: Path | None = None
+
+    def __post_init__(self):
+        # the code tables of the per-turn rows: the traces' arms and sessions, and any that only
+        # a judgment names (appended by that family)
+        self.arm_names, self.session_names = list(self.tr.arms), list(self.tr.sessions)
+
+    def has(self, capability: str) -> np.ndarray:
+        """Per trace arm code: whether the arm declares `capability`."""
+        default = {"ranking", "queries", "replayed"}
+        return np.array([capability in (self.arms[a].capabilities if a in self.arms else default)
+                         for a in self.tr.arms] + [False], bool)
+
+    def hits_per_round(self) -> list:
+        return [self.arms[a].hits_per_round if a in self.arms else None for a in self.tr.arms]

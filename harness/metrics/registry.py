@@ -1,0 +1,152 @@
+"""The metric registry (ir_measures style): every metric is a value with a canonical name
+(`recall@10`), a direction (`higher`, `lower`, or `none` where the segment decides, e.g.
+`abstained`), a unit, an aggregation, the columns it reads and the arm capabilities it needs.
+Families register their metrics beside their single implementation (one file per family under
+harness/metrics); everything that takes a metric name from a user resolves it here, so an
+unknown name is an error with a suggestion, never a silent skip."""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+Direction = Literal["higher", "lower", "none"]
+DIRECTIONS = ("higher", "lower", "none")
+LIST_COMMAND = "harness list metrics"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric; `name` is canonical (parameters included: `recall@10`)."""
+
+    name: str
+    family: str
+    direction: Direction
+    unit: str
+    aggregation: str
+    reads: tuple[str, ...]
+    needs: frozenset[str]
+    description: str
+    pattern: str = ""  # the registered form (`recall@k`)
+
+    def applies_to(self, capabilities) -> bool:
+        return self.needs <= set(capabilities)
+
+    def better(self, diff: float) -> float:
+        """A candidate-minus-baseline difference turned into an improvement (positive is better);
+        NaN for a `none` metric, whose good direction the caller must state."""
+        return {"higher": diff, "lower": -diff}.get(self.direction, float("nan"))
+
+
+@dataclass(frozen=True)
+class Template:
+    """A registered metric form: a fixed name, or a stem with an integer cutoff (`recall@k`)."""
+
+    pattern: str
+    direction: Direction
+    unit: str
+    description: str
+    needs: tuple[str, ...] = ("ranking",)
+    reads: tuple[str, ...] = ()
+    aggregation: str = "mean over turns"
+    family: str = ""
+
+    def match(self, name: str) -> Metric | None:
+        if self.pattern.endswith("@k"):
+            m = re.fullmatch(re.escape(self.pattern[:-2]) + r"@([1-9]\d*)", name)
+            if not m:
+                return None
+        elif name != self.pattern:
+            return None
+        return Metric(name, self.family, self.direction, self.unit, self.aggregation, self.reads,
+                      frozenset(self.needs), self.description, self.pattern)
+
+
+@dataclass
+class Family:
+    """A family of metrics computed by one kernel (one file)."""
+
+    name: str
+    templates: list[Template]
+    kernel: Callable | None = None
+    order: int = 0
+
+
+FAMILIES: dict[str, Family] = {}
+TEMPLATES: list[Template] = []
+
+
+def family(name: str, templates: list[Template], order: int) -> Callable:
+    """Decorator of a family kernel: registers the kernel and its metrics. `order` fixes where
+    the family's rows come in the per-turn table."""
+
+    def deco(fn):
+        if name in FAMILIES:
+            raise ValueError(f"metric family {name!r} registered twice")
+        ts = [Template(**{**t.__dict__, "family": name}) for t in templates]
+        for t in ts:
+            if any(t.pattern == o.pattern for o in TEMPLATES):
+                raise ValueError(f"metric {t.pattern!r} registered twice")
+        FAMILIES[name] = Family(name, ts, fn, order)
+        TEMPLATES.extend(ts)
+        return fn
+
+    return deco
+
+
+def _load() -> None:
+    import harness.metrics.families  # noqa: F401  (registers every family)
+
+
+def families() -> list[Family]:
+    _load()
+    return sorted(FAMILIES.values(), key=lambda f: f.order)
+
+
+class UnknownMetric(ValueError):
+    """A metric name the registry does not know (exit 2)."""
+
+
+def lookup(name: str) -> Metric | None:
+    _load()
+    for t in TEMPLATES:
+        m = t.match(name.strip())
+        if m is not None:
+            return m
+    return None
+
+
+def examples(extra: list[str] = ()) -> list[str]:
+    """Concrete names to suggest from: every fixed name, common cutoffs, and `extra` (e.g. the
+    names a run computed)."""
+    _load()
+    out = list(extra)
+    for t in TEMPLATES:
+        out += [t.pattern.replace("@k", f"@{k}") for k in (5, 10, 20)] if t.pattern.endswith("@k") else [t.pattern]
+    return list(dict.fromkeys(out))
+
+
+def suggestion(name: str, extra: list[str] = ()) -> str:
+    close = difflib.get_close_matches(name, examples(extra), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def resolve(name: str, extra: list[str] = ()) -> Metric:
+    """The metric of a name a user wrote; UnknownMetric with a suggestion otherwise."""
+    m = lookup(name)
+    if m is None:
+        raise UnknownMetric(f"unknown metric {name!r}{suggestion(name, extra)} (see `{LIST_COMMAND}`)")
+    return m
+
+
+def direction_of(name: str) -> Direction:
+    m = lookup(name)
+    return m.direction if m else "none"
+
+
+def listing() -> list[dict]:
+    """One row per registered metric form, for `harness list metrics`."""
+    return [{"metric": t.pattern, "family": t.family, "direction": t.direction, "unit": t.unit,
+             "aggregation": t.aggregation, "applies to arms that": ", ".join(t.needs) or "any",
+             "description": t.description} for f in families() for t in f.templates]

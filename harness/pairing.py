@@ -1,0 +1,102 @@
+"""Which arm of a candidate run is compared with which arm of a baseline run.
+
+Arms pair by label (harness.armset): the same label in both runs is the same arm as people
+read it, whatever its parameters or models now are; each pair shows what changed between them
+(`last_n 4 → 1`). An arm whose label has no partner pairs with the arm of the same canonical id
+in the other run, if there is one. Named pairs (`--pair`, a policy's `pairs:`) come first and
+take labels or ids. Whatever stays unpaired is named: callers refuse (gate) or warn (compare)."""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from harness.armset import ArmInfo, changes
+
+
+class PairingError(ValueError):
+    """A named pair that names no arm (exit 2)."""
+
+
+@dataclass
+class Pair:
+    baseline: ArmInfo
+    candidate: ArmInfo
+    how: str  # label | id | named
+    changes: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        b, c = self.baseline.label, self.candidate.label
+        return b if b == c else f"{b} → {c}"
+
+
+@dataclass
+class Pairing:
+    pairs: list[Pair]
+    only_baseline: list[str]  # labels without a partner
+    only_candidate: list[str]
+
+    def unpaired(self, base_name: str, cand_name: str) -> str:
+        """What was left out, in words."""
+        parts = []
+        if self.only_baseline:
+            parts.append(f"{len(self.only_baseline)} baseline label(s) without a partner in {cand_name}: "
+                         + ", ".join(self.only_baseline))
+        if self.only_candidate:
+            parts.append(f"{len(self.only_candidate)} candidate label(s) without a partner in {base_name}: "
+                         + ", ".join(self.only_candidate))
+        return "; ".join(parts)
+
+
+def find_arm(arms: list[ArmInfo], name: str, run: str) -> ArmInfo:
+    """The arm a user named by label or id."""
+    for a in arms:
+        if name in (a.label, a.arm_id):
+            return a
+    close = difflib.get_close_matches(name, [a.label for a in arms], n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise PairingError(f"{name!r} is not an arm of {run}{hint} (its labels: {', '.join(a.label for a in arms)})")
+
+
+def split_pair(spec: str, base: list[ArmInfo], cand: list[ArmInfo]) -> tuple[str, str]:
+    """`BASELINE=CANDIDATE`, where either side may be a label or an arm id (ids hold '=' inside
+    their parentheses): the split whose left side names a baseline arm."""
+    if "=" not in spec:
+        raise PairingError(f"--pair {spec!r}: expected BASELINE=CANDIDATE (labels or arm ids)")
+    names = {a.label for a in base} | {a.arm_id for a in base}
+    cuts = [i for i, ch in enumerate(spec) if ch == "="]
+    for i in cuts:
+        left, right = spec[:i].strip(), spec[i + 1:].strip()
+        if left in names:
+            return left, right
+    i = cuts[0] if ")=" not in spec else spec.index(")=") + 1
+    return spec[:i].strip(), spec[i + 1:].strip()
+
+
+def pair_arms(base: list[ArmInfo], cand: list[ArmInfo], named: dict[str, str] | None = None,
+              base_name: str = "baseline", cand_name: str = "candidate") -> Pairing:
+    pairs: list[Pair] = []
+    used_b, used_c = set(), set()
+    for b_name, c_name in (named or {}).items():
+        b, c = find_arm(base, b_name, base_name), find_arm(cand, c_name, cand_name)
+        pairs.append(Pair(b, c, "named", changes(b, c)))
+        used_b.add(b.arm_id)
+        used_c.add(c.arm_id)
+    by_label = {a.label: a for a in cand if a.arm_id not in used_c}
+    by_id = {a.arm_id: a for a in cand if a.arm_id not in used_c}
+    for b in base:
+        if b.arm_id in used_b:
+            continue
+        c = by_label.get(b.label)
+        how = "label"
+        if c is None or c.arm_id in used_c:
+            c, how = by_id.get(b.arm_id), "id"
+        if c is None or c.arm_id in used_c:
+            continue
+        pairs.append(Pair(b, c, how, changes(b, c)))
+        used_b.add(b.arm_id)
+        used_c.add(c.arm_id)
+    order = {a.arm_id: i for i, a in enumerate(base)}
+    pairs.sort(key=lambda p: order[p.baseline.arm_id])
+    return Pairing(pairs, [a.label for a in base if a.arm_id not in used_b],
+                   [a.label for a in cand if a.arm_id not in used_c])

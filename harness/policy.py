@@ -1,0 +1,128 @@
+"""A gate policy (YAML), validated once: every field, every metric name (against the registry),
+every segment and every direction; each problem as `file:line: field: message`, exit 2.
+
+rules     paired comparisons of candidate against baseline (noninferiority or regression), in
+          the metric's good direction; a metric without one (`abstained`) needs `direction:`
+floors    absolute bounds on a candidate metric (min, max)
+budgets   caps on a lower-is-better metric's mean, p50 or p95 (cost, latency)
+limits    error and unmeasured rates past which the runs cannot be gated (exit 3)
+pairs     named pairs BASELINE: CANDIDATE (labels or arm ids) before pairing by label
+unpaired  error (default: labels without a partner exit 2) or warn (listed, the rest gated)
+min_sessions  sessions measured in both runs that a rule needs (default 10); fewer is
+          "insufficient data", never a pass"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harness.metrics.registry import UnknownMetric, resolve
+from harness.metrics.segments import SegmentError, parse_segment
+from harness.yamlpos import line_of
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Rule(Strict):
+    metric: str
+    segment: str = "all"
+    arm: str = "*"  # a label (or arm id) of the runs, or * for every pair
+    max_drop: float = Field(ge=0)  # in the metric's unit, in its bad direction
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    test: Literal["noninferiority", "regression"] = "noninferiority"
+    direction: Literal["higher", "lower"] | None = None  # required for metrics without a direction
+    min_sessions: int | None = Field(default=None, ge=2)
+
+
+class Floor(Strict):
+    metric: str
+    segment: str = "all"
+    arm: str = "*"
+    min: float | None = None
+    max: float | None = None
+
+
+class Budget(Strict):
+    metric: str  # a lower-is-better metric: cost_usd, latency_total_ms, llm_calls, ...
+    stat: Literal["mean", "p50", "p95"] = "mean"
+    arm: str = "*"
+    max: float
+
+
+class Limits(Strict):
+    max_error_rate: float = Field(default=0.05, ge=0, le=1)
+    max_unmeasured_rate: float = Field(default=0.2, ge=0, le=1)
+
+
+class Policy(Strict):
+    pairs: dict[str, str] = Field(default_factory=dict)
+    unpaired: Literal["error", "warn"] = "error"
+    min_sessions: int = Field(default=10, ge=2)
+    rules: list[Rule] = Field(default_factory=list)
+    floors: list[Floor] = Field(default_factory=list)
+    budgets: list[Budget] = Field(default_factory=list)
+    limits: Limits = Field(default_factory=Limits)
+    n_resamples: int = Field(default=5000, ge=100)
+    seed: int = 0
+
+
+class GateUsageError(Exception):
+    """Bad input (exit 2)."""
+
+
+def _semantic_problems(pol: Policy) -> list[tuple[tuple, str]]:
+    """(field path, message) for names and values the schema alone cannot check."""
+    out: list[tuple[tuple, str]] = []
+    for kind, items in (("rules", pol.rules), ("floors", pol.floors), ("budgets", pol.budgets)):
+        for i, item in enumerate(items):
+            try:
+                m = resolve(item.metric)
+            except UnknownMetric as e:
+                out.append(((kind, i, "metric"), str(e)))
+                continue
+            seg = getattr(item, "segment", None)
+            if seg is not None:
+                try:
+                    parse_segment(seg)
+                except SegmentError as e:
+                    out.append(((kind, i, "segment"), str(e)))
+            if kind == "rules" and m.direction == "none" and item.direction is None:
+                out.append(((kind, i, "direction"), f"{m.name} has no good direction of its own (it depends on the "
+                            "segment): state `direction: higher` or `direction: lower`"))
+            if kind == "rules" and m.direction != "none" and item.direction not in (None, m.direction):
+                out.append(((kind, i, "direction"), f"{m.name} is {m.direction}-is-better; `direction: "
+                            f"{item.direction}` contradicts it"))
+            if kind == "budgets" and m.direction != "lower":
+                out.append(((kind, i, "metric"), f"a budget caps a lower-is-better metric; {m.name} is "
+                            f"{m.direction}: use a floor"))
+            if kind == "floors" and item.min is None and item.max is None:
+                out.append(((kind, i, "min"), "a floor needs min or max"))
+    return out
+
+
+def load_policy(path: Path) -> Policy:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        raw = yaml.safe_load(text)
+    except OSError as e:
+        raise GateUsageError(f"{path}: cannot read: {e}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise GateUsageError(f"{path}:{mark.line + 1 if mark else '?'}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(raw, dict):
+        raise GateUsageError(f"{path}: expected a mapping with rules, floors, budgets, limits")
+    try:
+        pol = Policy.model_validate(raw)
+    except ValidationError as e:
+        msgs = [f"{path}:{line_of(text, err['loc']) or '?'}: {'.'.join(map(str, err['loc']))}: {err['msg']}"
+                for err in e.errors()]
+        raise GateUsageError("\n".join(msgs)) from None
+    problems = _semantic_problems(pol)
+    if problems:
+        raise GateUsageError("\n".join(f"{path}:{line_of(text, loc) or '?'}: {'.'.join(map(str, loc))}: {msg}"
+                                       for loc, msg in problems))
+    return pol

@@ -1,0 +1,242 @@
+"""The reference implementation of the metrics, kept as a test oracle: pandas over trace rows and
+ranx for the ranking metrics, one turn at a time. Slow (hours at 100,000s of turns) but plain;
+`harness.metrics` (array kernels) must give the same values (tests/test_metrics_oracle.py)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.armset import run_arms
+from harness.guards.identifiers import preserved
+from harness.manifest import read_manifest
+from harness.metrics.aggregate import aggregate
+from harness.metrics.compute import MetricsResult, load_labels
+from harness.metrics.families.guards import _norm_filter
+from harness.metrics.families.ir import names_of
+from harness.metrics.segments import default_segments
+from harness.traces import read_traces
+
+COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"]
+LATENCY = ("ms_rewrite", "ms_retrieve", "ms_grade", "ms_answer", "ms_total")
+DEFAULT_CAPS = frozenset({"ranking", "queries", "replayed"})
+
+
+def present(x):
+    """A string column value, or None for missing (None, NaN, pandas NA, empty)."""
+    if x is None or (not isinstance(x, str) and pd.isna(x)) or x == "":
+        return None
+    return x
+
+
+def per_turn_ir(final: pd.DataFrame, labels: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """final: one row per (arm_id, repeat, session_id, turn_index) with `ranking` and
+    `not_applicable`/`error`; labels: labels.parquet. Returns long rows
+    (arm_id, repeat, session_id, turn_index, metric, value, unmeasured)."""
+    os.environ.setdefault("NUMBA_CACHE_DIR", os.path.abspath(".cache/numba"))
+    from ranx import Qrels, Run, evaluate
+
+    lab = labels.set_index(["session_id", "turn_index"])
+    qrels_all: dict[str, dict[str, int]] = {}
+    why_unmeasured: dict[tuple, str] = {}
+    for (sid, tix), row in lab.iterrows():
+        q = {d: int(g) for d, g in json.loads(row["qrels"]).items() if int(g) >= 1}
+        if not row["qrels_measured"]:
+            why_unmeasured[(sid, tix)] = "no relevance labels"
+        elif not q:
+            why_unmeasured[(sid, tix)] = "no relevant document"
+        else:
+            qrels_all[f"{sid}\x1f{tix}"] = q
+    out = []
+    for (arm_id, rep), grp in final.groupby(["arm_id", "repeat"], sort=False):
+        run: dict[str, dict[str, float]] = {}
+        meta = []
+        for sid, tix, ranking, na, err in zip(grp["session_id"], grp["turn_index"], grp["ranking"],
+                                              grp["not_applicable"], grp["error"]):
+            na, err = present(na), present(err)
+            reason = why_unmeasured.get((sid, tix))
+            if reason is None and na:
+                reason = f"n/a: {na}"
+            if reason is None and err:
+                reason = "error"
+            meta.append((sid, tix, reason))
+            if reason is None:
+                ranking = list(ranking) if ranking is not None else []
+                n = len(ranking)
+                run[f"{sid}\x1f{tix}"] = {d: float(n - i) for i, d in enumerate(ranking)}
+        scores: dict[str, dict[str, float]] = {}
+        if run and not any(run.values()):
+            scores = {m: {k: 0.0 for k in run} for m in names}
+        elif run:
+            qrels = Qrels({k: qrels_all[k] for k in run})
+            # empty rankings are added back by make_comparable (they score 0, they are measured)
+            r = Run({k: v for k, v in run.items() if v}).make_comparable(qrels)
+            evaluate(qrels, r, names, save_results_in_run=True)
+            scores = {m: dict(r.scores[m]) for m in names}
+        for sid, tix, reason in meta:
+            key = f"{sid}\x1f{tix}"
+            for m in names:
+                val = scores[m].get(key, np.nan) if reason is None else np.nan
+                out.append((arm_id, rep, sid, tix, m, float(val), reason))
+    return pd.DataFrame(out, columns=["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"])
+
+
+def per_turn_outcomes(final: pd.DataFrame, caps: dict) -> pd.DataFrame:
+    out = []
+    for arm_id, rep, sid, tix, ranking, na, err, fb in zip(final["arm_id"], final["repeat"], final["session_id"],
+                                                           final["turn_index"], final["ranking"],
+                                                           final["not_applicable"], final["error"],
+                                                           final["fallback_reason"]):
+        na, err, fb = present(na), present(err), present(fb)
+        why = f"n/a: {na}" if na else None
+        zero = np.nan if (na or err) else float(ranking is None or len(ranking) == 0)
+        out.append((arm_id, rep, sid, tix, "zero_results", zero, why or ("error" if err else None)))
+        if "replayed" in caps.get(arm_id, DEFAULT_CAPS):
+            out.append((arm_id, rep, sid, tix, "error_rate", float(bool(err)), why))
+            out.append((arm_id, rep, sid, tix, "fallback_rate", np.nan if why else float(bool(fb)), why))
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def per_turn_loop(rounds: pd.DataFrame, labels: pd.DataFrame, caps: dict, hits: dict) -> pd.DataFrame:
+    """answered / abstained / clarified and the loop metrics."""
+    rel = {(r.session_id, r.turn_index): {d for d, g in json.loads(r.qrels).items() if int(g) >= 1}
+           for r in labels.itertuples()}
+    out = []
+    for (arm, rep, sid, tix), g in rounds.groupby(["arm_id", "repeat", "session_id", "turn_index"], sort=False):
+        g = g.sort_values("round")
+        final = g.iloc[-1]
+        if isinstance(final["not_applicable"], str) and final["not_applicable"]:
+            continue
+        c = caps.get(arm, DEFAULT_CAPS)
+        if "asks_back" in c:
+            clar = final["clarify"]
+            out.append((arm, rep, sid, tix, "clarified", float(isinstance(clar, str) and bool(clar)), None))
+        has_answer = final["answer"] is not None and not (isinstance(final["answer"], float))
+        fb = final["fallback_reason"]
+        if "answers" in c and has_answer:
+            out.append((arm, rep, sid, tix, "answered", float(not bool(final["abstained"])), None))
+            out.append((arm, rep, sid, tix, "abstained", float(bool(final["abstained"])), None))
+        elif "answers" in c and isinstance(fb, str) and "answer failed" in fb:
+            out.append((arm, rep, sid, tix, "answered", np.nan, "answer failed"))
+            out.append((arm, rep, sid, tix, "abstained", np.nan, "answer failed"))
+        k = hits.get(arm)
+        if "loops" not in c or k is None:
+            continue
+        out.append((arm, rep, sid, tix, "rounds_used", float(len(g)), None))
+        relevant = rel.get((sid, tix), set())
+        if not relevant:
+            for m in ("rescued", "wasted_rounds", "recall_at_stop"):
+                out.append((arm, rep, sid, tix, m, np.nan, "no relevant document"))
+            continue
+        hit = [bool(relevant & set(list(r)[:k])) for r in g["ranking"]]
+        first_ok = next((i for i, h in enumerate(hit) if h), None)
+        out.append((arm, rep, sid, tix, "rescued", float((not hit[0]) and hit[-1]), None))
+        out.append((arm, rep, sid, tix, "wasted_rounds", float(len(g) - 1 - first_ok) if first_ok is not None else 0.0, None))
+        out.append((arm, rep, sid, tix, "recall_at_stop",
+                    len(relevant & set(list(g["ranking"].iloc[-1])[:k])) / len(relevant), None))
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def per_turn_guards(rounds: pd.DataFrame, labels: pd.DataFrame, schema: list[dict], caps: dict | None = None) -> pd.DataFrame:
+    caps = caps or {}
+    entitlement = {f["field"] for f in schema if f.get("kind") == "entitlement"}
+    units = {f["field"]: f.get("unit") for f in schema}
+    lab = labels.set_index(["session_id", "turn_index"])
+    out = []
+    for (arm, rep, sid, tix), g in rounds.groupby(["arm_id", "repeat", "session_id", "turn_index"], sort=False):
+        final = g.sort_values("round").iloc[-1]
+        c = caps.get(arm, DEFAULT_CAPS | {"proposes_filters"})
+        if isinstance(final["not_applicable"], str) and final["not_applicable"] or "replayed" not in c:
+            continue
+        row = lab.loc[(sid, tix)]
+        user = row["user"] or ""
+        ids = [i for i in (list(row["identifiers"]) if row["identifiers"] is not None else []) if i in user]
+        queries = [q for qs in g["issued_queries"] for q in (list(qs) if qs is not None else [])]
+        if ids and "queries" in c:
+            p = preserved(ids, queries)
+            out.append((arm, rep, sid, tix, "identifier_preservation", p, None))
+            out.append((arm, rep, sid, tix, "identifier_dropped", float(p < 1), None))
+        applied = [f for f in json.loads(final["applied_filters"] or "[]") if f.get("field") not in entitlement]
+        expected = json.loads(row["expected_filters"] or "[]")
+        a = {_norm_filter(f, units) for f in applied}
+        e = {_norm_filter(f, units) for f in expected}
+        if a:
+            out.append((arm, rep, sid, tix, "filter_precision", len(a & e) / len(a), None))
+        if e:
+            out.append((arm, rep, sid, tix, "filter_recall", len(a & e) / len(e), None))
+        if "proposes_filters" in c:
+            viol = final["filter_violations"]
+            out.append((arm, rep, sid, tix, "entitlement_violations", float(len(viol) if viol is not None else 0), None))
+        rel = {d for d, gr in json.loads(row["qrels"]).items() if int(gr) >= 1}
+        if rel and (a - e):
+            top = set(list(final["ranking"])[:10]) if final["ranking"] is not None else set()
+            out.append((arm, rep, sid, tix, "wrong_filter_zero_relevant", float(not (top & rel)), None))
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def per_turn_ops(rows: pd.DataFrame, caps: dict | None = None) -> pd.DataFrame:
+    caps = caps or {}
+    rows = rows[~rows["not_applicable"].map(lambda x: isinstance(x, str) and bool(x))]
+    rows = rows[rows["arm_id"].map(lambda a: "replayed" in caps.get(a, DEFAULT_CAPS))]
+    keys = ["arm_id", "repeat", "session_id", "turn_index"]
+    g = rows.groupby(keys, sort=False)
+    s = g[["llm_calls", "prompt_tokens", "completion_tokens", "cache_hits"]].sum()
+    cost_known = g["cost_usd"].apply(lambda c: c.notna().all())
+    rows = rows.assign(cost_usd=pd.to_numeric(rows["cost_usd"], errors="coerce"),
+                       **{m: pd.to_numeric(rows[m], errors="coerce") for m in LATENCY})
+    g = rows.groupby(keys, sort=False)
+    cost = g["cost_usd"].sum(min_count=1)
+    lat = g[list(LATENCY)].sum(min_count=1)
+    out = []
+    for key in s.index:
+        calls = float(s.loc[key, "llm_calls"])
+        base = list(key)
+        out.append((*base, "llm_calls", calls, None))
+        out.append((*base, "prompt_tokens", float(s.loc[key, "prompt_tokens"]), None))
+        out.append((*base, "completion_tokens", float(s.loc[key, "completion_tokens"]), None))
+        if calls == 0:
+            out.append((*base, "cost_usd", 0.0, None))
+        elif cost_known.loc[key] and pd.notna(cost.loc[key]):
+            out.append((*base, "cost_usd", float(cost.loc[key]), None))
+        else:
+            out.append((*base, "cost_usd", np.nan, "price unknown"))
+        if calls > 0:
+            out.append((*base, "cache_hit_rate", float(s.loc[key, "cache_hits"]) / calls, None))
+        for m in LATENCY:
+            v = lat.loc[key, m]
+            if pd.notna(v):
+                out.append((*base, f"latency_{m[3:]}_ms", float(v), None))
+    return pd.DataFrame(out, columns=["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"])
+
+
+def judgment_rows(run_dir: Path) -> pd.DataFrame:
+    jpath = Path(run_dir) / "judgments.parquet"
+    if not jpath.exists():
+        return pd.DataFrame(columns=COLUMNS)
+    j = pd.read_parquet(jpath)
+    j = j[~j["status"].astype(str).str.startswith("skipped")]
+    return pd.DataFrame({"arm_id": j["arm_id"], "repeat": j["repeat"], "session_id": j["session_id"],
+                         "turn_index": j["turn_index"], "metric": j["metric"], "value": j["value"].astype(float),
+                         "unmeasured": j["status"].where(j["status"] != "ok", None)})
+
+
+def reference_metrics(run_dir: Path, segments=None) -> MetricsResult:
+    """Every metric of a run folder, the plain way."""
+    os.environ.setdefault("NUMBA_CACHE_DIR", os.path.abspath(".cache/numba"))
+    run_dir = Path(run_dir)
+    man = read_manifest(run_dir)
+    labels = load_labels(run_dir)
+    arms = run_arms(man)
+    caps = {a.arm_id: a.capabilities for a in arms}
+    hits = {a.arm_id: a.hits_per_round for a in arms}
+    rounds = read_traces(run_dir).to_pandas()
+    final = rounds[rounds["is_final"]].reset_index(drop=True)
+    parts = [per_turn_ir(final, labels, names_of(man.get("metrics"))), per_turn_outcomes(final, caps),
+             per_turn_loop(rounds, labels, caps, hits), per_turn_guards(rounds, labels, man.get("filter_schema", []), caps),
+             per_turn_ops(rounds, caps), judgment_rows(run_dir)]
+    per_turn = pd.concat([p for p in parts if not p.empty], ignore_index=True)
+    agg = aggregate(per_turn, labels, segments or default_segments(labels))
+    return MetricsResult(per_turn, agg, [a.arm_id for a in arms], list(dict.fromkeys(per_turn["metric"])), labels)
