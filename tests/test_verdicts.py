@@ -249,3 +249,25 @@ def test_an_imported_run_is_gated_without_query_metrics(tmp_path):
     floor = [x for x in v["results"] if "identifier_preservation" in x["name"]]
     assert floor and all(x["status"] == "n/a" for x in floor)
     assert r.exit_code == 0, r.output
+
+
+# 5. exit codes of a run ------------------------------------------------------------------------
+
+def test_a_run_whose_llm_calls_all_fail_exits_3_and_keeps_its_rows(tmp_path):
+    from harness.testing import TestServer
+    from tests.conftest import write_set
+
+    es = write_set(tmp_path / "tiny")
+    with TestServer() as srv:
+        srv.set_faults("500")
+        cfg = {"name": "down", "eval_set": str(es), "arms": ["rewrite"], "runs_dir": str(tmp_path / "runs"),
+               "llm": {"cache": {"folder": str(tmp_path / "llm"), "mode": "off"},
+                       "roles": {"rewrite": {"kind": "openai-compatible", "base_url": srv.base_url, "model": "m",
+                                             "max_retries": 0, "timeout": 5}}}}
+        p = tmp_path / "down.yaml"
+        p.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+        r = invoke("run", p, "--run-id", "down", "--no-progress")
+    assert r.exit_code == 3, r.output
+    assert "3 of 3 replayed turns failed" in r.output
+    rows = pq.read_table(tmp_path / "runs/down/traces").to_pandas()
+    assert len(rows) == 3 and rows["fallback_reason"].str.contains("rewrite failed").all()
