@@ -100,7 +100,10 @@ def import_run_cmd(run_file: Path, eval_set: Path = typer.Option(..., "--eval-se
         fail(str(e))
     from harness.manifest import read_manifest
 
-    counts = read_manifest(out)["counts"]
+    man = read_manifest(out)
+    counts = man["counts"]
+    for w in man.get("warnings", []):
+        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     if counts.get("queries_missing_from_run"):
         err.print(f"[yellow]warning:[/yellow] {counts['queries_missing_from_run']} of {counts['turns']} labelled turns are "
                   "missing from the run file: each is scored as an empty ranking (0), as trec_eval -c does",
@@ -251,10 +254,13 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None):
     for n in metric_names or []:
         m = resolve(n)
         if m.name not in res.metric_names:
+            from types import SimpleNamespace
+
+            from harness.compare import why_missing
+
             applies = [a.label for a in run_arms(man) if m.applies_to(a.capabilities)]
             why = (f"no arm of this run does what it needs ({', '.join(sorted(m.needs))})" if not applies
-                   else "no turn of this run measures it" if m.family != "ir"
-                   else f"not computed: the run's metrics settings are {man.get('metrics')}")
+                   else why_missing(m, SimpleNamespace(path=run_dir, name=run_dir.name, manifest=man)))
             fail(f"-m/--metric {m.name}: {why}; computed here: {', '.join(res.metric_names)}")
     names = [resolve(n).name for n in metric_names] if metric_names else \
         [m for m in res.metric_names if m.startswith(("recall@10", "ndcg@", "mrr@"))]
@@ -345,7 +351,6 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
     from harness.compare import COLUMNS, CompareError, compare_runs, to_markdown, wtl_header
     from harness.metrics.segments import SegmentError
 
-    _check_metric_names(list(metric))
     try:
         c = compare_runs(runs, list(metric), list(segment), list(arm) or None, list(pair) or None,
                          allow_different_evalsets)

@@ -14,8 +14,8 @@ from harness.armset import ArmInfo, run_arms
 from harness.manifest import read_manifest
 from harness.metrics.compute import load_labels
 from harness.metrics.registry import Metric, UnknownMetric, resolve
-from harness.metrics.segments import parse_segment, segment_keys
-from harness.pairing import Pair, PairingError, pair_arms
+from harness.metrics.segments import SegmentError, check_segment, segment_keys
+from harness.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.stats import compare_arms, holm
 
 
@@ -38,9 +38,6 @@ class RunData:
     @property
     def metrics(self) -> set[str]:
         return set(self.per_turn["metric"])
-
-    def arm(self, arm_id: str) -> ArmInfo:
-        return next(a for a in self.arms if a.arm_id == arm_id)
 
 
 def load_run(path: Path) -> RunData:
@@ -80,7 +77,8 @@ def why_missing(metric: Metric, run: RunData) -> str:
     """Why a known metric has no value in a run folder."""
     if metric.family == "judged":
         if not (run.path / "judgments.parquet").exists():
-            return f"{run.name} has no judgments: run `harness judge {run.path}` (it refreshes metrics.parquet)"
+            return (f"{run.name} has no judgments: name a judge endpoint under llm.roles.judge in its config, run "
+                    f"`harness judge {run.path}`, then `harness metrics {run.path}`")
         return f"{run.name}: metrics.parquet predates its judgments: run `harness metrics {run.path}`"
     if metric.family == "ir":
         s = run.manifest.get("metrics") or {}
@@ -140,7 +138,11 @@ def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arm
     runs = [load_run(p) for p in paths]
     check_same_evalset(runs, allow_different_evalsets)
     for s in segments:
-        parse_segment(s)
+        try:
+            check_segment(s, runs[0].labels)
+        except SegmentError as e:
+            raise CompareError(f"-s/--segment: {e}") from None
+    _check_arms(arms or [], runs)
     ms = check_metrics(metrics, runs)
     rows, notes = [], []
     base = runs[0]
@@ -149,8 +151,9 @@ def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arm
         chosen = [p for p in pairing.pairs if not arms or {p.baseline.label, p.candidate.label,
                                                            p.baseline.arm_id, p.candidate.arm_id} & set(arms)]
         if not chosen:
-            raise CompareError(f"{base.name} and {cand.name} share no arm label; name pairs with --pair BASELINE=CANDIDATE"
-                               + (f" ({pairing.unpaired(base.name, cand.name)})" if pairing.pairs == [] else ""))
+            raise CompareError(f"{base.name} and {cand.name}: no arm pair to compare ("
+                               + (pairing.unpaired(base.name, cand.name) or "none of the --arm names is paired")
+                               + "); name pairs with --pair BASELINE=CANDIDATE")
         if pairing.only_baseline or pairing.only_candidate:
             notes.append(f"not compared: {pairing.unpaired(base.name, cand.name)}")
         pt = combined(base, cand)
@@ -161,18 +164,26 @@ def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arm
                     continue
                 for s in segments:
                     rows.append(compare_pair(base, cand, p, m.name, s, n_resamples, seed, pt=pt))
+    if not rows:
+        raise CompareError("nothing to compare: " + "; ".join(dict.fromkeys(notes)))
     out = pd.DataFrame(rows)
-    if not out.empty:
-        out["p_holm"] = holm(out["p"].tolist())
+    out["p_holm"] = holm(out["p"].tolist())
     return Comparison(out, notes)
 
 
-def _pairing(base: RunData, cand: RunData, pairs: list[str] | None):
-    from harness.pairing import split_pair
+def _check_arms(names: list[str], runs: list[RunData]) -> None:
+    """Every --arm name is a label or id of some run; a suggestion otherwise."""
+    for n in names:
+        if not any(n in (a.label, a.arm_id) for r in runs for a in r.arms):
+            try:
+                find_arm([a for r in runs for a in r.arms], n, " or ".join(r.name for r in runs))
+            except PairingError as e:
+                raise CompareError(f"--arm: {e}") from None
 
+
+def _pairing(base: RunData, cand: RunData, pairs: list[str] | None):
     try:
-        named = dict(split_pair(p, base.arms, cand.arms) for p in pairs or [])
-        return pair_arms(base.arms, cand.arms, named, base.name, cand.name)
+        return pair_runs(base, cand, pairs)
     except PairingError as e:
         raise CompareError(str(e)) from None
 

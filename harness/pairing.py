@@ -79,6 +79,9 @@ def pair_arms(base: list[ArmInfo], cand: list[ArmInfo], named: dict[str, str] | 
     used_b, used_c = set(), set()
     for b_name, c_name in (named or {}).items():
         b, c = find_arm(base, b_name, base_name), find_arm(cand, c_name, cand_name)
+        if b.arm_id in used_b or c.arm_id in used_c:
+            raise PairingError(f"named pair {b_name}={c_name}: {b.label if b.arm_id in used_b else c.label} "
+                               "is already in another named pair")
         pairs.append(Pair(b, c, "named", changes(b, c)))
         used_b.add(b.arm_id)
         used_c.add(c.arm_id)
@@ -100,3 +103,10 @@ def pair_arms(base: list[ArmInfo], cand: list[ArmInfo], named: dict[str, str] | 
     pairs.sort(key=lambda p: order[p.baseline.arm_id])
     return Pairing(pairs, [a.label for a in base if a.arm_id not in used_b],
                    [a.label for a in cand if a.arm_id not in used_c])
+
+
+def pair_runs(base, cand, specs: list[str] | None = None, named: dict[str, str] | None = None) -> Pairing:
+    """Pair two loaded runs (anything with `.arms` and `.name`): named pairs from a policy
+    (`named`) and from the command line (`specs`, BASELINE=CANDIDATE), then by label and id."""
+    pairs = {**(named or {}), **dict(split_pair(p, base.arms, cand.arms) for p in specs or [])}
+    return pair_arms(base.arms, cand.arms, pairs, base.name, cand.name)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from harness.metrics.registry import UnknownMetric, resolve
 from harness.metrics.segments import SegmentError, parse_segment
@@ -68,6 +68,11 @@ class Policy(Strict):
     limits: Limits = Field(default_factory=Limits)
     n_resamples: int = Field(default=5000, ge=100)
     seed: int = 0
+    _where: dict = PrivateAttr(default_factory=dict)  # (section, index) -> "file:line", for later errors
+
+    def where(self, section: str, i: int) -> str:
+        """`file:line: section.i` of a rule, floor or budget, for errors found while gating."""
+        return f"{self._where.get((section, i), '?')}: {section}.{i}"
 
 
 class GateUsageError(Exception):
@@ -125,4 +130,8 @@ def load_policy(path: Path) -> Policy:
     if problems:
         raise GateUsageError("\n".join(f"{path}:{line_of(text, loc) or '?'}: {'.'.join(map(str, loc))}: {msg}"
                                        for loc, msg in problems))
+    for section in ("rules", "floors", "budgets"):
+        for i, item in enumerate(getattr(pol, section)):
+            item.metric = resolve(item.metric).name  # canonical from here on
+            pol._where[(section, i)] = f"{path}:{line_of(text, (section, i)) or '?'}"
     return pol

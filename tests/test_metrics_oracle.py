@@ -146,7 +146,14 @@ def assert_same(run):
 
 @pytest.mark.parametrize("repeats,judgments", [(1, False), (1, True), (2, True)])
 def test_kernels_equal_the_reference_on_every_case(tmp_path, repeats, judgments):
-    assert_same(write_run(tmp_path / "run", repeats=repeats, judgments=judgments))
+    run = write_run(tmp_path / "run", repeats=repeats, judgments=judgments)
+    assert_same(run)
+    if judgments:  # an abstained answer has no faithfulness row at all: it is not unmeasured
+        j = pd.read_parquet(run / "judgments.parquet")
+        pt = compute_metrics(run).per_turn
+        faith = pt[pt["metric"] == "faithfulness"]
+        assert len(faith) == int((~j["status"].str.startswith("skipped")).sum()) > 0
+        assert faith["unmeasured"].dropna().eq("error").all()
 
 
 def test_kernels_equal_the_reference_on_a_replayed_run(tmp_path):

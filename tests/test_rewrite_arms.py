@@ -157,8 +157,10 @@ def test_arm_ids_name_every_parameter_and_each_role_model():
 def near_names(field: str) -> list[str]:
     """Names a model might use for an entitlement field, made here from the schema's own name."""
     parts = field.split("_")
+    single = [p[:-3] + "y" if p.endswith("ies") else p[:-1] if p.endswith("s") else p for p in parts]
     names = [field + "_id", field.upper(), "-".join(parts) + "-ID", "".join(p.title() for p in parts) + "Id",
-             field[:-1], field + "s", field[:2] + field[3:], field.replace("_", "")]
+             field[:-1], field + "s", field[:2] + field[3:], field.replace("_", ""), "_".join(single),
+             "".join(p.title() for p in single), field + "_code", single[-1] + "_key"]
     return [n for n in names if n != field]
 
 

@@ -79,7 +79,8 @@ def llm_stats(outcomes) -> dict:
         "cost_usd": (None if any(c is None for c in costs) else float(sum(costs))) if recs else None,
         "cache_hits": sum(1 for r in recs if r.cache_hit),
         "prompt_hashes": {r.role: r.prompt_hash for r in recs if r.prompt_hash},
-        "failed": sum(1 for o in outcomes if o is not None and o.record is not None and o.value is None),
+        # calls that failed after their retries (a reply the arm refused, e.g. an empty rewrite, is not one)
+        "failed": sum(1 for o in outcomes if o is not None and o.record is not None and o.record.error and o.value is None),
     }
 
 

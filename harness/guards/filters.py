@@ -5,6 +5,7 @@ rejected and counted as a violation while the rest of the proposal is kept. Noth
 silently: every removal comes back with its reason."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from harness.evalset.model import EvalSetInfo
@@ -56,18 +57,46 @@ def _edit_distance(a: str, b: str) -> int:
     return prev[-1]
 
 
-def _core(name: str) -> str:
-    """A field name without case, `_`, `-` and a trailing `id`: `Price_List-ID` -> `pricelist`."""
-    n = name.lower().replace("_", "").replace("-", "")
-    return n[:-2] if n.endswith("id") and len(n) > 2 else n
+GENERIC = {"id", "ids", "code", "codes", "key", "keys", "no", "nr", "number", "ref"}
+
+
+def _singular(word: str) -> str:
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") and len(word) > 3 else word
+
+
+def _tokens(name: str) -> list[str]:
+    """Words of a field name (snake, kebab or camel case), singular, without generic suffixes:
+    `ShipCountries_ID` -> [ship, country]."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name)
+    words = [_singular(w) for w in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if w]
+    return [w for w in words if w not in GENERIC] or words
+
+
+def _alike(a: str, b: str) -> bool:
+    """Two words alike: equal, one a prefix of the other (4 letters at least: ship/shipping), or
+    one edit apart (5 letters at least)."""
+    short, long_ = sorted((a, b), key=len)
+    return a == b or (len(short) >= 4 and long_.startswith(short)) or (len(short) >= 5 and _edit_distance(a, b) <= 1)
+
+
+def _near(name: str, field: str) -> bool:
+    """`name` stands for `field`: the same words (all of one name's words found in the other's), or
+    within edit distance 2 once written without case, separators and generic suffixes."""
+    plain = [re.sub(r"[^a-z0-9]", "", n.lower()) for n in (name, field)]
+    a, b = _tokens(name), _tokens(field)
+    if min(_edit_distance(*plain), _edit_distance("".join(a), "".join(b))) <= 2:
+        return True
+    return all(any(_alike(x, y) for y in b) for x in a) or all(any(_alike(y, x) for x in a) for y in b)
 
 
 def entitlement_like(name: str, info: EvalSetInfo) -> str | None:
-    """The entitlement field an unknown proposed field stands for (the same name after `_core`, or
-    within edit distance 2 of it), or None: a model must not set entitlements under a near name."""
-    core = _core(name)
+    """The entitlement field an unknown proposed field stands for (`price_list_id`, `ShipCountry`,
+    `shipping_country`, `country` for `ship_countries`), or None: a model must not set
+    entitlements under a near name."""
     for f in info.filters:
-        if f.kind == "entitlement" and (core == _core(f.field) or _edit_distance(core, _core(f.field)) <= 2):
+        if f.kind == "entitlement" and _near(name, f.field):
             return f.field
     return None
 

@@ -34,21 +34,27 @@ def _qids(es) -> list[tuple]:
     return [(s.session_id if single else f"{s.session_id}::{tix}", s, pos, tix, t) for s, pos, tix, t in iter_labelled(es)]
 
 
-def check_ids(run: dict, qids: list[tuple], run_file: Path) -> None:
-    """A run file whose query ids name no labelled turn is bad input, naming the expected form."""
+def check_ids(run: dict, qids: list[tuple], run_file: Path) -> list[str]:
+    """A run file whose query ids name no labelled turn is bad input, naming the expected form;
+    the ids that name none in a file that otherwise matches are returned (a warning)."""
     known = {q for q, *_ in qids} | {f"{s.session_id}::{tix}" for _, s, _, tix, _ in qids}
-    if run and not set(run) & known:
-        example = qids[0][0] if qids else "SESSION::TURN"
-        form = "SESSION_ID" if "::" not in example else "SESSION_ID::TURN_INDEX"
+    unknown = [q for q in run if q not in known]
+    example = qids[0][0] if qids else "SESSION::TURN"
+    form = "SESSION_ID" if "::" not in example else "SESSION_ID::TURN_INDEX"
+    if run and len(unknown) == len(run):
         raise RunFileError(f"{run_file}: none of its {len(run)} query ids names a labelled turn of the eval set "
-                           f"(e.g. {next(iter(run))!r}); expected {form}, e.g. {example!r}")
+                           f"(e.g. {unknown[0]!r}); expected {form}, e.g. {example!r}")
+    if unknown:
+        return [f"{len(unknown)} of {len(run)} query ids of {run_file} name no labelled turn and are ignored (e.g. "
+                f"{unknown[0]!r}; expected {form}, e.g. {example!r})"]
+    return []
 
 
 def import_run(run_file: Path, eval_set: Path, runs_dir: Path = Path("runs"), run_id: str | None = None) -> Path:
     es = load_eval_set(eval_set)
     run = read_trec_run(run_file)
     qids = _qids(es)
-    check_ids(run, qids, run_file)
+    warnings = check_ids(run, qids, run_file)
     name = Path(run_file).stem
     run_dir = Path(runs_dir) / (run_id or new_run_id(f"import-{name}"))
     if run_dir.exists():
@@ -79,5 +85,6 @@ def import_run(run_file: Path, eval_set: Path, runs_dir: Path = Path("runs"), ru
         writer.add(result_rows(run_dir.name, arm, 0, ctx, [res]))
     writer.flush()
     write_manifest(run_dir, {**manifest, "status": "complete", "ended": now(),
-                             "counts": {"turns": sum(1 for _ in iter_labelled(es)), "queries_missing_from_run": missing}})
+                             "counts": {"turns": sum(1 for _ in iter_labelled(es)), "queries_missing_from_run": missing},
+                             "warnings": warnings})
     return run_dir

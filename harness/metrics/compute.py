@@ -18,7 +18,7 @@ from harness.armset import run_arms
 from harness.manifest import read_manifest
 from harness.metrics.aggregate import AGG_COLUMNS, aggregate, aggregate_long
 from harness.metrics.kernel import Codes, Final, Groups, Labels, Long, Scoring, Traces, to_frame
-from harness.metrics.registry import families
+from harness.metrics.registry import families, lookup
 from harness.metrics.segments import Segment, default_segments
 
 TURN_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"]
@@ -68,12 +68,28 @@ def scoring(run_dir: Path | None, manifest: dict, labels: pd.DataFrame, tr: Trac
                    arms={a.arm_id: a for a in run_arms(manifest)}, run_dir=Path(run_dir) if run_dir else None)
 
 
+def applicable(s: Scoring, long: Long) -> Long:
+    """Only the rows of metrics whose arm has the capabilities the metric needs: the one place
+    that decides which metric applies to which arm (kernels compute for every arm)."""
+    codes, arms = long.cols["metric"], long.cols["arm"]
+    keep = np.ones(len(long), bool)
+    for code in np.unique(codes).tolist():
+        m = lookup(s.codes.names[code])
+        if m is None or not m.needs:
+            continue
+        ok = np.array([m.applies_to(s.capabilities(a)) for a in s.arm_names], bool)
+        sel = codes == code
+        keep[sel] = ok[arms[sel]]
+    return long if keep.all() else Long(**{f: v[keep] for f, v in long.cols.items()})
+
+
 def family_rows(s: Scoring, stage=lambda name: None) -> list[Long]:
-    """Every family's rows, in family order."""
+    """Every family's rows that apply, in family order."""
     out: list[Long] = []
     for fam in families():
         got = fam.kernel(s)
-        out += [x for x in (got if isinstance(got, list) else [got]) if x is not None and len(x)]
+        out += [x for x in (applicable(s, y) for y in (got if isinstance(got, list) else [got]) if y is not None)
+                if len(x)]
         stage(f"{fam.name} metrics")
     return out
 

@@ -305,13 +305,12 @@ class Final:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def long(self, codes: list[int], values: np.ndarray, why: np.ndarray, keep: np.ndarray | None = None) -> Long:
+    def long(self, codes: list[int], values: np.ndarray, why: np.ndarray) -> Long:
         """Rows of several metrics per final row: `values` and `why` are (rows, metrics)."""
-        sel = np.arange(len(self.rows)) if keep is None else np.nonzero(keep)[0]
-        m = len(codes)
-        return Long(arm=np.repeat(self.arm[sel], m), rep=np.repeat(self.rep[sel], m), sess=np.repeat(self.sess[sel], m),
-                    tix=np.repeat(self.tix[sel], m), metric=np.tile(np.asarray(codes, np.int64), len(sel)),
-                    value=values[sel].reshape(-1), unm=why[sel].reshape(-1))
+        m, n = len(codes), len(self.rows)
+        return Long(arm=np.repeat(self.arm, m), rep=np.repeat(self.rep, m), sess=np.repeat(self.sess, m),
+                    tix=np.repeat(self.tix, m), metric=np.tile(np.asarray(codes, np.int64), n),
+                    value=values.reshape(-1), unm=why.reshape(-1))
 
 
 @dataclass
@@ -334,11 +333,11 @@ class Scoring:
         # a judgment names (appended by that family)
         self.arm_names, self.session_names = list(self.tr.arms), list(self.tr.sessions)
 
-    def has(self, capability: str) -> np.ndarray:
-        """Per trace arm code: whether the arm declares `capability`."""
-        default = {"ranking", "queries", "replayed"}
-        return np.array([capability in (self.arms[a].capabilities if a in self.arms else default)
-                         for a in self.tr.arms] + [False], bool)
+    def capabilities(self, arm_id: str) -> frozenset:
+        """What an arm declares; an arm the manifest does not list (a judgment of an unknown arm)
+        is taken as replayed by the harness."""
+        info = self.arms.get(arm_id)
+        return info.capabilities if info is not None else frozenset({"ranking", "queries", "replayed"})
 
     def hits_per_round(self) -> list:
         return [self.arms[a].hits_per_round if a in self.arms else None for a in self.tr.arms]

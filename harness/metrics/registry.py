@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Callable, Literal
 
 Direction = Literal["higher", "lower", "none"]
-DIRECTIONS = ("higher", "lower", "none")
 LIST_COMMAND = "harness list metrics"
 
 
@@ -33,10 +32,13 @@ class Metric:
     def applies_to(self, capabilities) -> bool:
         return self.needs <= set(capabilities)
 
-    def better(self, diff: float) -> float:
-        """A candidate-minus-baseline difference turned into an improvement (positive is better);
-        NaN for a `none` metric, whose good direction the caller must state."""
-        return {"higher": diff, "lower": -diff}.get(self.direction, float("nan"))
+    def sign(self, direction: str | None = None) -> float:
+        """+1 when higher is better, -1 when lower is: a candidate-minus-baseline difference times
+        this is an improvement. `direction` states it for a metric without one."""
+        d = direction or self.direction
+        if d not in ("higher", "lower"):
+            raise ValueError(f"{self.name} has no direction of its own: state one")
+        return 1.0 if d == "higher" else -1.0
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,8 @@ def family(name: str, templates: list[Template], order: int) -> Callable:
     """Decorator of a family kernel: registers the kernel and its metrics. `order` fixes where
     the family's rows come in the per-turn table."""
 
+    from harness.armset import CAPABILITIES
+
     def deco(fn):
         if name in FAMILIES:
             raise ValueError(f"metric family {name!r} registered twice")
@@ -88,6 +92,9 @@ def family(name: str, templates: list[Template], order: int) -> Callable:
         for t in ts:
             if any(t.pattern == o.pattern for o in TEMPLATES):
                 raise ValueError(f"metric {t.pattern!r} registered twice")
+            unknown = set(t.needs) - set(CAPABILITIES)
+            if unknown:
+                raise ValueError(f"metric {t.pattern!r} needs unknown capabilities {sorted(unknown)}")
         FAMILIES[name] = Family(name, ts, fn, order)
         TEMPLATES.extend(ts)
         return fn

@@ -473,7 +473,8 @@ def comparison_rows(run: RunData) -> list[dict]:
             "p_holm": "—" if missing(p_holm) else f"{p_holm:.4f}",
             "wtl": f"{r.get('wins')}/{r.get('ties')}/{r.get('losses')}",
             "mde": fmt(r.get("mde")), "gap": "—" if missing(gap) else f"{gap:.0%}",
-            "cls": ("better" if r["diff"] > 0 else "worse") if sig else "",
+            "cls": (("better" if r["diff"] * (-1 if r.get("direction") == "lower" else 1) > 0 else "worse")
+                    if sig and r.get("direction") != "none" else ""),
         })
     return out
 

@@ -33,17 +33,13 @@ def answer_rows(s: Scoring) -> Long:
     abst = np.asarray(pc.fill_null(t.column("abstained"), False), dtype=bool)
     answer_failed = np.asarray(pc.fill_null(pc.match_substring(t.column("fallback_reason"), "answer failed"), False),
                                dtype=bool)
-    asks, answers = s.has("asks_back"), s.has("answers")
     c = {x: s.codes(x) for x in ("clarified", "answered", "abstained")}
     out = []
     for fi in G.final.tolist():
         if na[fi]:
             continue
         key = (tr.arm[fi], tr.rep[fi], tr.sess[fi], tr.tix[fi])
-        if asks[tr.arm[fi]]:
-            out.append((*key, c["clarified"], float(clar[fi]), None))
-        if not answers[tr.arm[fi]]:
-            continue
+        out.append((*key, c["clarified"], float(clar[fi]), None))  # kept for arms that ask back (compute.py)
         if has_answer[fi]:
             out.append((*key, c["answered"], float(not abst[fi]), None))
             out.append((*key, c["abstained"], float(abst[fi]), None))

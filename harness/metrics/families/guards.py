@@ -68,9 +68,7 @@ class _Inputs:
         fin = G.final
         self.fli = G.li[fin]
         self.top10 = (s.lab.grades(self.fli, tr.prefix(fin, 10)) > 0).any(axis=1) if len(fin) else np.zeros(0, bool)
-        queries = s.has("queries")
-        need = [g for g in range(len(G)) if self.fli[g] >= 0 and self.ids_of[self.fli[g]] and not self.na[fin[g]]
-                and queries[tr.arm[fin[g]]]]
+        need = [g for g in range(len(G)) if self.fli[g] >= 0 and self.ids_of[self.fli[g]] and not self.na[fin[g]]]
         qrows = np.concatenate([G.rows(g) for g in need]) if need else np.zeros(0, np.int64)
         self.queries = dict(zip(qrows.tolist(), tr.issued_queries(qrows)))
 
@@ -78,20 +76,19 @@ class _Inputs:
 @family("guards", TEMPLATES, order=50)
 def guard_rows(s: Scoring) -> Long:
     tr, G, x = s.tr, s.groups, _Inputs(s)
-    queries, replayed, proposes = s.has("queries"), s.has("replayed"), s.has("proposes_filters")
     c = {m: s.codes(m) for m in ("identifier_preservation", "identifier_dropped", "filter_precision", "filter_recall",
                                  "entitlement_violations", "wrong_filter_zero_relevant")}
     out = []
     for g, fi in enumerate(G.final.tolist()):
         a_code = tr.arm[fi]
-        if x.na[fi] or not replayed[a_code]:
+        if x.na[fi]:
             continue
         r = x.fli[g]
         if r < 0:
             raise KeyError((tr.sessions[tr.sess[fi]], int(tr.tix[fi])))
         key = (a_code, tr.rep[fi], tr.sess[fi], tr.tix[fi])
         ids = x.ids_of[r]
-        if ids and queries[a_code]:
+        if ids:
             p = preserved(ids, [q for row in G.rows(g).tolist() for q in (x.queries[row] or [])])
             out.append((*key, c["identifier_preservation"], p, None))
             out.append((*key, c["identifier_dropped"], float(p < 1), None))
@@ -100,8 +97,7 @@ def guard_rows(s: Scoring) -> Long:
             out.append((*key, c["filter_precision"], len(a & e) / len(a), None))
         if e:
             out.append((*key, c["filter_recall"], len(a & e) / len(e), None))
-        if proposes[a_code]:
-            out.append((*key, c["entitlement_violations"], float(x.viol[fi]), None))
+        out.append((*key, c["entitlement_violations"], float(x.viol[fi]), None))
         if s.lab.n_rel[r] and (a - e):
             out.append((*key, c["wrong_filter_zero_relevant"], float(not x.top10[g]), None))
     return Long.from_rows(out)

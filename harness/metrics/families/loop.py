@@ -28,11 +28,11 @@ TEMPLATES = [
 def loop_rows(s: Scoring) -> Long:
     tr, lab, G = s.tr, s.lab, s.groups
     na = present(tr.t.column("not_applicable"))
-    loops, hits = s.has("loops"), s.hits_per_round()
+    hits = s.hits_per_round()
     c = {x: s.codes(x) for x in ("rounds_used", "rescued", "wasted_rounds", "recall_at_stop")}
     out = []
     for g, fi in enumerate(G.final.tolist()):
-        if na[fi] or not loops[tr.arm[fi]] or hits[tr.arm[fi]] is None:
+        if na[fi] or hits[tr.arm[fi]] is None:  # arms that loop declare the hits they judge per round
             continue
         k = hits[tr.arm[fi]]
         key = (tr.arm[fi], tr.rep[fi], tr.sess[fi], tr.tix[fi])

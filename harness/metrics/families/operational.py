@@ -43,7 +43,7 @@ def _sums(s: Scoring, keep: np.ndarray):
 @family("operational", TEMPLATES, order=60)
 def ops_rows(s: Scoring) -> Long:
     tr, G = s.tr, s.groups
-    keep = ~present(tr.t.column("not_applicable")) & s.has("replayed")[tr.arm]
+    keep = ~present(tr.t.column("not_applicable"))
     sums, known, cost, lat = _sums(s, keep)
     n = len(sums)
     calls = sums["llm_calls"].to_numpy().astype(np.float64)

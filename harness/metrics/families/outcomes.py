@@ -16,13 +16,11 @@ TEMPLATES = [
 
 
 @family("outcomes", TEMPLATES, order=20)
-def outcome_rows(s: Scoring) -> list[Long]:
+def outcome_rows(s: Scoring) -> Long:
     f = s.final
     why = np.where(f.na, f.na_text, None).astype(object)
     zero = np.where(f.na | f.err, np.nan, (s.tr.lengths[f.rows] == 0).astype(np.float64))
     zero_why = np.where(f.na, why, np.where(f.err, "error", None)).astype(object)
-    replayed = s.has("replayed")[f.arm]
-    return [f.long([s.codes("zero_results")], zero[:, None], zero_why[:, None]),
-            f.long([s.codes("error_rate"), s.codes("fallback_rate")],
-                   np.column_stack([f.err.astype(np.float64), np.where(f.na, np.nan, f.fb.astype(np.float64))]),
-                   np.column_stack([why, why]), keep=replayed)]
+    return f.long([s.codes("zero_results"), s.codes("error_rate"), s.codes("fallback_rate")],
+                  np.column_stack([zero, f.err.astype(np.float64), np.where(f.na, np.nan, f.fb.astype(np.float64))]),
+                  np.column_stack([zero_why, why, why]))
