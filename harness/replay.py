@@ -22,6 +22,7 @@ from harness.shard import in_shard
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
 from harness.manifest import git_state, now, read_manifest, versions, write_manifest
 from harness.traces import PartWriter, read_traces, repair_parts, to_json
+from harness.workers import CpuWorkers
 
 LABEL_SCHEMA = pa.schema([
     ("session_id", pa.string()), ("turn_index", pa.int32()), ("split", pa.string()), ("domain", pa.string()),
@@ -83,6 +84,15 @@ class Job:
     ctx: TurnContext
 
 
+def turn_total_ms(results: list[ArmResult]) -> float:
+    """A turn's total latency: the sum of its stages over all its rounds (each LLM exchange, or
+    the stored latency of a cached reply; retrieval, embedding, support scoring and offline
+    roles at their compute time). The turn as served alone: the time it waited behind other
+    turns (the concurrency bound, a busy worker) is no part of it, and a replayed run reports
+    the same total as the live run it replays, never less than its parts."""
+    return sum(v for r in results for k, v in (r.ms or {}).items() if k != "total" and v)
+
+
 def result_rows(run_id: str, arm: BaseArm, repeat: int, ctx: TurnContext, results: list[ArmResult]) -> list[dict]:
     lab = ctx.turn.labels
     rows = []
@@ -120,7 +130,7 @@ class Replay:
         from harness.roles.base import Roles
 
         self.es = load_eval_set(cfg.eval_set)
-        self.roles = Roles(cfg.llm, cfg.concurrency)
+        self.roles = Roles(cfg.llm, cfg.concurrency, workers=CpuWorkers())
         self.arms = build_arms(cfg, self.roles)
         self.progress = progress
         if run_dir is None:
@@ -165,7 +175,7 @@ class Replay:
                                       entitlement_filters=entitlement_filters(self.es.info, account),
                                       inherited_filters=[f.model_dump() for f in t.state.filters],
                                       index=index, info=self.es.info, repeat=rep, seed=self.cfg.seed + rep,
-                                      roles=self.roles)
+                                      roles=self.roles, workers=self.roles.workers)
                     out.append(Job(arm, rep, ctx))
         return out
 
@@ -221,7 +231,6 @@ class Replay:
 
         async def one(job: Job):
             async with sem:
-                t0 = time.perf_counter()
                 try:
                     results = await job.arm.run(job.ctx)
                 except ReplayMiss:  # not a failed call: the cache does not cover this run
@@ -230,7 +239,7 @@ class Replay:
                     results = [ArmResult(issued_queries=[], lanes=[], applied_filters=[], candidates=[], ranking=[],
                                          error=f"{type(e).__name__}: {e}")]
                 if results:
-                    results[-1].ms.setdefault("total", (time.perf_counter() - t0) * 1000)
+                    results[-1].ms.setdefault("total", turn_total_ms(results))
                 rows = result_rows(self.run_id, job.arm, job.repeat, job.ctx, results)
                 writer.add(rows)
                 counts["turns"] += 1
@@ -248,6 +257,7 @@ class Replay:
         finally:
             counts["http_calls"] = self.roles.http_calls()
             await self.roles.aclose()
+            self.roles.workers.close()
         return counts
 
 
