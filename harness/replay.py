@@ -257,7 +257,8 @@ class Replay:
         finally:
             counts["http_calls"] = self.roles.http_calls()
             await self.roles.aclose()
-            self.roles.workers.close()
+            if self.roles.workers is not None:
+                self.roles.workers.close()
         return counts
 
 

@@ -30,7 +30,8 @@ from openai.types.chat import ChatCompletion
 from harness.llm.cache import LLMCache, prompt_hash, request_key
 from harness.llm.ledger import CallRecord, cost_usd, load_prices
 from harness.llm.schema import response_format
-from harness.llm.transport import CACHE_HEADER, LATENCY_HEADER, ROLE_HEADER, CachingTransport, ReplayMiss, aiohttp_transport
+from harness.llm.transport import (CACHE_HEADER, LATENCY_HEADER, LOOKED_UP, ROLE_HEADER, CachingTransport, ReplayMiss,
+                                   aiohttp_transport)
 
 CHAT_PATH = "/chat/completions"
 
@@ -154,28 +155,39 @@ class LLMClient:
 
     def _cached(self, sent: dict):
         """A cached reply looked up before the SDK builds a request (the transport would find the
-        same entry: same key), so a warm run pays neither request building nor HTTP."""
+        same entry: same key), so a warm run pays neither request building nor HTTP. Returns
+        (reply or None, the key of a miss the transport may fill without looking it up again)."""
         if self.cache is None or self.cache.mode in ("off", "refresh"):
-            return None
-        hit = self.cache.get(request_key(self.endpoint.kind, self.path, sent))
+            return None, None
+        key = request_key(self.endpoint.kind, self.path, sent)
+        hit = self.cache.get(key)
         if hit is None:
-            return None
+            return None, (key if self.cache.mode != "replay" else None)  # replay: the transport names the miss
         self.transport.stats.cache_hits += 1
-        return _completion(hit.body), {CACHE_HEADER: "hit", LATENCY_HEADER: f"{hit.latency_ms:.3f}"}, 1
+        return (_completion(hit.body), {CACHE_HEADER: "hit", LATENCY_HEADER: f"{hit.latency_ms:.3f}"}, 1), key
 
     async def _create(self, role: str, body: dict):
         """One chat completion with retries. Returns (completion, headers, attempts)."""
         sent = {k: v for k, v in body.items() if k != "extra_body"} | (body.get("extra_body") or {})
-        cached = self._cached(sent)
+        cached, key = self._cached(sent)
         if cached is not None:
             return cached
         payload = json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode()
+        token = LOOKED_UP.set((key, str(sent.get("model", "")))) if key is not None else None
+        try:
+            return await self._send(role, payload, sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4
+                                    + body.get("max_tokens", 0))
+        finally:
+            if token is not None:
+                LOOKED_UP.reset(token)
+
+    async def _send(self, role: str, payload: bytes, est_tokens: int):
+        """POST the serialised request through the SDK, retrying 429/5xx/timeouts/connection errors."""
         options = {"headers": {ROLE_HEADER: role}}
         attempts = 0
-        est = sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4 + body.get("max_tokens", 0)
         while True:
             attempts += 1
-            await self.budget.acquire(est)
+            await self.budget.acquire(est_tokens)
             try:
                 async with self.semaphore if self.semaphore is not None else contextlib.nullcontext():
                     raw = await self.sdk.post(CHAT_PATH, cast_to=httpx2.Response, content=payload, options=options)

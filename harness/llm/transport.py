@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import time
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ ROLE_HEADER = "x-harness-role"
 CACHE_HEADER = "x-harness-cache"
 LATENCY_HEADER = "x-harness-latency-ms"
 _DROPPED = ("content-encoding", "content-length", "transfer-encoding")
+# (cache key, model) of a request the LLMClient has just looked up in the cache and missed: the
+# transport then stores the reply under that key without parsing and looking the request up again
+LOOKED_UP: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("harness_looked_up", default=None)
 
 
 class ReplayMiss(openai.OpenAIError):
@@ -104,12 +108,16 @@ class CachingTransport(httpx2.AsyncBaseTransport):
         return key, body, None
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        key = body = None
+        key = model = None
         if self.cache is not None and self.cache.mode != "off" and request.method == "POST":
-            await request.aread()
-            key, body, hit = self._lookup(request)
-            if hit is not None:
-                return hit
+            if (looked_up := LOOKED_UP.get()) is not None:
+                key, model = looked_up
+            else:
+                await request.aread()
+                key, body, hit = self._lookup(request)
+                if hit is not None:
+                    return hit
+                model = str(body.get("model", "")) if body is not None else ""
         self.stats.http_calls += 1
         self.stats.in_flight += 1
         self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
@@ -122,8 +130,7 @@ class CachingTransport(httpx2.AsyncBaseTransport):
             self.stats.in_flight -= 1
         latency = (time.perf_counter() - t0) * 1000
         if key is not None and resp.status_code == 200 and _cacheable(content):
-            self.cache.put(key, content, latency, kind=self.kind, model=str(body.get("model", "")),
-                           role=request.headers.get(ROLE_HEADER, ""))
+            self.cache.put(key, content, latency, kind=self.kind, model=model, role=request.headers.get(ROLE_HEADER, ""))
         headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in _DROPPED]
         headers += [(CACHE_HEADER, "miss"), (LATENCY_HEADER, f"{latency:.3f}")]
         return httpx2.Response(resp.status_code, headers=headers, content=content, request=request)
