@@ -328,3 +328,14 @@ def test_connections_are_limited_to_the_setting(tmp_path):
         out = asyncio.run(go(s.base_url))
         assert s.calls == 6 and s.peak_in_flight == 2
     assert all(r.value == Answer(x=1) for r in out)
+
+
+def test_a_reply_written_behind_is_read_at_once_and_in_the_database_after_flush(tmp_path):
+    cache = LLMCache(tmp_path)
+    cache.put_later("k1", b'{"choices": [1]}', 12.5, kind="openai-compatible", model="m", role="rewrite")
+    assert cache.get("k1").body == b'{"choices": [1]}' and cache.get("k1").latency_ms == 12.5
+    cache.flush()
+    other = LLMCache(tmp_path)  # another reader: only the database
+    assert other.get("k1").body == b'{"choices": [1]}' and len(other) == 1
+    LLMCache(tmp_path, "replay").put_later("k2", b"{}", 1.0)  # replay mode never writes
+    assert LLMCache(tmp_path).get("k2") is None

@@ -10,13 +10,16 @@ does not (bench/results/latest.md). Its connection limit is sized to the run's c
 
 The latency a call reports (LATENCY_HEADER) is taken around the HTTP exchange only: from
 handing the request to aiohttp to the last byte of the reply. A cache hit reports the latency
-stored with the reply."""
+stored with the reply. Replies go to the cache write-behind (`LLMCache.put_later`), so the event
+loop never waits for SQLite; `aclose()` waits for the writes."""
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import contextvars
+import functools
 import json
+import ssl
 import time
 from dataclasses import dataclass
 
@@ -30,7 +33,6 @@ from harness.llm.cache import LLMCache, prompt_hash, request_key
 ROLE_HEADER = "x-harness-role"
 CACHE_HEADER = "x-harness-cache"
 LATENCY_HEADER = "x-harness-latency-ms"
-_DROPPED = ("content-encoding", "content-length", "transfer-encoding")
 # (cache key, model) of a request the LLMClient has just looked up in the cache and missed: the
 # transport then stores the reply under that key without parsing and looking the request up again
 LOOKED_UP: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("harness_looked_up", default=None)
@@ -60,9 +62,16 @@ def _cacheable(body: bytes) -> bool:
     return "data" in obj
 
 
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default TLS context (certifi), built once per process (about 50 ms each)."""
+    return httpx2.create_ssl_context()
+
+
 def aiohttp_transport(connections: int) -> AiohttpTransport:
     """The aiohttp transport with `connections` connections (kept alive between calls)."""
-    return AiohttpTransport(limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections))
+    return AiohttpTransport(verify=_ssl_context(),
+                            limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections))
 
 
 @contextlib.contextmanager
@@ -130,13 +139,17 @@ class CachingTransport(httpx2.AsyncBaseTransport):
             self.stats.in_flight -= 1
         latency = (time.perf_counter() - t0) * 1000
         if key is not None and resp.status_code == 200 and _cacheable(content):
-            self.cache.put(key, content, latency, kind=self.kind, model=model, role=request.headers.get(ROLE_HEADER, ""))
-        headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in _DROPPED]
-        headers += [(CACHE_HEADER, "miss"), (LATENCY_HEADER, f"{latency:.3f}")]
-        return httpx2.Response(resp.status_code, headers=headers, content=content, request=request)
+            self.cache.put_later(key, content, latency, kind=self.kind, model=model, role=request.headers.get(ROLE_HEADER, ""))
+        resp.headers[CACHE_HEADER] = "miss"  # the reply, read: its content is decoded and kept
+        resp.headers[LATENCY_HEADER] = f"{latency:.3f}"
+        return resp
 
     async def aclose(self) -> None:
-        await self.inner.aclose()
+        try:
+            await self.inner.aclose()
+        finally:
+            if self.cache is not None:
+                self.cache.flush()
 
 
 def _describe(body: dict) -> str:
