@@ -10,7 +10,7 @@ cache: zero HTTP calls), and prints: the whole run's wall time after the index (
 and run, index given), the job loop's, the bound ceil(calls / concurrency) x latency, the
 efficiency bound / wall, the client process's CPU per call over the run, and the LLM client
 alone (LLMClient.structured, CALLS calls at the point's concurrency, no replay): its CPU per
-call and its efficiency.
+call and its efficiency; and, for reference, the same requests over bare aiohttp (no SDK).
 
     .venv/bin/python bench/replay.py [--points 0.1:16:800,0.1:64:3200,0.05:128:12800] [--out FILE]
 """
@@ -96,6 +96,38 @@ async def client_alone(url: str, concurrency: int, prompts: list[str]) -> tuple[
         await client.aclose()
 
 
+async def aiohttp_alone(url: str, concurrency: int, prompts: list[str]) -> tuple[float, float]:
+    """The floor under the SDK: the same requests (body serialised once, reply parsed by
+    ChatCompletion and the rewrite schema) over a bare aiohttp session, without the openai SDK and
+    httpx2 between. A reference only: the harness goes through the SDK. Returns (wall s, CPU s)."""
+    import json
+
+    import aiohttp
+    from openai.types.chat import ChatCompletion
+
+    from harness.llm.schema import response_format
+    from harness.roles.base import prompt_text
+    from harness.roles.rewrite import RewriteOutput
+
+    sem = asyncio.Semaphore(concurrency)
+    system, fmt = prompt_text("rewrite.v1"), response_format(RewriteOutput)
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer none"}
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+        async def one(p):
+            body = {"model": "test-model", "messages": [{"role": "system", "content": system}, {"role": "user", "content": p}],
+                    "temperature": 0.0, "max_tokens": 512, "response_format": fmt}
+            async with sem:
+                async with session.post(url + "/chat/completions", data=json.dumps(body).encode(), headers=headers) as r:
+                    reply = ChatCompletion.model_validate_json(await r.read())
+            RewriteOutput.model_validate_json(reply.choices[0].message.content)
+
+        await asyncio.gather(*(one(p) for p in prompts[:concurrency]))
+        c0, t0 = cpu_seconds(), time.perf_counter()
+        await asyncio.gather(*(one(p) for p in prompts))
+        return time.perf_counter() - t0, cpu_seconds() - c0
+
+
 def measure_point(tmp: Path, latency: float, conc: int, calls: int) -> dict:
     es_root = write_generated_set(tmp / f"set-{calls}", math.ceil(calls / 4))
     es = load_eval_set(es_root)
@@ -106,6 +138,7 @@ def measure_point(tmp: Path, latency: float, conc: int, calls: int) -> dict:
         cold = replay_once(es_root, index, ep, conc, tmp / f"llm-{name}", tmp / "runs" / f"cold-{name}")
         warm = replay_once(es_root, index, ep, conc, tmp / f"llm-{name}", tmp / "runs" / f"warm-{name}")
         alone_wall, alone_cpu = asyncio.run(client_alone(ep.base_url, conc, prompts))
+        raw_wall, raw_cpu = asyncio.run(aiohttp_alone(ep.base_url, conc, prompts))
     n = cold["server_calls"]
     bound = math.ceil(n / conc) * latency
     alone_bound = math.ceil(len(prompts) / conc) * latency
@@ -113,7 +146,8 @@ def measure_point(tmp: Path, latency: float, conc: int, calls: int) -> dict:
     return {"latency": latency, "concurrency": conc, "calls": n, "bound": bound, "cold": cold, "warm": warm,
             "efficiency": bound / cold["wall"], "loop_efficiency": bound / cold["loop_wall"],
             "cpu_per_call_ms": cold["cpu"] / n * 1000, "alone_cpu_ms": alone_cpu / len(prompts) * 1000,
-            "alone_efficiency": alone_bound / alone_wall, "warm_equal": same}
+            "alone_efficiency": alone_bound / alone_wall, "raw_cpu_ms": raw_cpu / len(prompts) * 1000,
+            "raw_efficiency": alone_bound / raw_wall, "warm_equal": same}
 
 
 def main(argv=None) -> dict:
@@ -135,13 +169,15 @@ def to_markdown(f: dict) -> str:
              "`rewrite(lane=bm25)` with the rewrite role on bench/endpoint.py, the scripted test server in its own "
              f"process on 127.0.0.1 (one LLM call per turn). Machine: {f['note']}.", "",
              "| latency | concurrency | LLM calls | bound (s) | whole run after the index (s) | **efficiency** | job loop (s) | "
-             "loop efficiency | client CPU per call, whole run (ms) | LLM client alone: CPU per call (ms) | LLM client alone: efficiency | peak in flight |",
+             "loop efficiency | client CPU per call, whole run (ms) | LLM client alone: CPU per call (ms) / efficiency | "
+             "aiohttp alone, no SDK: CPU per call (ms) / efficiency | peak in flight |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in f["points"]:
         c = p["cold"]
         lines.append(f"| {p['latency'] * 1000:.0f} ms | {p['concurrency']} | {p['calls']} | {p['bound']:.2f} | {c['wall']:.2f} | "
                      f"**{p['efficiency']:.2f}** | {c['loop_wall']:.2f} | {p['loop_efficiency']:.2f} | {p['cpu_per_call_ms']:.2f} | "
-                     f"{p['alone_cpu_ms']:.2f} | {p['alone_efficiency']:.2f} | {c['peak_in_flight']} |")
+                     f"{p['alone_cpu_ms']:.2f} / {p['alone_efficiency']:.2f} | {p['raw_cpu_ms']:.2f} / {p['raw_efficiency']:.2f} | "
+                     f"{c['peak_in_flight']} |")
     lines += ["", "Warm re-run (same LLM cache):", "",
               "| latency | concurrency | HTTP calls (transport) | server calls | cache hits | warm run (s) | cold/warm | traces equal to cold |",
               "|---|---|---|---|---|---|---|---|"]
@@ -154,7 +190,9 @@ def to_markdown(f: dict) -> str:
               "efficiency: the same over the job loop alone. Client CPU per call: the benchmark process's CPU time "
               "over the whole run (retrieval, trace rows and the LLM client; the server runs in its own process) per "
               "call. LLM client alone: LLMClient.structured, the same number of calls at the same concurrency without "
-              "the replay, no cache.",
+              "the replay, no cache. aiohttp alone: the same requests and reply parsing over a bare aiohttp session, "
+              "without the openai SDK and httpx2 (a reference for what the SDK's own request handling costs; the "
+              "harness does not use it).",
               "", f"Peak memory (ru_maxrss of the benchmark process): {f['peak_rss_mb']:.0f} MB.", ""]
     return "\n".join(lines)
 

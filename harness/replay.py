@@ -3,6 +3,7 @@ Parquet parts, writes labels.parquet and the manifest, and resumes an interrupte
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import secrets
 import sys
@@ -146,7 +147,7 @@ class Replay:
             "eval_set": {"name": self.es.info.name, "version": self.es.info.version, "hash": self.es.content_hash,
                          "path": str(self.cfg.eval_set), "splits": self.cfg.splits or sorted(set(self.es.split_of.values())),
                          "pooled_corpus": self.es.info.pooled_corpus, "written_here": self.es.info.written_here},
-            "git": git_state(), "versions": versions(),
+            "git": self._environment[0], "versions": self._environment[1],
             "embedder": index.embedder.name if index else None,
             "index": {"max_chars": self.cfg.index.max_chars, "qdrant": self.cfg.index.qdrant_url or ":memory:",
                       "chunks": index.stats.chunks if index else None,
@@ -162,6 +163,11 @@ class Replay:
             "started": started, "ended": now() if status != "running" else None, "counts": counts or {},
             **({"shard": {"index": self.shard[0], "of": self.shard[1]}} if self.shard else {}),
         }
+
+    @functools.cached_property
+    def _environment(self) -> tuple[dict, dict]:
+        """The git state and package versions, asked once per run (both manifests record them)."""
+        return git_state(), versions()
 
     def jobs(self, index) -> list[Job]:
         out = []
