@@ -1,4 +1,5 @@
-"""The test suite's slowest tests: runs `pytest -p no:cacheprovider -q --durations=15` once (the
+"""The test suite's slowest tests: runs `pytest -p no:cacheprovider --durations=15` (with the
+project's addopts, -q) once (the
 whole suite, about 15 minutes on 2 cores) and writes the 15 slowest setup/call/teardown times,
 the suite's total and the machine's load to bench/results/durations.md (bench/all.py puts the
 last result into latest.md; `make bench` does not run it).
@@ -27,13 +28,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     note = machine_note()
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--durations=15", *args.pytest_args],
+    # -q comes from pyproject's addopts; a second -q would drop pytest's closing "N passed" line
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--durations=15", *args.pytest_args],
                        cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     rows = [m.groups() for m in map(LINE.match, r.stdout.splitlines()) if m]
     summary = next((x for x in reversed(r.stdout.splitlines()) if " in " in x and ("passed" in x or "failed" in x)), "")
     lines = ["## Test suite durations (bench/durations.py)", "",
-             f"`pytest -p no:cacheprovider -q --durations=15`: {summary.strip('= ')}; {wall:.0f} s wall. Machine: {note}.", "",
+             f"`pytest -p no:cacheprovider --durations=15`: {summary.strip('= ')}; {wall:.0f} s wall. Machine: {note}.", "",
              "| seconds | phase | test |", "|---|---|---|"]
     lines += [f"| {s} | {phase} | `{test}` |" for s, phase, test in rows]
     emit("\n".join(lines + [""]), args.out)

@@ -129,17 +129,7 @@ class RewriteFamily(BaseArm):
             r = await search_turn()
             r.verdict_reason = f"decide: {decision.turn_class}, no rewrite needed ({decision.reason})"
             return [await self._finish(ctx, r, ctx.turn.user, decision, outcomes, ms)]
-        t0 = time.perf_counter()
-        fallback = None
-        try:
-            coro = ask_rewrite(ctx, p.last_n, state)
-            rw = await (asyncio.wait_for(coro, p.budget_ms / 1000) if p.budget_ms else coro)
-            outcomes.append(rw)
-            out, fallback = rw.value, rw.fallback
-            ms["rewrite"] = rw.ms  # the role's own time: its HTTP exchanges, or the offline rules
-        except asyncio.TimeoutError:
-            out, fallback = None, f"rewrite timed out after {p.budget_ms} ms"
-            ms["rewrite"] = (time.perf_counter() - t0) * 1000  # the budget, spent waiting
+        out, fallback = await self._rewrite(ctx, state, outcomes, ms)
         proposed = [f.model_dump() for f in out.filters] if out is not None else []
         val = validate_filters(proposed, ctx.info) if out is not None else None
         malformed = val.malformed if val else []
@@ -167,6 +157,22 @@ class RewriteFamily(BaseArm):
             r.filter_violations = val.violations
             r.filters_removed = val.removed
         return [await self._finish(ctx, r, question, decision, outcomes, ms)]
+
+    async def _rewrite(self, ctx: TurnContext, state, outcomes: list, ms: dict):
+        """The rewrite role within the arm's budget: (output or None, fallback reason). Its
+        ms is the role's own time (its HTTP exchanges, or the offline rules), or the budget when
+        the role did not answer within it."""
+        p = self.params
+        t0 = time.perf_counter()
+        try:
+            coro = ask_rewrite(ctx, p.last_n, state)
+            rw = await (asyncio.wait_for(coro, p.budget_ms / 1000) if p.budget_ms else coro)
+        except asyncio.TimeoutError:
+            ms["rewrite"] = (time.perf_counter() - t0) * 1000
+            return None, f"rewrite timed out after {p.budget_ms} ms"
+        outcomes.append(rw)
+        ms["rewrite"] = rw.ms
+        return rw.value, rw.fallback
 
     async def _finish(self, ctx, r: ArmResult, question: str, decision, outcomes: list, ms: dict) -> ArmResult:
         if decision is not None:
