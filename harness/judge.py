@@ -291,13 +291,14 @@ async def ajudge_run(run_dir: Path, refresh: bool = False, endpoint: EndpointCon
         cache_cfg = llm_cfg.get("cache") or {}
         folder = cache_folder or cache_cfg.get("folder") or ".cache/llm"
         mode = "refresh" if refresh else cache_cfg.get("mode", "readwrite")
-        client = LLMClient(ep, LLMCache(folder, mode))
+        n = concurrency or int(config.get("concurrency") or 16)
+        client = LLMClient(ep, LLMCache(folder, mode), connections=n)
         try:
             # retries (429/5xx/timeouts, honouring Retry-After) by the SDK over our transport
             sdk = client.sdk.with_options(max_retries=ep.max_retries, default_headers={ROLE_HEADER: ROLE})
             llm = llm_factory(ep.model, client=sdk, **_llm_kwargs(ep))
             metric_cls = _faithfulness_class()
-            sem = asyncio.Semaphore(concurrency or int(config.get("concurrency") or 16))
+            sem = asyncio.Semaphore(n)
             keys = list(pending)
             docs_of = {k: [docs[d] for d in k[2]] for k in keys}
             verdicts = await asyncio.gather(*(_judge_one(metric_cls, llm, sem, k[0], k[1], docs_of[k]) for k in keys))

@@ -3,6 +3,7 @@ Parquet parts, writes labels.parquet and the manifest, and resumes an interrupte
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import secrets
 import sys
@@ -22,6 +23,7 @@ from harness.shard import in_shard
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
 from harness.manifest import git_state, now, read_manifest, versions, write_manifest
 from harness.traces import PartWriter, read_traces, repair_parts, to_json
+from harness.workers import CpuWorkers
 
 LABEL_SCHEMA = pa.schema([
     ("session_id", pa.string()), ("turn_index", pa.int32()), ("split", pa.string()), ("domain", pa.string()),
@@ -96,6 +98,15 @@ class Job:
     ctx: TurnContext
 
 
+def turn_total_ms(results: list[ArmResult]) -> float:
+    """A turn's total latency: the sum of its stages over all its rounds (each LLM exchange, or
+    the stored latency of a cached reply; retrieval, embedding, support scoring and offline
+    roles at their compute time). The turn as served alone: the time it waited behind other
+    turns (the concurrency bound, a busy worker) is no part of it, and a replayed run reports
+    the same total as the live run it replays, never less than its parts."""
+    return sum(v for r in results for k, v in (r.ms or {}).items() if k != "total" and v)
+
+
 def result_rows(run_id: str, arm: BaseArm, repeat: int, ctx: TurnContext, results: list[ArmResult]) -> list[dict]:
     lab = ctx.turn.labels
     rows = []
@@ -133,7 +144,7 @@ class Replay:
         from harness.roles.base import Roles
 
         self.es = load_eval_set(cfg.eval_set)
-        self.roles = Roles(cfg.llm, cfg.concurrency)
+        self.roles = Roles(cfg.llm, cfg.concurrency, workers=CpuWorkers())
         self.arms = build_arms(cfg, self.roles)
         self.progress = progress
         if run_dir is None:
@@ -149,7 +160,7 @@ class Replay:
             "eval_set": {"name": self.es.info.name, "version": self.es.info.version, "hash": self.es.content_hash,
                          "path": str(self.cfg.eval_set), "splits": self.cfg.splits or sorted(set(self.es.split_of.values())),
                          "pooled_corpus": self.es.info.pooled_corpus, "written_here": self.es.info.written_here},
-            "git": git_state(), "versions": versions(),
+            "git": self._environment[0], "versions": self._environment[1],
             "embedder": index.embedder.name if index else None,
             "index": {"max_chars": self.cfg.index.max_chars, "qdrant": self.cfg.index.qdrant_url or ":memory:",
                       "chunks": index.stats.chunks if index else None,
@@ -165,6 +176,11 @@ class Replay:
             **({"shard": {"index": self.shard[0], "of": self.shard[1]}} if self.shard else {}),
         }
 
+    @functools.cached_property
+    def _environment(self) -> tuple[dict, dict]:
+        """The git state and package versions, asked once per run (both manifests record them)."""
+        return git_state(), versions()
+
     def jobs(self, index) -> list[Job]:
         out = []
         for arm in self.arms:
@@ -177,7 +193,7 @@ class Replay:
                                       entitlement_filters=entitlement_filters(self.es.info, account),
                                       inherited_filters=[f.model_dump() for f in t.state.filters],
                                       index=index, info=self.es.info, repeat=rep, seed=self.cfg.seed + rep,
-                                      roles=self.roles)
+                                      roles=self.roles, workers=self.roles.workers)
                     out.append(Job(arm, rep, ctx))
         return out
 
@@ -234,7 +250,6 @@ class Replay:
 
         async def one(job: Job):
             async with sem:
-                t0 = time.perf_counter()
                 try:
                     results = await job.arm.run(job.ctx)
                 except ReplayMiss:  # not a failed call: the cache does not cover this run
@@ -243,7 +258,7 @@ class Replay:
                     results = [ArmResult(issued_queries=[], lanes=[], applied_filters=[], candidates=[], ranking=[],
                                          error=f"{type(e).__name__}: {e}")]
                 if results:
-                    results[-1].ms.setdefault("total", (time.perf_counter() - t0) * 1000)
+                    results[-1].ms.setdefault("total", turn_total_ms(results))
                 rows = result_rows(self.run_id, job.arm, job.repeat, job.ctx, results)
                 writer.add(rows)
                 counts["turns"] += 1
@@ -263,6 +278,8 @@ class Replay:
         finally:
             counts["http_calls"] = self.roles.http_calls()
             await self.roles.aclose()
+            if self.roles.workers is not None:
+                self.roles.workers.close()
         return counts
 
 

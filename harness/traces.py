@@ -76,31 +76,42 @@ def rows_to_table(rows: list[dict]) -> pa.Table:
 
 class PartWriter:
     """Buffers rows and writes `traces/part-NNNNN-<uid>.parquet` atomically every `rows_per_part`
-    rows. Callers add all rows of one turn at once, so a part never splits a turn."""
+    rows. Callers add all rows of one turn at once, so a part never splits a turn. Rows are
+    turned into Arrow every `batch_rows` rows as they come (while a replay waits for its LLM
+    calls), so the last part costs little more than its write when the run ends."""
 
-    def __init__(self, run_dir: Path, rows_per_part: int = 2000):
+    def __init__(self, run_dir: Path, rows_per_part: int = 2000, batch_rows: int = 200):
         self.dir = Path(run_dir) / "traces"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.rows_per_part = rows_per_part
+        self.batch_rows = batch_rows
         self.buf: list[dict] = []
+        self.tables: list[pa.Table] = []  # converted rows of the part being filled
+        self.buffered = 0  # rows of the part being filled, converted or not
         self.parts = len(list(self.dir.glob("part-*.parquet")))
         self.written = 0
 
     def add(self, rows: list[dict]) -> None:
         self.buf.extend(rows)
-        if len(self.buf) >= self.rows_per_part:
+        self.buffered += len(rows)
+        if self.buffered >= self.rows_per_part:
             self.flush()
+        elif len(self.buf) >= self.batch_rows:
+            self.tables.append(rows_to_table(self.buf))
+            self.buf = []
 
     def flush(self) -> None:
-        if not self.buf:
+        if self.buf:
+            self.tables.append(rows_to_table(self.buf))
+        if not self.tables:
             return
         name = f"part-{self.parts:05d}-{uuid.uuid4().hex[:8]}.parquet"
         tmp = self.dir / (name + ".tmp")
-        pq.write_table(rows_to_table(self.buf), tmp)
+        pq.write_table(pa.concat_tables(self.tables), tmp)
         tmp.replace(self.dir / name)
         self.parts += 1
-        self.written += len(self.buf)
-        self.buf = []
+        self.written += self.buffered
+        self.buf, self.tables, self.buffered = [], [], 0
 
 
 class TraceError(RuntimeError):

@@ -288,3 +288,54 @@ def test_warm_calls_are_served_before_the_sdk_with_the_transports_key(tmp_path):
     assert cold.value == warm.value == Answer(x=5)
     assert warm.record.cache_hit and not cold.record.cache_hit
     assert warm.record.prompt_tokens == cold.record.prompt_tokens
+
+
+@pytest.mark.parametrize("fault,error", [("reset", "APIConnectionError"), ("hang", "APITimeoutError")])
+def test_a_reset_is_a_connection_error_and_a_hang_a_timeout(tmp_path, fault, error):
+    """Through the aiohttp transport a connection the server drops is APIConnectionError, as
+    through httpcore (httpx_aiohttp 0.2.0 alone would call it a ConnectTimeout), and only a
+    reply that does not come in time is APITimeoutError."""
+
+    async def go(base):
+        c = LLMClient(EndpointConfig(kind="openai-compatible", base_url=base, model="m", max_retries=0, timeout=0.5),
+                      LLMCache(tmp_path, "off"))
+        try:
+            return await c.structured("judge", "sys", "u", Answer)
+        finally:
+            await c.aclose()
+
+    with TestServer(hang_seconds=3.0) as s:
+        s.add_rule({"x": 1})
+        s.set_faults(fault)
+        res = asyncio.run(go(s.base_url))
+    assert res.value is None and res.record.error.startswith(error), res.record.error
+
+
+def test_connections_are_limited_to_the_setting(tmp_path):
+    """Without a semaphore, six calls at once on a client with two connections: the server never
+    sees more than two at a time."""
+
+    async def go(base):
+        c = LLMClient(EndpointConfig(kind="openai-compatible", base_url=base, model="m", max_retries=0),
+                      LLMCache(tmp_path, "off"), connections=2)
+        try:
+            return await asyncio.gather(*(c.structured("judge", "sys", f"u{i}", Answer) for i in range(6)))
+        finally:
+            await c.aclose()
+
+    with TestServer(latency=0.3) as s:
+        s.add_rule({"x": 1})
+        out = asyncio.run(go(s.base_url))
+        assert s.calls == 6 and s.peak_in_flight == 2
+    assert all(r.value == Answer(x=1) for r in out)
+
+
+def test_a_reply_written_behind_is_read_at_once_and_in_the_database_after_flush(tmp_path):
+    cache = LLMCache(tmp_path)
+    cache.put_later("k1", b'{"choices": [1]}', 12.5, kind="openai-compatible", model="m", role="rewrite")
+    assert cache.get("k1").body == b'{"choices": [1]}' and cache.get("k1").latency_ms == 12.5
+    cache.flush()
+    other = LLMCache(tmp_path)  # another reader: only the database
+    assert other.get("k1").body == b'{"choices": [1]}' and len(other) == 1
+    LLMCache(tmp_path, "replay").put_later("k2", b"{}", 1.0)  # replay mode never writes
+    assert LLMCache(tmp_path).get("k2") is None

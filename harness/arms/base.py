@@ -57,6 +57,7 @@ class TurnContext:
     repeat: int = 0
     seed: int = 0
     roles: Any = None  # harness.roles.base.Roles
+    workers: Any = None  # harness.workers.CpuWorkers: CPU work off the event loop (None: inline)
 
     @property
     def history(self) -> list[Turn]:

@@ -12,11 +12,10 @@ the rest go through the loop."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Literal
 
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
-from harness.arms.pipeline import answer_stage, search
+from harness.arms.pipeline import answer_stage, search_async
 from harness.arms.rewrite import ask_rewrite, llm_stats, restore_identifiers
 from harness.corpus.support import SupportScorer
 from harness.guards.filters import validate_filters
@@ -25,6 +24,7 @@ from harness.roles.answer import abstention
 from harness.roles.base import OFFLINE
 from harness.roles.grade import Z_MIN, GradeOutput, grade_offline
 from harness.roles.lang import detect_language
+from harness.workers import off_loop
 
 
 class CorrectiveParams(Params):
@@ -65,10 +65,9 @@ class Corrective(BaseArm):
         start_note = None
         start_filters = ([], [], [])
         if p.start == "rewrite":
-            t0 = time.perf_counter()
             rw = await ask_rewrite(ctx, p.last_n)
             outcomes_start.append(rw)
-            ms_start["rewrite"] = (time.perf_counter() - t0) * 1000
+            ms_start["rewrite"] = rw.ms
             proposed = [f.model_dump() for f in rw.value.filters] if rw.value else []
             val = validate_filters(proposed, ctx.info) if rw.value else None
             if val is not None:
@@ -87,14 +86,14 @@ class Corrective(BaseArm):
         for rnd in range(1, p.max_rounds + 1):
             query = restore_identifiers(query, {}, ids)  # the guard: every round keeps the identifiers
             tried.append(query)
-            r = search(ctx, [query], filters, lane=p.lane, depth=max(p.depth, p.top_k), must_keep=ids)
+            r = await search_async(ctx, [query], filters, lane=p.lane, depth=max(p.depth, p.top_k), must_keep=ids)
             r.must_keep, r.fallback_reason = ids, start_note
             r.proposed_filters, r.filter_violations, r.filters_removed = start_filters
             hits = r.ranking[: p.top_k]
             # support orders the answer's evidence (sentences), feeds the router and the offline
             # grader; an LLM grader with `support: doc` needs none of it
             needed = p.support == "sentence" or (rnd == 1 and p.route == "simple_first") or offline_grader
-            support, evidence = scorer.score(hits) if needed else ({}, [])
+            (support, evidence), r.ms["support"] = await off_loop(ctx.workers, scorer.score, hits) if needed else (({}, []), 0.0)
             outcomes = list(outcomes_start) if rnd == 1 else []
             if rnd == 1:
                 r.ms.update(ms_start)
@@ -106,12 +105,11 @@ class Corrective(BaseArm):
                 return [r]
             user = json.dumps({"question": question, "passages": [{"doc_id": d, "text": ctx.index.docs[d].text[:1500]} for d in hits],
                                "previous_queries": tried[:-1]}, ensure_ascii=False)
-            t0 = time.perf_counter()
             g = await ctx.roles.call("grade", user, GradeOutput,
                                      lambda: grade_offline(question, [(ctx.index.docs[d].text, support[d]) for d in hits], p.z_min, tried),
                                      seed=ctx.seed)
             outcomes.append(g)
-            r.ms["grade"] = g.ms or (time.perf_counter() - t0) * 1000
+            r.ms["grade"] = g.ms
             if g.value is None:  # a failed grader call: judge nothing, abstain
                 r.verdict, r.verdict_reason = "error", g.fallback
                 r.fallback_reason = "; ".join(x for x in (r.fallback_reason, f"{g.fallback}; abstained") if x)

@@ -35,7 +35,7 @@ class SingleQueryArm(BaseArm):
             return [ArmResult(issued_queries=[], lanes=[], applied_filters=[], candidates=[], ranking=[],
                               not_applicable=self.not_applicable)]
         text, filters = q
-        r = retrieve_one(ctx, text, filters, self.params.lane, self.params.depth, self.params.id_lane)
+        r = await retrieve_one(ctx, text, filters, self.params.lane, self.params.depth, self.params.id_lane)
         if self.params.answer:
             r.llm = llm_stats(await answer_stage(ctx, text, r))
         return [r]

@@ -14,6 +14,7 @@ from harness.guards.identifiers import find_identifiers
 from harness.roles.answer import AnswerOutput, abstention, answer_from_evidence, answer_offline
 from harness.roles.lang import detect_language
 from harness.roles.rerank import OFFLINE_NOTE, RerankOutput, apply_rerank, rerank_offline
+from harness.workers import off_loop, timed
 
 
 def search(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: str, depth: int, rrf_k: int = 60,
@@ -54,6 +55,28 @@ def search(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: s
                      ranking=ranking, ms={"retrieve": (time.perf_counter() - t0) * 1000})
 
 
+async def query_vectors(ctx: TurnContext, queries: list[str]) -> tuple[np.ndarray, float]:
+    """The queries' embeddings (through the index's cache) and the milliseconds this turn spent
+    on them: on the embedding worker, batched with other turns' queries; inline without workers."""
+    if ctx.workers is not None:
+        return await ctx.workers.embed_queries(ctx.index, queries)
+    return timed(ctx.index.embed_queries, queries)
+
+
+async def search_async(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: str,
+                       vectors: np.ndarray | None = None, **kw) -> ArmResult:
+    """`search` off the event loop: the query vectors from the embedding worker (batched with
+    other turns' queries), the rest on the retrieval worker. Inline without workers. The
+    result is the same as `search`'s; ms_retrieve counts the search and this turn's share of
+    the embedding batch."""
+    embed_ms = 0.0
+    if vectors is None and lane in ("hybrid", "dense") and ctx.workers is not None and queries:
+        vectors, embed_ms = await query_vectors(ctx, queries)
+    r, _ = await off_loop(ctx.workers, search, ctx, queries, filters, lane=lane, vectors=vectors, **kw)
+    r.ms["retrieve"] += embed_ms
+    return r
+
+
 async def rerank_stage(ctx: TurnContext, question: str, r: ArmResult, pool: int) -> list:
     """Rerank the capped pool with the rerank role; the offline role keeps the order and says so."""
     head = r.ranking[:pool]
@@ -84,7 +107,6 @@ async def answer_stage(ctx: TurnContext, question: str, r: ArmResult, top_k: int
     user = json.dumps({"question": question, "language": lang,
                        "abstention_text": abstention(lang),
                        "passages": [{"doc_id": d, "text": t[:1500]} for d, t in passages]}, ensure_ascii=False)
-    t0 = time.perf_counter()
     out = await ctx.roles.call("answer", user, AnswerOutput, lambda: (answer_from_evidence(evidence, lang) if evidence
                                                                else answer_offline(question, passages, lang, must_answer=must_answer)),
                                seed=ctx.seed)
@@ -96,5 +118,5 @@ async def answer_stage(ctx: TurnContext, question: str, r: ArmResult, top_k: int
         r.answer = out.value.answer
         r.answer_doc_ids = [d for d in out.value.doc_ids if d in known]
         r.abstained = out.value.abstained
-    r.ms["answer"] = out.ms or (time.perf_counter() - t0) * 1000
+    r.ms["answer"] = out.ms
     return [out]

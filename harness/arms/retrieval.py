@@ -4,7 +4,8 @@ from __future__ import annotations
 from harness.arms.base import ArmResult, TurnContext
 
 
-def retrieve_one(ctx: TurnContext, query: str, filters: list[dict], lane: str, depth: int, id_lane: bool = False) -> ArmResult:
-    from harness.arms.pipeline import search
+async def retrieve_one(ctx: TurnContext, query: str, filters: list[dict], lane: str, depth: int,
+                       id_lane: bool = False) -> ArmResult:
+    from harness.arms.pipeline import search_async
 
-    return search(ctx, [query], filters, lane=lane, depth=depth, pool=max(depth, 100), id_lane=id_lane)
+    return await search_async(ctx, [query], filters, lane=lane, depth=depth, pool=max(depth, 100), id_lane=id_lane)

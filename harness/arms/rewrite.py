@@ -17,7 +17,7 @@ import time
 from typing import Literal
 
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
-from harness.arms.pipeline import answer_stage, rerank_stage, search
+from harness.arms.pipeline import answer_stage, rerank_stage, search_async
 from harness.guards.filters import validate_filters
 from harness.guards.identifiers import find_identifiers, mask, unmask, whole
 from harness.roles.decide import Decision, decide_offline
@@ -122,33 +122,24 @@ class RewriteFamily(BaseArm):
                 notes_decide = f"{d.fallback}; rewriting without a decision"
         search_kw = dict(lane=p.lane, depth=p.depth, rrf_k=p.rrf_k, pool=p.pool, id_lane=p.id_lane)
 
-        def search_turn():  # the turn as typed, with its identifiers kept
+        async def search_turn():  # the turn as typed, with its identifiers kept
             ids = find_identifiers(ctx.turn.user)
-            r = search(ctx, [ctx.turn.user], ctx.inherited_filters, must_keep=ids, **search_kw)
+            r = await search_async(ctx, [ctx.turn.user], ctx.inherited_filters, must_keep=ids, **search_kw)
             r.must_keep = ids
             return r
 
         if p.decide and decision is not None and not decision.needs_rewrite:
-            r = search_turn()
+            r = await search_turn()
             r.verdict_reason = f"decide: {decision.turn_class}, no rewrite needed ({decision.reason})"
             return [await self._finish(ctx, r, ctx.turn.user, decision, outcomes, ms)]
-        t0 = time.perf_counter()
-        fallback = None
-        try:
-            coro = ask_rewrite(ctx, p.last_n, state)
-            rw = await (asyncio.wait_for(coro, p.budget_ms / 1000) if p.budget_ms else coro)
-            outcomes.append(rw)
-            out, fallback = rw.value, rw.fallback
-        except asyncio.TimeoutError:
-            out, fallback = None, f"rewrite timed out after {p.budget_ms} ms"
-        ms["rewrite"] = (time.perf_counter() - t0) * 1000
+        out, fallback = await self._rewrite(ctx, state, outcomes, ms)
         proposed = [f.model_dump() for f in out.filters] if out is not None else []
         val = validate_filters(proposed, ctx.info) if out is not None else None
         malformed = val.malformed if val else []
         if out is not None and malformed:
             fallback = "filter validation failed: " + "; ".join(malformed)
         if out is None or malformed:
-            r = search_turn()
+            r = await search_turn()
             r.fallback_reason, question = fallback, ctx.turn.user
         else:
             notes: list[str] = []
@@ -156,7 +147,7 @@ class RewriteFamily(BaseArm):
             # the identifier guard holds for every issued query, variants included
             qs = [restore_identifiers(q, {}, out.must_keep) for q in await self.queries(ctx, out, outcomes, notes)]
             vecs = await self.vectors(ctx, out, qs, decision, outcomes, notes, fallbacks)
-            r = search(ctx, qs, val.applied, must_keep=out.must_keep, vectors=vecs, **search_kw)
+            r = await search_async(ctx, qs, val.applied, must_keep=out.must_keep, vectors=vecs, **search_kw)
             r.must_keep, question = out.must_keep, out.standalone
             r.clarify = out.clarify.model_dump() if out.clarify else None
             r.verdict_reason = "; ".join(notes) or None
@@ -169,6 +160,22 @@ class RewriteFamily(BaseArm):
             r.filter_violations = val.violations
             r.filters_removed = val.removed
         return [await self._finish(ctx, r, question, decision, outcomes, ms)]
+
+    async def _rewrite(self, ctx: TurnContext, state, outcomes: list, ms: dict):
+        """The rewrite role within the arm's budget: (output or None, fallback reason). Its
+        ms is the role's own time (its HTTP exchanges, or the offline rules), or the budget when
+        the role did not answer within it."""
+        p = self.params
+        t0 = time.perf_counter()
+        try:
+            coro = ask_rewrite(ctx, p.last_n, state)
+            rw = await (asyncio.wait_for(coro, p.budget_ms / 1000) if p.budget_ms else coro)
+        except asyncio.TimeoutError:
+            ms["rewrite"] = (time.perf_counter() - t0) * 1000
+            return None, f"rewrite timed out after {p.budget_ms} ms"
+        outcomes.append(rw)
+        ms["rewrite"] = rw.ms
+        return rw.value, rw.fallback
 
     async def _finish(self, ctx, r: ArmResult, question: str, decision, outcomes: list, ms: dict) -> ArmResult:
         if decision is not None:

@@ -9,10 +9,12 @@ import json
 import numpy as np
 
 from harness.arms.base import register
+from harness.arms.pipeline import query_vectors
 from harness.arms.rewrite import RewriteFamily, RewriteParams
 from harness.guards.identifiers import find_identifiers
 from harness.roles import attributes
 from harness.roles.hyde import HydeOutput, hyde_offline
+from harness.workers import off_loop
 
 
 class HydeParams(RewriteParams):
@@ -51,9 +53,10 @@ class RewriteHyde(RewriteFamily):
             notes.append(f"HyDE failed, rewrite vector only: {h.fallback}")
             fallbacks.append(f"{h.fallback}; rewrite vector only")
             return None
-        q = ctx.index.embed_queries(queries)
-        p = ctx.index.cache.get_or_compute(ctx.index.embedder, "passage", [h.value.passage])[0]
-        mixed = (1 - w) * q[0] + w * p
+        q, _ = await query_vectors(ctx, queries)
+        passage, _ = await off_loop(ctx.workers, ctx.index.cache.get_or_compute, ctx.index.embedder, "passage",
+                                    [h.value.passage])
+        mixed = (1 - w) * q[0] + w * passage[0]
         q[0] = mixed / (np.linalg.norm(mixed) or 1.0)
         how = ("(offline: pseudo-relevance feedback, best passage of a first retrieval)" if h.backend == "offline"
                else f"({h.backend})")

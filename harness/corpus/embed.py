@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import uuid
 from pathlib import Path
 from typing import Protocol
@@ -110,7 +111,8 @@ def _slug(s: str) -> str:
 class EmbeddingCache:
     """Shards of (keys, float16 vectors) under DIR/<model>/<kind>/shard-*.npz. New entries go to
     a new shard written under a temporary name and renamed, so concurrent writers never corrupt
-    each other and committed shards never change (git-friendly)."""
+    each other and committed shards never change (git-friendly). Safe to share between threads
+    (the replay's embedding and retrieval workers): one lock guards the table and the shards."""
 
     def __init__(self, root: str | Path, block: int = 256, write_to: str | Path | None = None):
         """`write_to`: write new shards there instead of `root` (both are read); tests use it
@@ -122,6 +124,7 @@ class EmbeddingCache:
         self._mem: dict[tuple[str, str], dict[str, np.ndarray]] = {}
         self.hits = 0
         self.misses = 0
+        self._lock = threading.RLock()
 
     def _dir(self, model, kind, root: Path | None = None):
         return (root or self.root) / _slug(model) / kind
@@ -139,6 +142,10 @@ class EmbeddingCache:
         return self._mem[k]
 
     def get_or_compute(self, embedder: Embedder, kind: str, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            return self._get_or_compute(embedder, kind, texts)
+
+    def _get_or_compute(self, embedder: Embedder, kind: str, texts: list[str]) -> np.ndarray:
         table = self._load(embedder.name, kind)
         keys = [text_key(embedder.name, kind, t) for t in texts]
         missing = sorted({k: t for k, t in zip(keys, texts) if k not in table}.items())
@@ -153,12 +160,16 @@ class EmbeddingCache:
                 table[k] = v
                 pend.append(k)
             if len(pend) >= self.block:  # written block by block: a kill loses at most one block
-                self.flush()
+                self._flush()
         # always serve the float16 values, cold or warm, so rankings are identical
         return np.vstack([table[k] for k in keys]).astype(np.float32) if keys else np.zeros((0, embedder.dim), np.float32)
 
     def flush(self) -> None:
         """Write the entries computed since the last flush as one new shard per model and kind."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
         for (model, kind), keys in list(self._pending.items()):
             if keys:
                 table = self._mem[(model, kind)]

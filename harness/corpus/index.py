@@ -201,12 +201,21 @@ class Index:
                     allowed = {d for d in self.docs if matches(self.meta[d], f)}
                     masks[key] = np.isin(self._chunk_doc, list(allowed))
                 scores = np.where(masks[key], scores, 0.0)
-            best: dict[str, float] = {}
-            for i in np.nonzero(scores > 0)[0]:
-                d = str(self._chunk_doc[i])
-                best[d] = max(best.get(d, 0.0), float(scores[i]))
-            out.append(_hits(best, k, "bm25"))
+            rows = np.nonzero(scores > 0)[0]
+            out.append(self._best_docs(rows, scores[rows], k, "bm25"))
         return out
+
+    def _best_docs(self, rows: np.ndarray, scores: np.ndarray, k: int, lane: str) -> list[Hit]:
+        """The k best documents of scored chunk rows (a document scores its best chunk), in
+        `fusion.order`'s order (score descending, then doc id descending), without a Python
+        loop over every matching chunk."""
+        if not len(rows):
+            return []
+        docs, which = np.unique(self._chunk_doc[rows], return_inverse=True)  # ids ascending
+        best = np.full(len(docs), -np.inf)
+        np.maximum.at(best, which, scores.astype(np.float64))
+        top = np.lexsort((-np.arange(len(docs)), -best))[:k]
+        return [Hit(str(docs[i]), float(best[i]), r + 1, lane) for r, i in enumerate(top)]
 
     def hybrid(self, queries: list[str], k: int, filters: list[list[dict]] | None = None,
                rrf_k: int = 60, depth: int | None = None) -> list[tuple[list[Hit], list[Hit]]]:

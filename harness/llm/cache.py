@@ -9,11 +9,13 @@ Modes: readwrite (default), replay (a miss is an error naming the role and promp
 (ask again and overwrite), off."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +44,7 @@ class CachedReply:
     created: float
 
 
+@functools.lru_cache(maxsize=256)  # a run hashes the same few system prompts on every call
 def prompt_hash(text: str) -> str:
     """Short hash of a prompt text: the first 12 hex digits of sha256 over its UTF-8 bytes."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
@@ -60,6 +63,9 @@ class LLMCache:
         self.folder = Path(folder)
         self.path = self.folder / "llm_cache.sqlite"
         self._local = threading.local()
+        self._pending: dict[str, CachedReply] = {}  # written behind, not yet in the database
+        self._writer: ThreadPoolExecutor | None = None
+        self._writes: list[Future] = []
         if mode != "off":
             self.folder.mkdir(parents=True, exist_ok=True)
             c = self._conn()
@@ -81,6 +87,8 @@ class LLMCache:
     def get(self, key: str) -> CachedReply | None:
         if self.mode in ("off", "refresh"):
             return None
+        if (pending := self._pending.get(key)) is not None:
+            return pending
         row = _retry(lambda: self._conn().execute("SELECT body, latency_ms, created FROM replies WHERE key=?", (key,)).fetchone())
         return CachedReply(bytes(row[0]), row[1], row[2]) if row else None
 
@@ -89,6 +97,31 @@ class LLMCache:
             return
         _retry(lambda: self._conn().execute("INSERT OR REPLACE INTO replies VALUES (?,?,?,?,?,?,?)",
                                             (key, kind, model, role, body, latency_ms, time.time())))
+
+    def put_later(self, key: str, body: bytes, latency_ms: float, kind: str = "", model: str = "", role: str = "") -> None:
+        """`put` on the cache's writer thread, so the caller (the event loop) never waits for
+        SQLite. `get` sees the reply at once; `flush()` waits until it is in the database."""
+        if self.mode in ("off", "replay"):
+            return
+        reply = CachedReply(body, latency_ms, time.time())
+        self._pending[key] = reply
+
+        def write():
+            try:
+                self.put(key, body, latency_ms, kind=kind, model=model, role=role)
+            finally:
+                if self._pending.get(key) is reply:
+                    del self._pending[key]
+
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="harness-llm-cache")
+        self._writes = [f for f in self._writes if not f.done() or f.exception() is not None] + [self._writer.submit(write)]
+
+    def flush(self) -> None:
+        """Wait for the writes behind; the first failed one raises here."""
+        writes, self._writes = self._writes, []
+        for f in writes:
+            f.result()
 
     def __len__(self) -> int:
         if self.mode == "off":

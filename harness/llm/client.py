@@ -1,9 +1,14 @@
 """One async LLM client over the openai SDK for OpenAI, Azure OpenAI (v1 API) and any
 OpenAI-compatible server. Structured output (json_schema, strict), one repair attempt,
 retries with exponential backoff and jitter honouring Retry-After, a concurrency bound shared
-by the whole replay, optional requests/tokens per minute budgets, the cache at the HTTP
-transport, and a ledger record per call. A failed call never raises: the record carries the
-error and the caller falls back."""
+by the whole replay, optional requests/tokens per minute budgets, the cache (looked up before
+the SDK, filled at the HTTP transport), and a ledger record per call. A failed call never
+raises: the record carries the error and the caller falls back.
+
+The request is serialised once and sent with the SDK's `post` (its auth, base URL, timeouts
+and error classes), so the SDK does not walk the typed parameters of `chat.completions.create`
+on every call; the reply is parsed by `ChatCompletion` the same way whether it came from the
+endpoint or from the cache."""
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +21,7 @@ from urllib.parse import urlparse
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import httpx
+import httpx2
 import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -24,8 +29,11 @@ from openai.types.chat import ChatCompletion
 
 from harness.llm.cache import LLMCache, prompt_hash, request_key
 from harness.llm.ledger import CallRecord, cost_usd, load_prices
-from harness.llm.schema import strict_schema
-from harness.llm.transport import CACHE_HEADER, LATENCY_HEADER, ROLE_HEADER, CachingTransport, ReplayMiss
+from harness.llm.schema import response_format
+from harness.llm.transport import (CACHE_HEADER, LATENCY_HEADER, LOOKED_UP, ROLE_HEADER, CachingTransport, ReplayMiss,
+                                   aiohttp_transport)
+
+CHAT_PATH = "/chat/completions"
 
 
 class EndpointConfig(BaseModel):
@@ -109,15 +117,18 @@ RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APITimeou
 
 
 class LLMClient:
+    """`connections`: the HTTP connections kept to the endpoint (the run's concurrency: every
+    call in flight has one, none waits for another's)."""
+
     def __init__(self, endpoint: EndpointConfig, cache: LLMCache | None = None,
-                 semaphore: asyncio.Semaphore | None = None, prices: dict | None = None, seed: int | None = None):
+                 semaphore: asyncio.Semaphore | None = None, prices: dict | None = None, seed: int | None = None,
+                 connections: int = 16):
         self.endpoint = endpoint
         self.cache = cache
         self.semaphore = semaphore
         self.prices = prices if prices is not None else load_prices()
         self.seed = seed
-        self.transport = CachingTransport(httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256)),
-                                          cache, endpoint.kind)
+        self.transport = CachingTransport(aiohttp_transport(connections), cache, endpoint.kind)
         key_env = endpoint.key_env()
         key = os.environ.get(key_env) if key_env else None
         if not key:
@@ -127,7 +138,8 @@ class LLMClient:
                 raise ValueError(f"{endpoint.kind} endpoint: set {key_env} in the environment")
         self.sdk = openai.AsyncOpenAI(
             api_key=key, base_url=endpoint.resolved_base_url(), max_retries=0, timeout=endpoint.timeout,
-            http_client=httpx.AsyncClient(transport=self.transport, timeout=endpoint.timeout))
+            http_client=httpx2.AsyncClient(transport=self.transport, timeout=endpoint.timeout))
+        self.path = urlparse(str(self.sdk.base_url)).path.rstrip("/") + CHAT_PATH  # as the transport sees it
         self.budget = _Budget(endpoint.rpm, endpoint.tpm)
 
     @property
@@ -141,34 +153,45 @@ class LLMClient:
     async def aclose(self) -> None:
         await self.sdk.close()
 
-    def _cached(self, body: dict):
+    def _cached(self, sent: dict):
         """A cached reply looked up before the SDK builds a request (the transport would find the
-        same entry: same key), so a warm run pays neither request building nor HTTP."""
+        same entry: same key), so a warm run pays neither request building nor HTTP. Returns
+        (reply or None, the key of a miss the transport may fill without looking it up again)."""
         if self.cache is None or self.cache.mode in ("off", "refresh"):
-            return None
-        sent = {k: v for k, v in body.items() if k != "extra_body"} | (body.get("extra_body") or {})
-        path = urlparse(str(self.sdk.base_url)).path.rstrip("/") + "/chat/completions"
-        hit = self.cache.get(request_key(self.endpoint.kind, path, sent))
+            return None, None
+        key = request_key(self.endpoint.kind, self.path, sent)
+        hit = self.cache.get(key)
         if hit is None:
-            return None
+            return None, (key if self.cache.mode != "replay" else None)  # replay: the transport names the miss
         self.transport.stats.cache_hits += 1
-        completion = ChatCompletion.model_validate(json.loads(hit.body))
-        return completion, {CACHE_HEADER: "hit", LATENCY_HEADER: f"{hit.latency_ms:.3f}"}, 1
+        return (_completion(hit.body), {CACHE_HEADER: "hit", LATENCY_HEADER: f"{hit.latency_ms:.3f}"}, 1), key
 
     async def _create(self, role: str, body: dict):
         """One chat completion with retries. Returns (completion, headers, attempts)."""
-        cached = self._cached(body)
+        sent = {k: v for k, v in body.items() if k != "extra_body"} | (body.get("extra_body") or {})
+        cached, key = self._cached(sent)
         if cached is not None:
             return cached
+        payload = json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode()
+        token = LOOKED_UP.set((key, str(sent.get("model", "")))) if key is not None else None
+        try:
+            return await self._send(role, payload, sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4
+                                    + body.get("max_tokens", 0))
+        finally:
+            if token is not None:
+                LOOKED_UP.reset(token)
+
+    async def _send(self, role: str, payload: bytes, est_tokens: int):
+        """POST the serialised request through the SDK, retrying 429/5xx/timeouts/connection errors."""
+        options = {"headers": {ROLE_HEADER: role}}
         attempts = 0
-        est = sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4 + body.get("max_tokens", 0)
         while True:
             attempts += 1
-            await self.budget.acquire(est)
+            await self.budget.acquire(est_tokens)
             try:
                 async with self.semaphore if self.semaphore is not None else contextlib.nullcontext():
-                    raw = await self.sdk.chat.completions.with_raw_response.create(**body, extra_headers={ROLE_HEADER: role})
-                return raw.parse(), raw.headers, attempts
+                    raw = await self.sdk.post(CHAT_PATH, cast_to=httpx2.Response, content=payload, options=options)
+                return _completion(raw.content), raw.headers, attempts
             except RETRYABLE as e:  # anything else (ReplayMiss included) propagates unchanged
                 if attempts > self.endpoint.max_retries:
                     raise
@@ -184,8 +207,7 @@ class LLMClient:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         rec = CallRecord(role=role, model=ep.model, prompt_hash=prompt_hash(system))
         body = {"model": ep.model, "messages": messages, "temperature": ep.temperature, "max_tokens": ep.max_tokens,
-                "response_format": {"type": "json_schema", "json_schema": {
-                    "name": schema.__name__, "strict": True, "schema": strict_schema(schema, ep.max_string_length, ep.max_items)}}}
+                "response_format": response_format(schema, ep.max_string_length, ep.max_items)}
         s = seed if seed is not None else self.seed
         if s is not None:
             body["seed"] = s
@@ -235,6 +257,11 @@ class LLMClient:
         except ValueError:
             pass
         rec.cost_usd = cost_usd(self.prices, self.endpoint.model, rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens)
+
+
+def _completion(content: bytes) -> ChatCompletion:
+    """A reply body as the SDK's ChatCompletion, validated (cold and cached replies alike)."""
+    return ChatCompletion.model_validate_json(content)
 
 
 def _err(e: Exception) -> str:

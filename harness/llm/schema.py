@@ -38,3 +38,11 @@ def _strict_schema(model: type[BaseModel], max_string_length: int | None, max_it
 
     walk(schema)
     return schema
+
+
+@functools.lru_cache(maxsize=256)
+def response_format(model: type[BaseModel], max_string_length: int | None = None, max_items: int | None = None) -> dict:
+    """The request's `response_format` for `model` (json_schema, strict), built once per model
+    and limits. Shared by every request: read it, never change it."""
+    return {"type": "json_schema", "json_schema": {
+        "name": model.__name__, "strict": True, "schema": _strict_schema(model, max_string_length, max_items)}}

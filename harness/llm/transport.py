@@ -1,21 +1,41 @@
-"""An httpx transport that serves and fills the LLM cache. It sits under the openai SDK client,
-so calls that libraries build themselves through our client (Ragas via instructor) are cached
-too. Only the method, path and JSON body are hashed; headers (Authorization, api-key) are
-never hashed or stored."""
+"""The HTTP transport under the openai SDK client: aiohttp (the SDK's own aiohttp transport,
+`httpx_aiohttp`, as in `openai[aiohttp]`), with the LLM cache in front of it. It sits under the
+SDK client, so calls that libraries build themselves through our client (Ragas via instructor)
+are cached too. Only the method, path and JSON body are hashed; headers (Authorization,
+api-key) are never hashed or stored.
+
+Why aiohttp: httpcore's connection pool walks every connection for every queued request
+(encode/httpcore#1035), a cost per call that grows with the concurrency; aiohttp's connector
+does not (bench/results/latest.md). Its connection limit is sized to the run's concurrency.
+
+The latency a call reports (LATENCY_HEADER) is taken around the HTTP exchange only: from
+handing the request to aiohttp to the last byte of the reply. A cache hit reports the latency
+stored with the reply. Replies go to the cache write-behind (`LLMCache.put_later`), so the event
+loop never waits for SQLite; `aclose()` waits for the writes."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
+import functools
 import json
+import ssl
 import time
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
+import httpx2
 import openai
+from httpx_aiohttp.httpx2 import AiohttpTransport
 
 from harness.llm.cache import LLMCache, prompt_hash, request_key
 
 ROLE_HEADER = "x-harness-role"
 CACHE_HEADER = "x-harness-cache"
 LATENCY_HEADER = "x-harness-latency-ms"
+# (cache key, model) of a request the LLMClient has just looked up in the cache and missed: the
+# transport then stores the reply under that key without parsing and looking the request up again
+LOOKED_UP: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("harness_looked_up", default=None)
 
 
 class ReplayMiss(openai.OpenAIError):
@@ -42,50 +62,94 @@ def _cacheable(body: bytes) -> bool:
     return "data" in obj
 
 
-class CachingTransport(httpx.AsyncBaseTransport):
-    def __init__(self, inner: httpx.AsyncBaseTransport, cache: LLMCache | None, kind: str):
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default TLS context (certifi), built once per process (about 50 ms each)."""
+    return httpx2.create_ssl_context()
+
+
+def aiohttp_transport(connections: int) -> AiohttpTransport:
+    """The aiohttp transport with `connections` connections (kept alive between calls)."""
+    return AiohttpTransport(verify=_ssl_context(),
+                            limits=httpx2.Limits(max_connections=connections, max_keepalive_connections=connections))
+
+
+@contextlib.contextmanager
+def _connection_errors():
+    """httpx_aiohttp 0.2.0 maps every aiohttp.ClientConnectionError (a refused connection, a
+    reset, a server that hung up) to ConnectTimeout, so the SDK would report APITimeoutError for
+    them (also noted in the review of openai-python#3594). Only real timeouts stay timeouts;
+    the rest become the network errors httpx raises for them (the SDK: APIConnectionError)."""
+    try:
+        yield
+    except httpx2.TimeoutException as e:
+        cause = e.__cause__
+        if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, asyncio.TimeoutError):
+            kind = httpx2.ConnectError if isinstance(cause, aiohttp.ClientConnectorError) else httpx2.ReadError
+            raise kind(str(e) or type(cause).__name__) from cause
+        raise
+
+
+class CachingTransport(httpx2.AsyncBaseTransport):
+    def __init__(self, inner: httpx2.AsyncBaseTransport, cache: LLMCache | None, kind: str):
         self.inner = inner
         self.cache = cache
         self.kind = kind
         self.stats = TransportStats()
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        key = None
-        role = request.headers.get(ROLE_HEADER, "")
+    def _lookup(self, request: httpx2.Request) -> tuple[str | None, dict | None, httpx2.Response | None]:
+        """(cache key, JSON body, cached response or None) of a POST; raises ReplayMiss in replay mode."""
+        try:
+            body = json.loads(request.content or b"{}")
+        except ValueError:
+            return None, None, None
+        if not isinstance(body, dict):
+            return None, None, None
+        key = request_key(self.kind, request.url.path, body)
+        hit = self.cache.get(key)
+        if hit is not None:
+            self.stats.cache_hits += 1
+            return key, body, httpx2.Response(200, content=hit.body, request=request, headers={
+                "content-type": "application/json", CACHE_HEADER: "hit", LATENCY_HEADER: f"{hit.latency_ms:.3f}"})
+        if self.cache.mode == "replay":
+            role = request.headers.get(ROLE_HEADER, "")
+            raise ReplayMiss(f"cache miss in replay mode: role {role or '?'}, model {body.get('model')}, {_describe(body)}")
+        return key, body, None
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        key = model = None
         if self.cache is not None and self.cache.mode != "off" and request.method == "POST":
-            await request.aread()
-            try:
-                body = json.loads(request.content or b"{}")
-            except ValueError:
-                body = None
-            if isinstance(body, dict):
-                key = request_key(self.kind, request.url.path, body)
-                hit = self.cache.get(key)
+            if (looked_up := LOOKED_UP.get()) is not None:
+                key, model = looked_up
+            else:
+                await request.aread()
+                key, body, hit = self._lookup(request)
                 if hit is not None:
-                    self.stats.cache_hits += 1
-                    return httpx.Response(200, content=hit.body, request=request, headers={
-                        "content-type": "application/json", CACHE_HEADER: "hit", LATENCY_HEADER: f"{hit.latency_ms:.3f}"})
-                if self.cache.mode == "replay":
-                    what = _describe(body)
-                    raise ReplayMiss(f"cache miss in replay mode: role {role or '?'}, model {body.get('model')}, {what}")
+                    return hit
+                model = str(body.get("model", "")) if body is not None else ""
         self.stats.http_calls += 1
         self.stats.in_flight += 1
         self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
         t0 = time.perf_counter()
         try:
-            resp = await self.inner.handle_async_request(request)
-            content = await resp.aread()
+            with _connection_errors():
+                resp = await self.inner.handle_async_request(request)
+                content = await resp.aread()
         finally:
             self.stats.in_flight -= 1
         latency = (time.perf_counter() - t0) * 1000
         if key is not None and resp.status_code == 200 and _cacheable(content):
-            self.cache.put(key, content, latency, kind=self.kind, model=str(body.get("model", "")), role=role)
-        headers = [(k, v) for k, v in resp.headers.multi_items() if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-        headers += [(CACHE_HEADER, "miss"), (LATENCY_HEADER, f"{latency:.3f}")]
-        return httpx.Response(resp.status_code, headers=headers, content=content, request=request)
+            self.cache.put_later(key, content, latency, kind=self.kind, model=model, role=request.headers.get(ROLE_HEADER, ""))
+        resp.headers[CACHE_HEADER] = "miss"  # the reply, read: its content is decoded and kept
+        resp.headers[LATENCY_HEADER] = f"{latency:.3f}"
+        return resp
 
     async def aclose(self) -> None:
-        await self.inner.aclose()
+        try:
+            await self.inner.aclose()
+        finally:
+            if self.cache is not None:
+                self.cache.flush()
 
 
 def _describe(body: dict) -> str:

