@@ -7,7 +7,6 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "datasets"
 os.environ.setdefault("HARNESS_HOME", str(ROOT))
 os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
 os.environ["RAGAS_DO_NOT_TRACK"] = "true"
