@@ -13,7 +13,7 @@ export HARNESS_HOME := $(CURDIR)
 
 DEMO_CONFIGS ?= configs/mtrag.yaml configs/handbook.yaml configs/b2b.yaml
 
-.PHONY: setup demo test import-mtrag check-import sweep compare gate report baseline
+.PHONY: setup demo test import-mtrag check-import refresh-embeddings sweep compare gate report baseline
 
 setup: $(VENV)/.installed
 
@@ -64,6 +64,11 @@ check-import: setup  # make check-import RAW=path/to/mtrag: the committed eval_s
 	$(BIN)/harness import mtrag "$(RAW)" --out "$$d/mtrag-un" && \
 	diff -r -x embeddings eval_sets/mtrag-un "$$d/mtrag-un" && \
 	echo "eval_sets/mtrag-un equals a fresh import of $(RAW)"
+
+# Runs only read the shipped embedding caches (eval_sets/*/embeddings) and write new vectors to
+# .cache/embeddings/; this adds what CONFIGS (default: the demo's) embed beyond them, on purpose.
+refresh-embeddings: setup  # make refresh-embeddings [CONFIGS="configs/x.yaml ..."]; then commit eval_sets/*/embeddings
+	$(BIN)/python -m harness.corpus.refresh $(or $(CONFIGS),$(DEMO_CONFIGS))
 
 # make local-llm: a real local LLM endpoint (llama-server, Gemma 3 270M) on 127.0.0.1:8088 or $LLM_PORT; docs/local-llm.md
 .PHONY: local-llm

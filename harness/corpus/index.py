@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from qdrant_client import QdrantClient
@@ -228,8 +227,10 @@ def _hits(best: dict[str, float], k: int, lane: str) -> list[Hit]:
     return [Hit(d, s, i + 1, lane) for i, (d, s) in enumerate(order(best)[:k])]
 
 
-def build_index(es, cfg, cache_dir: Path | None = None) -> Index:
-    from harness.corpus.embed import make_embedder
+def build_index(es, cfg) -> Index:
+    """The index of a run config's `index:` section over the eval set's embedding cache (the
+    shipped shards read-only, new vectors in `cfg.embedding_cache` or .cache/embeddings)."""
+    from harness.corpus.embed import eval_set_cache, make_embedder
 
-    cache = EmbeddingCache(cache_dir or (Path(es.path) / "embeddings"))
-    return Index(es.docs, make_embedder(cfg.embedder), cache, max_chars=cfg.max_chars, qdrant_url=cfg.qdrant_url)
+    return Index(es.docs, make_embedder(cfg.embedder), eval_set_cache(es, cfg.embedding_cache),
+                 max_chars=cfg.max_chars, qdrant_url=cfg.qdrant_url)
