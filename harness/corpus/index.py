@@ -57,6 +57,8 @@ class Index:
         self._vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         self.stats = IndexStats(chunks=len(self.chunks), embedded=cache.misses - misses0)
         self.client = QdrantClient(url=qdrant_url) if qdrant_url else QdrantClient(location=":memory:")
+        self._local = not qdrant_url
+        self._masks: dict[str, np.ndarray] = {}
         self.collection = collection
         if self.client.collection_exists(collection):
             self.client.delete_collection(collection)
@@ -173,16 +175,34 @@ class Index:
         vecs = vectors if vectors is not None else self.embed_queries(queries)
         vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         filters = filters or [[] for _ in queries]
-        reqs = [qm.QueryRequest(query=v.tolist(), filter=to_qdrant(f), limit=k * 3, with_payload=["doc_id"])
-                for v, f in zip(vecs, filters)]
+        here = [bool(f) and self._local for f in filters]
+        reqs = [qm.QueryRequest(query=v.tolist(), limit=len(self.chunks), with_payload=False) if h else
+                qm.QueryRequest(query=v.tolist(), filter=to_qdrant(f), limit=k * 3, with_payload=False)
+                for v, f, h in zip(vecs, filters, here)]
         out = []
-        for resp in self.client.query_batch_points(self.collection, reqs):
+        for f, h, resp in zip(filters, here, self.client.query_batch_points(self.collection, reqs)):
+            points = resp.points
+            if h:  # Qdrant's order over every point; keep what its filter would keep, in that order
+                allowed = self._allowed_chunks(f)
+                points = [p for p in points if allowed[p.id]][:k * 3]
             best: dict[str, float] = {}
-            for p in resp.points:
-                d = p.payload["doc_id"]
+            for p in points:
+                d = self.chunks[p.id].doc_id  # point ids are chunk rows
                 best[d] = max(best.get(d, -1e9), float(p.score))
             out.append(_hits(best, k, "dense"))
         return out
+
+    def _allowed_chunks(self, filters: list[dict]) -> np.ndarray:
+        """Which chunks a filter keeps (`matches`, the predicate of the lexical lane and the
+        identifier lane), per chunk row; built once per distinct filter. The embedded Qdrant
+        checks a payload filter point by point in Python (about 0.1 s a search over b2b-shop's
+        413 chunks with its entitlement filters), so with the embedded Qdrant the dense lane
+        asks for every point in Qdrant's order and filters here: the same points, in the same
+        order. A Qdrant server (`qdrant_url`) filters itself."""
+        key = json.dumps(filters, sort_keys=True, default=str)
+        if key not in self._masks:
+            self._masks[key] = np.array([matches(self.meta[c.doc_id], filters) for c in self.chunks], dtype=bool)
+        return self._masks[key]
 
     def lexical(self, queries: list[str], k: int, filters: list[list[dict]] | None = None) -> list[list[Hit]]:
         filters = filters or [[] for _ in queries]
