@@ -175,14 +175,14 @@ class Index:
         vecs = vectors if vectors is not None else self.embed_queries(queries)
         vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         filters = filters or [[] for _ in queries]
-        here = [bool(f) and self._local for f in filters]
-        reqs = [qm.QueryRequest(query=v.tolist(), limit=len(self.chunks), with_payload=False) if h else
+        here = [bool(f) and self._local for f in filters]  # filtered here, not by the embedded Qdrant
+        reqs = [qm.QueryRequest(query=v.tolist(), limit=self._unfiltered_limit(f, k * 3), with_payload=False) if h else
                 qm.QueryRequest(query=v.tolist(), filter=to_qdrant(f), limit=k * 3, with_payload=False)
                 for v, f, h in zip(vecs, filters, here)]
         out = []
         for f, h, resp in zip(filters, here, self.client.query_batch_points(self.collection, reqs)):
             points = resp.points
-            if h:  # Qdrant's order over every point; keep what its filter would keep, in that order
+            if h:
                 allowed = self._allowed_chunks(f)
                 points = [p for p in points if allowed[p.id]][:k * 3]
             best: dict[str, float] = {}
@@ -193,20 +193,23 @@ class Index:
         return out
 
     def _allowed_chunks(self, filters: list[dict]) -> np.ndarray:
-        """Which chunks a filter keeps (`matches`, the predicate of the lexical lane and the
-        identifier lane), per chunk row; built once per distinct filter. The embedded Qdrant
-        checks a payload filter point by point in Python (about 0.1 s a search over b2b-shop's
-        413 chunks with its entitlement filters), so with the embedded Qdrant the dense lane
-        asks for every point in Qdrant's order and filters here: the same points, in the same
-        order. A Qdrant server (`qdrant_url`) filters itself."""
+        """Which chunks a filter keeps (`matches`, the identifier lane's predicate), per chunk
+        row; built once per distinct filter; the lexical lane masks its scores with it."""
         key = json.dumps(filters, sort_keys=True, default=str)
         if key not in self._masks:
             self._masks[key] = np.array([matches(self.meta[c.doc_id], filters) for c in self.chunks], dtype=bool)
         return self._masks[key]
 
+    def _unfiltered_limit(self, filters: list[dict], limit: int) -> int:
+        """The embedded Qdrant checks a payload filter point by point in Python (about 0.1 s a
+        search over b2b-shop's 413 chunks with its entitlement filters). So the dense lane asks
+        it, unfiltered, for as many points as guarantee `limit` allowed ones (every point the
+        filter rejects could come first) and keeps the allowed ones in Qdrant's order: the same
+        points, scores and order as Qdrant's filtered search. A Qdrant server filters itself."""
+        return min(len(self.chunks), limit + int((~self._allowed_chunks(filters)).sum()))
+
     def lexical(self, queries: list[str], k: int, filters: list[list[dict]] | None = None) -> list[list[Hit]]:
         filters = filters or [[] for _ in queries]
-        masks: dict[str, np.ndarray] = {}  # multi-query arms pass one filter for every query
         out = []
         for q, f in zip(queries, filters):
             toks = tokenize(q)
@@ -215,11 +218,7 @@ class Index:
                 continue
             scores = self.bm25.get_scores(toks)
             if f:
-                key = json.dumps(f, sort_keys=True, default=str)
-                if key not in masks:
-                    allowed = {d for d in self.docs if matches(self.meta[d], f)}
-                    masks[key] = np.isin(self._chunk_doc, list(allowed))
-                scores = np.where(masks[key], scores, 0.0)
+                scores = np.where(self._allowed_chunks(f), scores, 0.0)
             best: dict[str, float] = {}
             for i in np.nonzero(scores > 0)[0]:
                 d = str(self._chunk_doc[i])
