@@ -13,7 +13,7 @@ export HARNESS_HOME := $(CURDIR)
 
 DEMO_CONFIGS ?= configs/mtrag.yaml configs/handbook.yaml configs/b2b.yaml
 
-.PHONY: setup demo test import-mtrag sweep compare gate report baseline
+.PHONY: setup demo test import-mtrag check-import refresh-embeddings sweep compare gate report baseline
 
 setup: $(VENV)/.installed
 
@@ -30,8 +30,11 @@ demo: setup
 	$(BIN)/harness report runs/demo-$$stamp-* -o reports/demo-$$stamp.html || exit $$?; \
 	echo "demo took $$(( $$(date +%s) - start )) s"
 
+# the suite on TEST_WORKERS processes (pytest-xdist; each test file runs whole in one process, so
+# its module fixtures are built once); ends with the 15 slowest tests
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest -p no:cacheprovider
+	$(BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 sweep: setup
 	$(BIN)/harness run configs/sweep-handbook.yaml --no-progress
@@ -50,8 +53,25 @@ baseline: setup  # refresh the committed baseline of the b2b demo config
 	rm -rf runs/baselines/b2b
 	$(BIN)/harness run configs/b2b.yaml --no-progress --run-id baselines/b2b
 
-import-mtrag: setup
-	$(BIN)/harness import mtrag ../shared/datasets/mtrag --out eval_sets/mtrag-un
+# The raw MTRAG-UN data (IBM/mt-rag-benchmark: mtragun-human/ and derived/pooled_corpus.jsonl) is
+# not in the repository; point RAW at a copy of it.
+need-raw = $(if $(RAW),,$(error set RAW to the raw MTRAG folder (with mtragun-human/ and derived/): make $@ RAW=path/to/mtrag))
+
+import-mtrag: setup  # make import-mtrag RAW=path/to/mtrag: rewrite eval_sets/mtrag-un from the raw data
+	$(need-raw)
+	$(BIN)/harness import mtrag "$(RAW)" --out eval_sets/mtrag-un
+
+check-import: setup  # make check-import RAW=path/to/mtrag: the committed eval_sets/mtrag-un equals a fresh import
+	$(need-raw)
+	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	$(BIN)/harness import mtrag "$(RAW)" --out "$$d/mtrag-un" && \
+	diff -r -x embeddings eval_sets/mtrag-un "$$d/mtrag-un" && \
+	echo "eval_sets/mtrag-un equals a fresh import of $(RAW)"
+
+# Runs only read the shipped embedding caches (eval_sets/*/embeddings) and write new vectors to
+# .cache/embeddings/; this adds what CONFIGS (default: the demo's) embed beyond them, on purpose.
+refresh-embeddings: setup  # make refresh-embeddings [CONFIGS="configs/x.yaml ..."]; then commit eval_sets/*/embeddings
+	$(BIN)/python -m harness.corpus.refresh $(or $(CONFIGS),$(DEMO_CONFIGS))
 
 # make local-llm: a real local LLM endpoint (llama-server, Gemma 3 270M) on 127.0.0.1:8088 or $LLM_PORT; docs/local-llm.md
 .PHONY: local-llm

@@ -49,6 +49,9 @@ def main() -> int:
     for name, _ in EXTRA:
         if (RESULTS / f"{name}.md").exists():
             sections.append((RESULTS / f"{name}.md").read_text(encoding="utf-8"))
+    suite = RESULTS / "tests.md"  # the test suite's duration, measured by `make test`, kept across bench runs
+    if suite.exists():
+        sections.append(suite.read_text(encoding="utf-8"))
     head = ["# Benchmarks (make bench)", "",
             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
             f"load average now {os.getloadavg()[0]:.2f}; total {total:.0f} s "

@@ -47,7 +47,7 @@ def eval_set_validate(path: Path):
 
 
 @import_app.command("mtrag")
-def import_mtrag(src: Path = typer.Argument(Path("../shared/datasets/mtrag"), help="MTRAG folder"),
+def import_mtrag(src: Path = typer.Argument(..., help="raw MTRAG folder (mtragun-human/, derived/)"),
                  out: Path = typer.Option(Path("eval_sets/mtrag-un"), "--out", "-o")):
     """Convert MTRAG-UN (human tasks, qrels, pooled corpus) into an eval set."""
     from harness.evalset.load import EvalSetError

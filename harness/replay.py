@@ -220,8 +220,7 @@ class Replay:
         write_manifest(self.run_dir, self._manifest("running", started=started))
         pq.write_table(labels_table(self.es, self.cfg.splits), self.run_dir / "labels.parquet")
         t0 = time.perf_counter()
-        cache_dir = Path(self.cfg.index.embedding_cache) if self.cfg.index.embedding_cache else None
-        index = index or build_index(self.es, self.cfg.index, cache_dir)
+        index = index or build_index(self.es, self.cfg.index)
         jobs = [j for j in self.jobs(index) if (j.arm.arm_id, j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]
         writer = PartWriter(self.run_dir, self.cfg.rows_per_part)
         gc.freeze()  # the eval set and index are long-lived: keep full collections from walking them mid-run

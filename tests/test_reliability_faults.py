@@ -23,7 +23,8 @@ from harness.metrics.compute import compute_metrics
 from harness.replay import Replay
 from harness.testing import FAULTS, TestServer
 from harness.traces import read_traces
-from tests.test_reliability_helpers import LLM_ARMS, ROLES, b2b_slice, endpoint, model_reply, prewarm, slice_index
+from tests.test_reliability_helpers import (LLM_ARMS, ROLES, b2b_slice, endpoint, model_reply, prewarm, schema_name,
+                                            slice_index, user_json)
 from tests.test_reliability_helpers import loopback_only  # noqa: F401  (autouse: loopback only)
 
 TURNS = 25  # labelled turns of the slice's test split
@@ -190,9 +191,25 @@ def test_every_failed_role_call_is_counted_in_the_manifest(world):
 
 
 def test_a_failed_answer_is_counted_unmeasured_not_dropped(world):
-    run, t = fault_run(world, "500")
-    final = t[t["is_final"] & t["arm"].eq("corrective")]
+    """The answer requests of some turns (chosen by their content, so whatever the order of the
+    requests) fail with a 500 on every try, retries included."""
+    def doomed(req):
+        return schema_name(req) == "AnswerOutput" and len(json.dumps(user_json(req))) % 2 == 0
+
+    with TestServer() as srv:
+        srv.add_rule(model_reply, when=doomed, fault="500")
+        srv.add_rule(model_reply)
+        raw = {"name": "answer-fails", "eval_set": str(world["root"]), "splits": ["test"],
+               "arms": [a for a in LLM_ARMS if a["name"] == "corrective"], "runs_dir": str(world["tmp"] / "runs"),
+               "concurrency": 8,
+               "llm": {"cache": {"folder": str(world["tmp"] / "cache-answer-fails"), "mode": "readwrite"},
+                       "roles": {r: endpoint(srv) for r in ROLES}}}
+        run = Replay(parse_config(raw), raw, run_dir=world["tmp"] / "runs" / "answer-fails", progress=False).run(
+            index=world["index"])
+    t = read_traces(run).to_pandas()
+    final = t[t["is_final"]]
     assert final["fallback_reason"].fillna("").str.contains("answer failed").any()  # the case occurs
+    assert not final["fallback_reason"].fillna("").str.contains("answer failed").all()
     agg = compute_metrics(run).aggregates
     row = agg[(agg["segment"] == "all") & (agg["metric"] == "answered") & agg["arm_id"].str.startswith("corrective")]
     assert int(row["n"].iloc[0] + row["n_unmeasured"].iloc[0]) == TURNS

@@ -133,7 +133,7 @@ def test_existing_run_folder_is_never_overwritten(tiny, tmp_path):
 
 
 def test_filters_on_floats_and_lists_match_in_qdrant_and_python(tmp_path):
-    from harness.corpus.filters import matches
+    from harness.corpus.filters import matches, to_qdrant
     from harness.evalset.model import Document
     from harness.corpus.index import Index
 
@@ -144,9 +144,15 @@ def test_filters_on_floats_and_lists_match_in_qdrant_and_python(tmp_path):
                       ([{"field": "pct", "op": "in", "value": [2.5, 7.5]}], {"p0", "p2"}),
                       ([{"field": "pct", "op": "gte", "value": 5}], {"p1", "p2"}),
                       ([{"field": "lists", "op": "eq", "value": "B"}], {"p1"})]:
-        dense = {h.doc_id for h in idx.dense(["cleaner"], 10, [flt])[0]}
+        hits = idx.dense(["cleaner"], 10, [flt])[0]
+        dense = {h.doc_id for h in hits}
         lex = {h.doc_id for h in idx.lexical(["cleaner"], 10, [flt])[0]}
         py = {d for d, doc in docs.items() if matches(doc.metadata, flt)}
+        # the embedded index filters dense hits with `matches`; a Qdrant server applies to_qdrant's
+        # filter: the same hits, scores and order
+        points = idx.client.query_points(idx.collection, query=idx.query_vector("cleaner").tolist(),
+                                         query_filter=to_qdrant(flt), limit=10).points
+        assert [(h.doc_id, h.score) for h in hits] == [(idx.chunks[p.id].doc_id, p.score) for p in points], flt
         assert dense == lex == py == want, flt
 
 

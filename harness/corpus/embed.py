@@ -108,15 +108,70 @@ def _slug(s: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)
 
 
+EMBEDDING_CACHE_ENV = "HARNESS_EMBEDDING_CACHE"
+DEFAULT_CACHE = ".cache/embeddings"
+
+
+def cache_folder(eval_set_name: str, configured: str | Path | None = None) -> Path:
+    """Where a run on an eval set writes the embeddings its eval set does not ship: the config's
+    `index.embedding_cache` when set, else `$HARNESS_EMBEDDING_CACHE/<eval set name>`, else
+    `.cache/embeddings/<eval set name>` (relative to the working folder, like `.cache/llm`)."""
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get(EMBEDDING_CACHE_ENV) or DEFAULT_CACHE) / _slug(eval_set_name)
+
+
+def eval_set_cache(es, configured: str | Path | None = None) -> "EmbeddingCache":
+    """The embedding cache of a run: the shipped shards in `<eval set>/embeddings` are read and
+    never written; new vectors go to `cache_folder(...)`, which is read too."""
+    return EmbeddingCache(Path(es.path) / "embeddings", write_to=cache_folder(es.info.name, configured))
+
+
+def _read_dir(d: Path) -> dict[str, np.ndarray]:
+    table: dict[str, np.ndarray] = {}
+    for shard in sorted(d.glob("shard-*.npz")) if d.is_dir() else []:
+        with np.load(shard) as z:
+            for key, vec in zip(z["keys"], z["vecs"]):
+                table[str(key)] = vec
+    return table
+
+
+def _write_shard(d: Path, keys: list[str], vecs: np.ndarray) -> Path:
+    """One new shard, written under a temporary name and renamed."""
+    d.mkdir(parents=True, exist_ok=True)
+    name = f"shard-{uuid.uuid4().hex[:12]}.npz"
+    tmp = d / (name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.savez_compressed(f, keys=np.array(keys), vecs=vecs)
+    tmp.replace(d / name)
+    return d / name
+
+
+def add_missing(src: str | Path, dest: str | Path) -> dict[str, int]:
+    """Add the vectors of cache folder `src` that cache folder `dest` lacks to `dest`, as one new
+    shard per model and kind (`make refresh-embeddings`: the deliberate way to grow a shipped
+    cache). Returns the number added per `model/kind` folder."""
+    added = {}
+    for d in sorted(p for p in Path(src).glob("*/*") if p.is_dir()):
+        rel = d.relative_to(src)
+        have = _read_dir(Path(dest) / rel)
+        new = {k: v for k, v in _read_dir(d).items() if k not in have}
+        if new:
+            keys = sorted(new)
+            _write_shard(Path(dest) / rel, keys, np.vstack([new[k] for k in keys]).astype(np.float16))
+        added[str(rel)] = len(new)
+    return added
+
+
 class EmbeddingCache:
     """Shards of (keys, float16 vectors) under DIR/<model>/<kind>/shard-*.npz. New entries go to
     a new shard written under a temporary name and renamed, so concurrent writers never corrupt
-    each other and committed shards never change (git-friendly). Safe to share between threads
+    each other and existing shards never change (git-friendly). Safe to share between threads
     (the replay's embedding and retrieval workers): one lock guards the table and the shards."""
 
     def __init__(self, root: str | Path, block: int = 256, write_to: str | Path | None = None):
-        """`write_to`: write new shards there instead of `root` (both are read); tests use it
-        to read a shipped cache without adding to it."""
+        """`root` is read; new shards go to `write_to` (read as well) when given, else to `root`.
+        Runs get theirs from `eval_set_cache`: the eval set's shipped folder read-only."""
         self.root = Path(root)
         self.write_root = Path(write_to) if write_to else self.root
         self.block = block
@@ -132,12 +187,9 @@ class EmbeddingCache:
     def _load(self, model, kind) -> dict[str, np.ndarray]:
         k = (model, kind)
         if k not in self._mem:
-            table: dict[str, np.ndarray] = {}
-            dirs = [self._dir(model, kind)] + ([self._dir(model, kind, self.write_root)] if self.write_root != self.root else [])
-            for shard in sorted(p for d in dirs if d.exists() for p in d.glob("shard-*.npz")):
-                with np.load(shard) as z:
-                    for key, vec in zip(z["keys"], z["vecs"]):
-                        table[str(key)] = vec
+            table = _read_dir(self._dir(model, kind))
+            if self.write_root != self.root:
+                table.update(_read_dir(self._dir(model, kind, self.write_root)))
             self._mem[k] = table
         return self._mem[k]
 
@@ -173,17 +225,9 @@ class EmbeddingCache:
         for (model, kind), keys in list(self._pending.items()):
             if keys:
                 table = self._mem[(model, kind)]
-                self._write_shard(model, kind, keys, np.vstack([table[k] for k in keys]).astype(np.float16))
+                _write_shard(self._dir(model, kind, self.write_root), keys,
+                             np.vstack([table[k] for k in keys]).astype(np.float16))
             self._pending[(model, kind)] = []
-
-    def _write_shard(self, model, kind, keys, vecs):
-        d = self._dir(model, kind, self.write_root)
-        d.mkdir(parents=True, exist_ok=True)
-        name = f"shard-{uuid.uuid4().hex[:12]}.npz"
-        tmp = d / (name + ".tmp")
-        with open(tmp, "wb") as f:
-            np.savez_compressed(f, keys=np.array(keys), vecs=vecs)
-        tmp.replace(d / name)
 
     def covers(self, model: str, kind: str, texts: list[str]) -> list[str]:
         """Texts not in the cache."""
@@ -191,13 +235,14 @@ class EmbeddingCache:
         return [t for t in texts if text_key(model, kind, t) not in table]
 
     def compact(self, model: str, kind: str) -> None:
-        """Merge all shards of one model and kind into one."""
-        table = self._load(model, kind)
-        d = self._dir(model, kind)
+        """Merge the shards of one model and kind in the written folder into one (never the
+        shipped folder of an `eval_set_cache`)."""
+        d = self._dir(model, kind, self.write_root)
         old = list(d.glob("shard-*.npz"))
         if len(old) <= 1:
             return
+        table = _read_dir(d)
         keys = sorted(table)
-        self._write_shard(model, kind, keys, np.vstack([table[k] for k in keys]).astype(np.float16))
+        _write_shard(d, keys, np.vstack([table[k] for k in keys]).astype(np.float16))
         for p in old:
             p.unlink()
