@@ -90,7 +90,7 @@ def import_run_cmd(run_file: Path, eval_set: Path = typer.Option(..., "--eval-se
     """Turn a TREC run file into a run folder whose arm is named after the file."""
     from harness.evalset.load import EvalSetError
     from harness.importers.run import import_run
-    from harness.trec_eval import RunFileError
+    from harness.analysis.trec_eval import RunFileError
 
     if not run_file.exists():
         fail(f"{run_file}: no such file")
@@ -98,7 +98,7 @@ def import_run_cmd(run_file: Path, eval_set: Path = typer.Option(..., "--eval-se
         out = import_run(run_file, eval_set, runs_dir, run_id)
     except (EvalSetError, RunFileError, FileExistsError) as e:
         fail(str(e))
-    from harness.manifest import read_manifest
+    from harness.run.manifest import read_manifest
 
     man = read_manifest(out)
     counts = man["counts"]
@@ -116,7 +116,7 @@ def import_run_cmd(run_file: Path, eval_set: Path = typer.Option(..., "--eval-se
 def sample(run_dir: Path, n: int = typer.Option(100, "--n"), seed: int = typer.Option(0),
            out: Optional[Path] = typer.Option(None, "--out", "-o", help="default: reports/review-RUN")):
     """Export a sample of answers stratified by arm, turn index and answerability (CSV + HTML rating sheet)."""
-    from harness.review import sample_answers, write_sample
+    from harness.analysis.review import sample_answers, write_sample
 
     if not (run_dir / "manifest.json").exists():
         fail(f"{run_dir}: not a run folder (no manifest.json)")
@@ -130,7 +130,7 @@ def sample(run_dir: Path, n: int = typer.Option(100, "--n"), seed: int = typer.O
 @import_app.command("ratings")
 def import_ratings_cmd(run_dir: Path, ratings: Path):
     """Bring people's ratings (the sample CSV, filled in) back as human judgments of a run."""
-    from harness.review import RatingsError, import_ratings, judge_agreement
+    from harness.analysis.review import RatingsError, import_ratings, judge_agreement
 
     if not ratings.exists():
         fail(f"{ratings}: no such file")
@@ -163,7 +163,7 @@ def trec_eval_cmd(qrels: Path, run_file: Path,
                   measure: list[str] = typer.Option(["recall@5", "recall@10", "recall@20", "ndcg@10", "mrr@10"], "-m"),
                   per_query: bool = typer.Option(True, "-q/--means-only", help="print per-query values too")):
     """Score a TREC run against TREC qrels with the harness's metric code, in trec_eval's layout."""
-    from harness.trec_eval import RunFileError, format_trec, trec_eval
+    from harness.analysis.trec_eval import RunFileError, format_trec, trec_eval
 
     for p in (qrels, run_file):
         if not p.exists():
@@ -186,8 +186,8 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
     """Replay every (arm, session, labelled turn) of a config; write a run folder under runs/."""
     from harness.config import ConfigError, load_config, parse_config
     from harness.evalset.load import EvalSetError
-    from harness.manifest import read_manifest
-    from harness.replay import Replay, resume_config
+    from harness.run.manifest import read_manifest
+    from harness.run.replay import Replay, resume_config
 
     try:
         if resume:
@@ -201,7 +201,7 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
                 raw = {**raw, "repeats": repeats}
                 cfg = parse_config(raw, config)
             run_dir = Path(cfg.runs_dir) / run_id if run_id else None
-        from harness.shard import parse_shard
+        from harness.run.shard import parse_shard
 
         sh = parse_shard(shard) if shard else None
         if resume and not sh:
@@ -240,8 +240,8 @@ def _check_metric_names(names: list[str]) -> None:
 
 
 def _metrics(run_dir: Path, metric_names: list[str] | None = None):
-    from harness.armset import run_arms
-    from harness.manifest import read_manifest
+    from harness.run.armset import run_arms
+    from harness.run.manifest import read_manifest
     from harness.metrics.compute import compute_metrics, write_metrics
     from harness.metrics.registry import resolve
     from harness.report.table import rich_table
@@ -256,7 +256,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None):
         if m.name not in res.metric_names:
             from types import SimpleNamespace
 
-            from harness.compare import why_missing
+            from harness.analysis.compare import why_missing
 
             applies = [a.label for a in run_arms(man) if m.applies_to(a.capabilities)]
             why = (f"no arm of this run does what it needs ({', '.join(sorted(m.needs))})" if not applies
@@ -285,7 +285,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None):
 def _paired(run_dir: Path, res):
     from rich.table import Table
 
-    from harness.metrics.paired import paired_table
+    from harness.analysis.paired import paired_table
 
     pt = paired_table(res.per_turn, res.labels, res.arm_infos)
     if pt.empty:
@@ -348,7 +348,7 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
     Arms pair by label; labels without a partner are named."""
     from rich.table import Table
 
-    from harness.compare import COLUMNS, CompareError, compare_runs, to_markdown, wtl_header
+    from harness.analysis.compare import COLUMNS, CompareError, compare_runs, to_markdown, wtl_header
     from harness.metrics.segments import SegmentError
 
     try:
@@ -386,7 +386,7 @@ def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typ
          out: Path = typer.Option(Path("reports/gate"), "--out", "-o")):
     """Gate a candidate run against a baseline with a policy. Exit 0 pass, 1 regression, 2 bad input, 3 infrastructure.
     Arms pair by label; writes gate.md (also to $GITHUB_STEP_SUMMARY), gate.junit.xml and gate.json."""
-    from harness.gate import gate as run_gate
+    from harness.analysis.gate import gate as run_gate
 
     code, text = run_gate(baseline, candidate, policy, list(pair), out)
     if code == 2:
@@ -412,7 +412,7 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders, side by sid
 def merge(shards: list[Path] = typer.Argument(..., help="the shard run folders of one run"),
           out: Path = typer.Option(..., "--out", "-o", help="the merged run folder (must not exist)")):
     """Join shard run folders (harness run --shard i/n) into one run folder; then score it."""
-    from harness.shard import ShardError, merge_runs
+    from harness.run.shard import ShardError, merge_runs
 
     try:
         path = merge_runs(list(shards), out)
@@ -426,7 +426,7 @@ def merge(shards: list[Path] = typer.Argument(..., help="the shard run folders o
 def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh", help="'judge': ask the judge again")):
     """Ask the judge role about every answer of a run (Ragas faithfulness) into judgments.parquet; cached.
     The only step after replay that calls a model; without a judge endpoint answers are 'not measured'."""
-    from harness.judge import judge_command
+    from harness.run.judge import judge_command
 
     if refresh not in (None, "judge"):
         fail("--refresh takes 'judge'")
@@ -438,7 +438,7 @@ def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh"
 @app.command()
 def metrics(run_dir: Path, metric: list[str] = typer.Option([], "--metric", "-m", help="metrics to print")):
     """Score a run folder from its traces and labels alone; write metrics.parquet; print tables."""
-    from harness.traces import TraceError
+    from harness.run.traces import TraceError
 
     if not (run_dir / "manifest.json").exists():
         fail(f"{run_dir}: not a run folder (no manifest.json)")

@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.armset import run_arms
+from harness.run.armset import run_arms
 from harness.guards.identifiers import preserved
-from harness.manifest import read_manifest
+from harness.run.manifest import read_manifest
 from harness.metrics.aggregate import aggregate
 from harness.metrics.compute import MetricsResult, load_labels
 from harness.metrics.families.guards import _norm_filter
 from harness.metrics.families.ir import names_of
 from harness.metrics.segments import default_segments
-from harness.traces import read_traces
+from harness.run.traces import read_traces
 
 COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"]
 LATENCY = ("ms_rewrite", "ms_retrieve", "ms_grade", "ms_answer", "ms_total")

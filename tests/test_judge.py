@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from harness.judge import JUDGMENTS, NOT_MEASURED, SKIPPED, judge_command, judge_run
-from harness.manifest import write_manifest
+from harness.run.judge import JUDGMENTS, NOT_MEASURED, SKIPPED, judge_command, judge_run
+from harness.run.manifest import write_manifest
 from harness.testing import TestServer
-from harness.traces import rows_to_table
+from harness.run.traces import rows_to_table
 from tests.conftest import write_set
 
 MARKER = "sk-JUDGE-MARKER-0123456789abcdef"

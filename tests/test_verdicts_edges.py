@@ -5,9 +5,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from harness.armset import arm_info, derive_labels
+from harness.run.armset import arm_info, derive_labels
 from harness.cli import app
-from harness.replay import build_arms
+from harness.run.replay import build_arms
 from tests.test_compare_gate import ARM, make_run
 
 BASE = {ARM: {"rewrite": "offline"}}

@@ -7,8 +7,8 @@ import pytest
 
 from harness.config import load_config
 from harness.metrics.compute import compute_metrics, load_labels
-from harness.replay import Replay
-from harness.traces import read_traces
+from harness.run.replay import Replay
+from harness.run.traces import read_traces
 from tests.conftest import ROOT
 
 

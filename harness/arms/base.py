@@ -57,7 +57,7 @@ class TurnContext:
     repeat: int = 0
     seed: int = 0
     roles: Any = None  # harness.roles.base.Roles
-    workers: Any = None  # harness.workers.CpuWorkers: CPU work off the event loop (None: inline)
+    workers: Any = None  # harness.run.workers.CpuWorkers: CPU work off the event loop (None: inline)
 
     @property
     def history(self) -> list[Turn]:
@@ -112,7 +112,7 @@ class BaseArm:
     name: ClassVar[str] = "?"
     Params: ClassVar[type[Params]] = Params
     uses: ClassVar[tuple[str, ...]] = ()  # the LLM roles this arm calls
-    # what the arm can do (harness.armset.CAPABILITIES); metrics that need more are n/a for it
+    # what the arm can do (harness.run.armset.CAPABILITIES); metrics that need more are n/a for it
     base_capabilities: ClassVar[frozenset[str]] = frozenset({"ranking", "queries", "replayed"})
 
     def __init__(self, roles=None, **kwargs):

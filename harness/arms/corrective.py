@@ -24,7 +24,7 @@ from harness.roles.answer import abstention
 from harness.roles.base import OFFLINE
 from harness.roles.grade import Z_MIN, GradeOutput, grade_offline
 from harness.roles.lang import detect_language
-from harness.workers import off_loop
+from harness.run.workers import off_loop
 
 
 class CorrectiveParams(Params):

@@ -14,7 +14,7 @@ from harness.arms.rewrite import RewriteFamily, RewriteParams
 from harness.guards.identifiers import find_identifiers
 from harness.roles import attributes
 from harness.roles.hyde import HydeOutput, hyde_offline
-from harness.workers import off_loop
+from harness.run.workers import off_loop
 
 
 class HydeParams(RewriteParams):

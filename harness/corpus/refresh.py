@@ -18,7 +18,7 @@ def refresh(config: str | Path) -> tuple[Path, dict[str, int]]:
     of vectors added per `model/kind`."""
     from harness.config import load_config, parse_config
     from harness.corpus.embed import add_missing
-    from harness.replay import Replay
+    from harness.run.replay import Replay
 
     _, raw = load_config(config)
     with tempfile.TemporaryDirectory(prefix="harness-refresh-") as tmp:

@@ -9,12 +9,12 @@ import pyarrow.parquet as pq
 
 from harness.arms.base import ArmResult, TurnContext
 from harness.evalset.load import iter_labelled, load_eval_set
-from harness.manifest import git_state, now, versions, write_manifest
+from harness.run.manifest import git_state, now, versions, write_manifest
 from harness.metrics.families.ir import DEFAULT_SETTINGS
-from harness.replay import labels_table, new_run_id, result_rows
-from harness.armset import EXTERNAL
-from harness.trec_eval import RunFileError, ranked, read_trec_run
-from harness.traces import PartWriter
+from harness.run.replay import labels_table, new_run_id, result_rows
+from harness.run.armset import EXTERNAL
+from harness.analysis.trec_eval import RunFileError, ranked, read_trec_run
+from harness.run.traces import PartWriter
 
 
 class _External:

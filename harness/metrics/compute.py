@@ -1,7 +1,7 @@
 """Score a run folder: every registered metric family's per-turn values, and aggregates per (arm,
 metric, segment). Reads the run folder only: never calls a model or a retriever. Unmeasured
 turns are counted beside the mean, never averaged in as 0 and never dropped silently. A metric
-whose arm lacks the capability it needs (harness.armset) has no row for that arm."""
+whose arm lacks the capability it needs (harness.run.armset) has no row for that arm."""
 from __future__ import annotations
 
 import json
@@ -14,8 +14,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.armset import run_arms
-from harness.manifest import read_manifest
+from harness.run.armset import run_arms
+from harness.run.manifest import read_manifest
 from harness.metrics.aggregate import AGG_COLUMNS, aggregate, aggregate_long
 from harness.metrics.kernel import Codes, Final, Groups, Labels, Long, Scoring, Traces, to_frame
 from harness.metrics.registry import families, lookup
@@ -31,7 +31,7 @@ class MetricsResult:
     arms: list[str]
     metric_names: list[str]
     labels: pd.DataFrame | None = None  # the run's labels (load_labels), for tables that need them
-    arm_infos: list | None = None  # the run's arms (harness.armset.ArmInfo): labels, capabilities
+    arm_infos: list | None = None  # the run's arms (harness.run.armset.ArmInfo): labels, capabilities
 
 
 def load_labels(run_dir: Path) -> pd.DataFrame:

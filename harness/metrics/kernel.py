@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from harness.traces import KEY
+from harness.run.traces import KEY
 
 LATENCY = ("ms_rewrite", "ms_retrieve", "ms_grade", "ms_answer", "ms_total")
 SCALAR = ["arm_id", "params", "repeat", "session_id", "turn_index", "round", "is_final", "not_applicable", "error",
@@ -54,7 +54,7 @@ class Traces:
             raise ValueError("no trace rows")
         self._column = column or (lambda name: [c for t in tables for c in t.column(name).chunks])
         t, offsets, codes, base = self._rankings(tables)
-        # rows in key order, as harness.traces.read_traces returns them (stable for equal keys)
+        # rows in key order, as harness.run.traces.read_traces returns them (stable for equal keys)
         order = np.asarray(pc.sort_indices(t, sort_keys=[(k, "ascending") for k in KEY]), dtype=np.int64)
         self.t = t.take(pa.array(order))
         lengths = np.diff(offsets)[order]
@@ -111,7 +111,7 @@ class Traces:
             try:
                 tables.append(pq.read_table(p, columns=SCALAR + ["ranking"], read_dictionary=["ranking.list.element"]))
             except (pa.ArrowInvalid, OSError) as e:
-                from harness.traces import TraceError
+                from harness.run.traces import TraceError
 
                 raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume` to redo it") from None
         if not tables:
@@ -121,7 +121,7 @@ class Traces:
     @classmethod
     def from_rows(cls, rows: list[dict]) -> "Traces":
         """Trace rows in memory (e.g. a TREC run file being scored); missing columns are null."""
-        from harness.traces import SCHEMA
+        from harness.run.traces import SCHEMA
 
         cols = {c: [r.get(c) for r in rows] for c in SCALAR + ["issued_queries", "filter_violations"]}
         t = pa.table({c: pa.array(v, SCHEMA.field(c).type) for c, v in cols.items()})
@@ -325,7 +325,7 @@ class Scoring:
     codes: Codes
     settings: dict
     schema: list[dict]
-    arms: dict  # arm_id -> harness.armset.ArmInfo
+    arms: dict  # arm_id -> harness.run.armset.ArmInfo
     run_dir: Path | None = None
 
     def __post_init__(self):

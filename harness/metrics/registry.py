@@ -83,7 +83,7 @@ def family(name: str, templates: list[Template], order: int) -> Callable:
     """Decorator of a family kernel: registers the kernel and its metrics. `order` fixes where
     the family's rows come in the per-turn table."""
 
-    from harness.armset import CAPABILITIES
+    from harness.run.armset import CAPABILITIES
 
     def deco(fn):
         if name in FAMILIES:

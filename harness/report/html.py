@@ -14,11 +14,11 @@ from pathlib import Path
 import pandas as pd
 
 from harness import env as _env  # noqa: F401  (offline-safe environment first)
-from harness.manifest import read_manifest
+from harness.run.manifest import read_manifest
 from harness.metrics.families.answers import SHOULD_ABSTAIN
 from harness.report.table import TURN_SEGMENTS, bucket
-from harness.stats import session_bootstrap_ci
-from harness.traces import read_traces
+from harness.analysis.stats import session_bootstrap_ci
+from harness.run.traces import read_traces
 
 TEMPLATES = Path(__file__).with_name("templates")
 BUCKETS = ["1", "2", "3", "4+"]
@@ -151,9 +151,9 @@ def load_run(run_dir: Path, key: str | None = None) -> RunData:
 
 
 def arm_labels(manifest: dict, arm_ids: list[str]) -> dict[str, str]:
-    """arm_id -> label (harness.armset: the config's label, else the name, else the name plus
+    """arm_id -> label (harness.run.armset: the config's label, else the name, else the name plus
     what differs); an arm the manifest does not list keeps its id."""
-    from harness.armset import run_arms
+    from harness.run.armset import run_arms
 
     out = {a.arm_id: a.label for a in run_arms(manifest)}
     return {aid: out.get(aid, aid) for aid in arm_ids}
@@ -750,7 +750,7 @@ def run_context(run: RunData, plots: bool = True) -> dict:
 
 def _agreement(run) -> dict | None:
     """How far the judge's faithfulness agrees with people's ratings (harness import ratings)."""
-    from harness.review import judge_agreement
+    from harness.analysis.review import judge_agreement
 
     a = judge_agreement(run.dir)
     if not a or not a.get("n"):

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.llm.cache import LLMCache, prompt_hash
 from harness.llm.client import EndpointConfig, LLMClient
 from harness.llm.ledger import CallRecord, load_prices
-from harness.workers import off_loop
+from harness.run.workers import off_loop
 
 ROLES = ("rewrite", "decide", "hyde", "grade", "rerank", "answer", "judge")
 OFFLINE = "offline"
@@ -74,7 +74,7 @@ class Roles:
     config: LLMConfig = field(default_factory=LLMConfig)
     concurrency: int = 16
     clients: dict[str, LLMClient] = field(default_factory=dict)
-    workers: Any = None  # harness.workers.CpuWorkers: offline roles run there (None: inline)
+    workers: Any = None  # harness.run.workers.CpuWorkers: offline roles run there (None: inline)
 
     def __post_init__(self):
         self.semaphore = asyncio.Semaphore(self.concurrency) if self.config.roles else None

@@ -12,7 +12,7 @@ from xml.sax.saxutils import escape
 import pandas as pd
 
 from harness.metrics.segments import segment_keys
-from harness.stats import paired_frame
+from harness.analysis.stats import paired_frame
 
 ICON = {"pass": "✅ pass", "regression": "❌ regression", "infrastructure": "⚠️ infrastructure"}
 STATUS = {"pass": "pass", "fail": "**FAIL**", "insufficient": "**FAIL** (insufficient data)", "n/a": "n/a"}
@@ -77,7 +77,7 @@ def to_junit(v: dict) -> str:
             body = f'<failure message="{_attr(r["detail"])}">{escape(moved)}</failure>'
         else:
             body = ""
-        cases.append(f'  <testcase classname="harness.gate.{r["kind"]}" name="{_attr(r["name"])}">{body}</testcase>')
+        cases.append(f'  <testcase classname="harness.analysis.gate.{r["kind"]}" name="{_attr(r["name"])}">{body}</testcase>')
     fails = sum(1 for r in v["results"] if not r["ok"])
     skipped = sum(1 for r in v["results"] if r["status"] == "n/a")
     errors = len(v["infrastructure"])

@@ -1,6 +1,6 @@
-"""The CI gate: a policy (harness/policy.py) turned into a verdict and an exit code.
+"""The CI gate: a policy (harness/analysis/policy.py) turned into a verdict and an exit code.
 
-Arms pair by label (harness/pairing.py); labels without a partner are refused (exit 2) unless
+Arms pair by label (harness/analysis/pairing.py); labels without a partner are refused (exit 2) unless
 the policy says `unpaired: warn`. Every rule is read in its metric's good direction
 (harness/metrics/registry.py): with `change` = candidate − baseline made positive when better,
 - `noninferiority` passes only when the lower bound of the paired, session-level bootstrap CI
@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.compare import CompareError, RunData, check_same_evalset, combined, compare_pair, load_run, why_missing
-from harness.gate_report import moved_turns, to_markdown, write_outputs
+from harness.analysis.compare import CompareError, RunData, check_same_evalset, combined, compare_pair, load_run, why_missing
+from harness.analysis.gate_report import moved_turns, to_markdown, write_outputs
 from harness.metrics.registry import resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
-from harness.pairing import Pair, PairingError, find_arm, pair_runs
-from harness.policy import GateUsageError, Policy, load_policy
+from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
+from harness.analysis.policy import GateUsageError, Policy, load_policy
 
 PASS, REGRESSION, USAGE, INFRA = 0, 1, 2, 3
 VERDICT = {PASS: "pass", REGRESSION: "regression", INFRA: "infrastructure"}

@@ -1,5 +1,5 @@
 """Compare runs: every arm of each run paired with the first run's arm of the same label
-(harness.pairing), per metric and segment, the paired difference with session-level bootstrap
+(harness.analysis.pairing), per metric and segment, the paired difference with session-level bootstrap
 CIs, randomization p-values corrected by Holm across the table, and wins/ties/losses by the
 metric's direction (harness.metrics.registry). Reads run folders only (metrics.parquet per-turn
 rows, labels.parquet, manifest.json). Rendering (Markdown, CSV) is separate from computing."""
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.armset import ArmInfo, run_arms
-from harness.manifest import read_manifest
+from harness.run.armset import ArmInfo, run_arms
+from harness.run.manifest import read_manifest
 from harness.metrics.compute import load_labels
 from harness.metrics.registry import Metric, UnknownMetric, resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
-from harness.pairing import Pair, PairingError, find_arm, pair_runs
-from harness.stats import compare_arms, holm
+from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
+from harness.analysis.stats import compare_arms, holm
 
 
 class CompareError(ValueError):

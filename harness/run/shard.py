@@ -5,7 +5,7 @@ of a session stays in one shard and the split depends only on the session ids: t
 machine, in any order, for any arm. Each shard process builds its own in-memory index from the
 shared embedding cache (or talks to one shared Qdrant at `index.qdrant_url`) and writes its own
 run folder; `merge_runs` joins them into one run folder that scores exactly like the unsharded
-run (see harness.equality)."""
+run (see harness.run.equality)."""
 from __future__ import annotations
 
 import hashlib
@@ -15,8 +15,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.manifest import now, read_manifest, write_manifest
-from harness.traces import KEY, read_traces
+from harness.run.manifest import now, read_manifest, write_manifest
+from harness.run.traces import KEY, read_traces
 
 
 class ShardError(ValueError):
@@ -61,7 +61,7 @@ def _sum_counts(counts: list[dict]) -> dict:
 
 def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
     """Join shard run folders into one run folder at `out`: trace parts copied (readers see rows
-    in key order, harness.traces.read_traces, so the part order changes no metric), labels
+    in key order, harness.run.traces.read_traces, so the part order changes no metric), labels
     checked identical (every shard snapshots the whole eval set), manifest merged with counts
     summed.
     Refuses shards of different configs, eval sets or arms, incomplete shards, a missing or

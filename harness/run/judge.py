@@ -33,8 +33,8 @@ import pyarrow.parquet as pq
 from harness.llm.cache import LLMCache
 from harness.llm.client import EndpointConfig, LLMClient
 from harness.llm.transport import ROLE_HEADER
-from harness.manifest import read_manifest
-from harness.traces import read_traces
+from harness.run.manifest import read_manifest
+from harness.run.traces import read_traces
 
 JUDGMENTS = "judgments.parquet"
 METRIC = "faithfulness"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.traces import KEY, read_traces
+from harness.run.traces import KEY, read_traces
 
 IGNORED_TRACE_COLUMNS = {"run_id", "cache_hits"}
 IGNORED_METRIC_PREFIXES = ("latency", "ms_", "cache_hit")

@@ -1,6 +1,6 @@
 """Which arm of a candidate run is compared with which arm of a baseline run.
 
-Arms pair by label (harness.armset): the same label in both runs is the same arm as people
+Arms pair by label (harness.run.armset): the same label in both runs is the same arm as people
 read it, whatever its parameters or models now are; each pair shows what changed between them
 (`last_n 4 → 1`). An arm whose label has no partner pairs with the arm of the same canonical id
 in the other run, if there is one. Named pairs (`--pair`, a policy's `pairs:`) come first and
@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from harness.armset import ArmInfo, changes
+from harness.run.armset import ArmInfo, changes
 
 
 class PairingError(ValueError):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.metrics.segments import parse_segment, segment_keys
-from harness.stats import compare_arms, holm, oracle_gap_closed
+from harness.analysis.stats import compare_arms, holm, oracle_gap_closed
 
 DEFAULT_METRICS = ("recall@10", "ndcg@10")
 DEFAULT_SEGMENTS = ("all", "turn_index>=2")
@@ -16,7 +16,7 @@ DEFAULT_SEGMENTS = ("all", "turn_index>=2")
 
 def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list, reference: str | None = None,
                  metrics=DEFAULT_METRICS, segments=DEFAULT_SEGMENTS, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """`arms`: the run's arms (harness.armset.ArmInfo); the reference is `reference` (an arm id)
+    """`arms`: the run's arms (harness.run.armset.ArmInfo); the reference is `reference` (an arm id)
     or the arm that declares the `reference` capability; the oracle gap is measured to the arm
     that declares `oracle`."""
     ids = [a.arm_id for a in arms]

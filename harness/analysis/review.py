@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 from jinja2 import Environment, select_autoescape
 
-from harness.manifest import read_manifest
-from harness.traces import read_traces
+from harness.run.manifest import read_manifest
+from harness.run.traces import read_traces
 
 SAMPLE_COLUMNS = ["sample_id", "arm_id", "repeat", "session_id", "turn_index", "answerability", "question",
                   "answer", "sources", "rating_faithful", "rating_helpful", "comment"]

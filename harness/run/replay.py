@@ -19,11 +19,11 @@ from harness.arms import BaseArm, expand_grid, make_arm
 from harness.arms.base import ArmResult, TurnContext
 from harness.config import RunConfig, canonical_hash
 from harness.llm.transport import ReplayMiss
-from harness.shard import in_shard
+from harness.run.shard import in_shard
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
-from harness.manifest import git_state, now, read_manifest, versions, write_manifest
-from harness.traces import PartWriter, read_traces, repair_parts, to_json
-from harness.workers import CpuWorkers
+from harness.run.manifest import git_state, now, read_manifest, versions, write_manifest
+from harness.run.traces import PartWriter, read_traces, repair_parts, to_json
+from harness.run.workers import CpuWorkers
 
 LABEL_SCHEMA = pa.schema([
     ("session_id", pa.string()), ("turn_index", pa.int32()), ("split", pa.string()), ("domain", pa.string()),
@@ -67,9 +67,9 @@ def new_run_id(name: str) -> str:
 
 
 def build_arms(cfg: RunConfig, roles=None) -> list[BaseArm]:
-    """The config's arms, grids expanded, each labelled (harness.armset): a `label:` given to a
+    """The config's arms, grids expanded, each labelled (harness.run.armset): a `label:` given to a
     grid is suffixed with the grid point's values."""
-    from harness.armset import arm_info, derive_labels
+    from harness.run.armset import arm_info, derive_labels
 
     arms, seen = [], set()
     for spec in cfg.arms:
