@@ -9,7 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from harness.run.judge import JUDGMENTS, NOT_MEASURED, SKIPPED, judge_command, judge_run
+from harness.run.folder import JUDGMENTS
+from harness.run.judge import NOT_MEASURED, SKIPPED, judge_command, judge_run
 from harness.run.manifest import write_manifest
 from harness.testing import TestServer
 from harness.run.traces import rows_to_table

@@ -1,8 +1,8 @@
 """Compare runs: every arm of each run paired with the first run's arm of the same label
 (harness.analysis.pairing), per metric and segment, the paired difference with session-level bootstrap
 CIs, randomization p-values corrected by Holm across the table, and wins/ties/losses by the
-metric's direction (harness.metrics.registry). Reads run folders only (metrics.parquet per-turn
-rows, labels.parquet, manifest.json). Rendering (Markdown, CSV) is separate from computing."""
+metric's direction (harness.metrics.registry). Reads run folders only (their metrics' per-turn
+rows, labels and manifest). Rendering (Markdown, CSV) is separate from computing."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.run.armset import ArmInfo, run_arms
-from harness.run.manifest import read_manifest
-from harness.metrics.compute import load_labels
+from harness.run.folder import NotARunFolder, NotScored, RunData
 from harness.metrics.registry import Metric, UnknownMetric, resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
@@ -23,44 +21,12 @@ class CompareError(ValueError):
     """Bad input or usage (exit 2)."""
 
 
-@dataclass
-class RunData:
-    path: Path
-    manifest: dict
-    per_turn: pd.DataFrame
-    labels: pd.DataFrame
-    arms: list[ArmInfo] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    @property
-    def metrics(self) -> set[str]:
-        return set(self.per_turn["metric"])
-
-
 def load_run(path: Path) -> RunData:
-    path = Path(path)
+    """A scored run folder (harness.run.folder.RunData); bad input as CompareError."""
     try:
-        man = read_manifest(path)
-    except FileNotFoundError as e:
+        return RunData.load(path)
+    except (NotARunFolder, NotScored, ValueError) as e:
         raise CompareError(str(e)) from None
-    mp = path / "metrics.parquet"
-    if not mp.exists():
-        raise CompareError(f"{path}: no metrics.parquet (run `harness metrics {path}` first)")
-    m = pd.read_parquet(mp)
-    cols = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value"]
-    cols += ["unmeasured"] if "unmeasured" in m.columns else []
-    pt = m[m["kind"] == "turn"][cols].copy()
-    pt["turn_index"] = pt["turn_index"].astype(int)
-    pt["value"] = pt["value"].astype(float)
-    pt["metric"] = pt["metric"].astype(str)
-    try:
-        arms = run_arms(man)
-    except ValueError as e:
-        raise CompareError(f"{path}: {e}") from None
-    return RunData(path, man, pt, load_labels(path), arms)
 
 
 def check_same_evalset(runs: list[RunData], allow_different: bool) -> None:
@@ -76,10 +42,10 @@ def check_same_evalset(runs: list[RunData], allow_different: bool) -> None:
 def why_missing(metric: Metric, run: RunData) -> str:
     """Why a known metric has no value in a run folder."""
     if metric.family == "judged":
-        if not (run.path / "judgments.parquet").exists():
+        if not run.folder.has_judgments():
             return (f"{run.name} has no judgments: name a judge endpoint under llm.roles.judge in its config, run "
                     f"`harness judge {run.path}`, then `harness metrics {run.path}`")
-        return f"{run.name}: metrics.parquet predates its judgments: run `harness metrics {run.path}`"
+        return f"{run.name}: its metrics predate its judgments: run `harness metrics {run.path}`"
     if metric.family == "ir":
         s = run.manifest.get("metrics") or {}
         return (f"{metric.name} was not computed for {run.name} (its metrics settings: {s}); "

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 from jinja2 import Environment, select_autoescape
 
-from harness.run.manifest import read_manifest
+from harness.run.folder import RunFolder
 from harness.run.traces import read_traces
 
 SAMPLE_COLUMNS = ["sample_id", "arm_id", "repeat", "session_id", "turn_index", "answerability", "question",
@@ -35,7 +35,7 @@ def sample_answers(run_dir: Path, n: int = 100, seed: int = 0) -> pd.DataFrame:
     t = read_traces(run_dir, ["arm_id", "repeat", "session_id", "turn_index", "is_final", "answer", "answer_doc_ids",
                               "abstained", "original_query"]).to_pandas()
     t = t[t["is_final"] & t["answer"].notna()]
-    labels = pd.read_parquet(run_dir / "labels.parquet")[["session_id", "turn_index", "answerability", "user"]]
+    labels = RunFolder(run_dir).labels()[["session_id", "turn_index", "answerability", "user"]]
     t = t.merge(labels, on=["session_id", "turn_index"], how="left")
     if t.empty:
         return pd.DataFrame(columns=SAMPLE_COLUMNS)
@@ -73,9 +73,8 @@ class RatingsError(ValueError):
 
 
 def import_ratings(run_dir: Path, ratings_csv: Path) -> Path:
-    """Rated CSV -> `human_judgments.parquet` in the run folder; bad rows name line and field."""
-    run_dir = Path(run_dir)
-    read_manifest(run_dir)
+    """Rated CSV -> the run folder's human judgments; bad rows name line and field."""
+    folder = RunFolder(run_dir).require()
     rows, problems = [], []
     with open(ratings_csv, encoding="utf-8", newline="") as f:
         for no, r in enumerate(csv.DictReader(f), start=2):
@@ -97,22 +96,16 @@ def import_ratings(run_dir: Path, ratings_csv: Path) -> Path:
                          "human_helpful": float(helpful) if helpful else None, "comment": r.get("comment") or ""})
     if problems:
         raise RatingsError("\n".join(problems))
-    out = run_dir / "human_judgments.parquet"
-    tmp = out.with_name(out.name + ".tmp")
-    pd.DataFrame(rows, columns=["arm_id", "repeat", "session_id", "turn_index", "human_faithful", "human_helpful",
-                                "comment"]).to_parquet(tmp, index=False)
-    tmp.replace(out)
-    return out
+    return folder.write_human_judgments(pd.DataFrame(rows, columns=[
+        "arm_id", "repeat", "session_id", "turn_index", "human_faithful", "human_helpful", "comment"]))
 
 
 def judge_agreement(run_dir: Path) -> dict | None:
     """Agreement of the judge's faithfulness (>= 0.5 counts as faithful) with people's ratings."""
-    run_dir = Path(run_dir)
-    hp, jp = run_dir / "human_judgments.parquet", run_dir / "judgments.parquet"
-    if not hp.exists() or not jp.exists():
+    folder = RunFolder(run_dir)
+    if not folder.has_human_judgments() or not folder.has_judgments():
         return None
-    h = pd.read_parquet(hp)
-    j = pd.read_parquet(jp)
+    h, j = folder.human_judgments(), folder.judgments()
     j = j[(j["metric"] == "faithfulness") & j["value"].notna()]
     m = h.merge(j, on=["arm_id", "repeat", "session_id", "turn_index"])
     if m.empty:

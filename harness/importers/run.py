@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
 
 from harness.arms.base import ArmResult, TurnContext
 from harness.evalset.load import iter_labelled, load_eval_set
+from harness.run.folder import RunFolder
 from harness.run.manifest import git_state, now, versions, write_manifest
 from harness.metrics.families.ir import DEFAULT_SETTINGS
 from harness.run.replay import labels_table, new_run_id, result_rows
@@ -71,7 +71,7 @@ def import_run(run_file: Path, eval_set: Path, runs_dir: Path = Path("runs"), ru
                 "filter_schema": [f.model_dump() for f in es.info.filters], "prompt_hashes": {}, "seed": 0,
                 "repeats": 1, "metrics": DEFAULT_SETTINGS, "started": now()}
     write_manifest(run_dir, manifest)
-    pq.write_table(labels_table(es, None), run_dir / "labels.parquet")
+    RunFolder(run_dir).write_labels(labels_table(es, None))
     writer = PartWriter(run_dir)
     missing = 0
     for qid, s, pos, tix, t in qids:

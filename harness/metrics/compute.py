@@ -4,7 +4,6 @@ turns are counted beside the mean, never averaged in as 0 and never dropped sile
 whose arm lacks the capability it needs (harness.run.armset) has no row for that arm."""
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.run.armset import run_arms
+from harness.run.folder import RunFolder
 from harness.run.manifest import read_manifest
 from harness.metrics.aggregate import AGG_COLUMNS, aggregate, aggregate_long
 from harness.metrics.kernel import Codes, Final, Groups, Labels, Long, Scoring, Traces, to_frame
@@ -35,11 +35,7 @@ class MetricsResult:
 
 
 def load_labels(run_dir: Path) -> pd.DataFrame:
-    labels = pq.read_table(Path(run_dir) / "labels.parquet").to_pandas()
-    segs = [json.loads(s or "{}") for s in labels["segments"]]
-    for k in sorted({k for s in segs for k in s}):
-        labels[f"seg.{k}"] = [s.get(k) for s in segs]
-    return labels
+    return RunFolder(run_dir).labels()
 
 
 class _Stages:
@@ -106,7 +102,7 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
     run_dir = Path(run_dir)
     man = read_manifest(run_dir)
     labels = load_labels(run_dir)
-    if not any((run_dir / "traces").glob("part-*.parquet")):
+    if not RunFolder(run_dir).parts():
         return empty_result(man, labels)
     s = scoring(run_dir, man, labels, Traces.read(run_dir))
     stage("read traces and labels")
@@ -132,7 +128,7 @@ METRICS_COLUMNS = ["kind", "arm_id", "metric", "segment", "mean", "p50", "p95", 
 
 
 def typed_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """metrics.parquet's column types (nullable integers and strings, float values)."""
+    """The metrics file's column types (nullable integers and strings, float values)."""
     df = df[METRICS_COLUMNS].reset_index(drop=True)
     for c in ("mean", "p50", "p95", "repeat_sd", "value"):
         df[c] = df[c].astype("float64")
@@ -144,26 +140,25 @@ def typed_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_metrics(run_dir: Path, res: MetricsResult, chunk_rows: int = 1_000_000) -> Path:
-    """metrics.parquet: aggregate rows (kind=aggregate), then per-turn rows (kind=turn), built and
-    written a million rows at a time (one concatenated copy of everything doubles the memory of
-    a 100,000-turn run)."""
+    """The run folder's metrics: aggregate rows (kind=aggregate), then per-turn rows (kind=turn),
+    built and written a million rows at a time (one concatenated copy of everything doubles the
+    memory of a 100,000-turn run)."""
     agg = res.aggregates.assign(kind="aggregate", session_id=None, turn_index=None, repeat=None, value=None, unmeasured=None)
     pt = res.per_turn
-    path = Path(run_dir) / "metrics.parquet"
-    tmp = path.with_name("metrics.parquet.tmp")
-    writer = None
-    try:
-        for start in [None, *range(0, len(pt), chunk_rows)]:
-            part = agg if start is None else pt.iloc[start:start + chunk_rows].assign(
-                kind="turn", segment=None, mean=None, p50=None, p95=None, n=None, n_unmeasured=None,
-                n_sessions=None, repeat_sd=None)
-            t = pa.Table.from_pandas(typed_metrics_frame(part), preserve_index=False)
-            if writer is None:
-                writer = pq.ParquetWriter(tmp, t.schema)
-            writer.write_table(t.cast(writer.schema) if not t.schema.equals(writer.schema) else t)
-    finally:
-        if writer is not None:
-            writer.close()
-    tmp.replace(path)
-    return path
+    folder = RunFolder(run_dir)
+    with folder.metrics_writer() as tmp:
+        writer = None
+        try:
+            for start in [None, *range(0, len(pt), chunk_rows)]:
+                part = agg if start is None else pt.iloc[start:start + chunk_rows].assign(
+                    kind="turn", segment=None, mean=None, p50=None, p95=None, n=None, n_unmeasured=None,
+                    n_sessions=None, repeat_sd=None)
+                t = pa.Table.from_pandas(typed_metrics_frame(part), preserve_index=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, t.schema)
+                writer.write_table(t.cast(writer.schema) if not t.schema.equals(writer.schema) else t)
+        finally:
+            if writer is not None:
+                writer.close()
+    return tmp.with_name(tmp.name.removesuffix(".tmp"))
 

@@ -105,7 +105,9 @@ class Traces:
 
     @classmethod
     def read(cls, run_dir: Path) -> "Traces":
-        parts = sorted((Path(run_dir) / "traces").glob("part-*.parquet"))
+        from harness.run.folder import RunFolder
+
+        parts = RunFolder(run_dir).parts()
         tables = []
         for p in parts:
             try:
@@ -157,7 +159,7 @@ class Traces:
 
 
 class Labels:
-    """labels.parquet with integer lookups: trace (session, turn) -> label row, and each label
+    """The run's labels with integer lookups: trace (session, turn) -> label row, and each label
     row's relevant documents (grade >= 1) as codes of the traces' document dictionary."""
 
     def __init__(self, labels: pd.DataFrame, tr: Traces):

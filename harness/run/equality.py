@@ -1,6 +1,6 @@
 """When are two runs equal (DESIGN.md): the same set of trace keys, and on every key the same
 values in every column except run_id, timestamps, the ms_* timings, cache_hits and counts of
-HTTP calls actually made; and the same metrics.parquet except latency metrics and the cache-hit
+HTTP calls actually made; and the same metrics except latency metrics and the cache-hit
 rate."""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.run.folder import RunFolder
 from harness.run.traces import KEY, read_traces
 
 IGNORED_TRACE_COLUMNS = {"run_id", "cache_hits"}
@@ -40,8 +41,7 @@ def trace_differences(run_a: Path, run_b: Path, limit: int = 20) -> list[str]:
 
 
 def metric_differences(run_a: Path, run_b: Path, limit: int = 20) -> list[str]:
-    ma = pd.read_parquet(Path(run_a) / "metrics.parquet")
-    mb = pd.read_parquet(Path(run_b) / "metrics.parquet")
+    ma, mb = RunFolder(run_a).metrics(), RunFolder(run_b).metrics()
     keep = lambda m: m[~m["metric"].astype(str).str.startswith(IGNORED_METRIC_PREFIXES)]  # noqa: E731
     ma, mb = keep(ma), keep(mb)
     cols = [c for c in ma.columns]

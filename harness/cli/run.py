@@ -1,0 +1,156 @@
+"""Commands of the run stage: run, merge, judge, and the scoring step (metrics)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from harness.cli import app, console, err, fail
+from harness.run.folder import RunFolder
+
+
+@app.command()
+def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
+        resume: Optional[Path] = typer.Option(None, help="continue an interrupted run folder"),
+        run_id: Optional[str] = typer.Option(None, help="name of the run folder (default: NAME-TIME-RANDOM)"),
+        no_progress: bool = typer.Option(False, help="no progress bar"),
+        repeats: Optional[int] = typer.Option(None, min=1, help="replay every arm N times with seeds seed..seed+N-1"),
+        shard: Optional[str] = typer.Option(None, help="i/n: replay only the sessions of shard i of n (harness merge joins them)"),
+        metrics: bool = typer.Option(True, help="score the run when it ends")):
+    """Replay every (arm, session, labelled turn) of a config; write a run folder under runs/."""
+    from harness.config import ConfigError, load_config, parse_config
+    from harness.evalset.load import EvalSetError
+    from harness.run.manifest import read_manifest
+    from harness.run.replay import Replay, resume_config
+
+    try:
+        if resume:
+            raw = resume_config(resume)
+            cfg, run_dir = parse_config(raw, RunFolder(resume).manifest_path), resume
+        else:
+            if config is None:
+                fail("give a CONFIG or --resume RUN")
+            cfg, raw = load_config(config)
+            if repeats:
+                raw = {**raw, "repeats": repeats}
+                cfg = parse_config(raw, config)
+            run_dir = Path(cfg.runs_dir) / run_id if run_id else None
+        from harness.run.shard import parse_shard
+
+        sh = parse_shard(shard) if shard else None
+        if resume and not sh:
+            sh_m = (read_manifest(resume).get("shard") or {})
+            sh = (sh_m["index"], sh_m["of"]) if sh_m else None
+        rp = Replay(cfg, raw, run_dir=run_dir, progress=not no_progress and sys.stderr.isatty(), resume=bool(resume),
+                    shard=sh)
+    except (ConfigError, EvalSetError, FileNotFoundError, ValueError) as e:
+        fail(str(e))
+    from harness.llm.transport import ReplayMiss
+
+    try:
+        out = rp.run()
+    except (FileExistsError, ReplayMiss) as e:
+        fail(str(e))
+    console.print(f"run folder: {out}", highlight=False)
+    if metrics:
+        _metrics(out)
+    counts = read_manifest(out).get("counts") or {}
+    if counts.get("turns") and counts.get("turns_failed", 0) > counts["turns"] / 2:
+        err.print(f"[red]infrastructure:[/red] {counts['turns_failed']} of {counts['turns']} replayed turns failed "
+                  "(an error, or an LLM call that failed after its retries); the rows record why. Exit 3.",
+                  highlight=False)
+        raise typer.Exit(3)
+
+
+def _check_metric_names(names: list[str]) -> None:
+    """Unknown metric names exit 2 before anything is computed."""
+    from harness.metrics.registry import UnknownMetric, resolve
+
+    for n in names:
+        try:
+            resolve(n)
+        except UnknownMetric as e:
+            fail(f"-m/--metric: {e}")
+
+
+def _missing(m, run_dir: Path, res) -> str:
+    """Why a metric asked for with -m has no value in a scored run."""
+    from harness.analysis.compare import why_missing
+    from harness.run.folder import RunData
+
+    run = RunData.load(run_dir)
+    if not any(m.applies_to(a.capabilities) for a in run.arms):
+        return f"no arm of this run does what it needs ({', '.join(sorted(m.needs))})"
+    return why_missing(m, run)
+
+
+def _metrics(run_dir: Path, metric_names: list[str] | None = None):
+    """Score a run folder (every table into the folder), then print them."""
+    from harness.metrics.registry import resolve
+    from harness.metrics.score import score_run
+    from harness.report import terminal
+    from harness.run.folder import RunFolder
+
+    _check_metric_names(metric_names or [])
+    scored = score_run(run_dir)
+    res, folder = scored.result, RunFolder(run_dir)
+    man = folder.read_manifest()
+    for n in metric_names or []:
+        m = resolve(n)
+        if m.name not in res.metric_names:
+            fail(f"-m/--metric {m.name}: {_missing(m, run_dir, res)}; computed here: {', '.join(res.metric_names)}")
+    names = [resolve(n).name for n in metric_names] if metric_names else \
+        [m for m in res.metric_names if m.startswith(("recall@10", "ndcg@", "mrr@"))]
+    if "faithfulness" in res.metric_names and not metric_names:
+        names.append("faithfulness")
+    tables = terminal.metric_tables(res, names, man["eval_set"]["name"], folder.name)
+    tables += [terminal.abstention(scored.abstention, folder.name), terminal.rounds(res.per_turn, res.labels, folder.name),
+               terminal.paired(scored.comparisons)]
+    for t in tables:
+        if t is not None:
+            console.print(t)
+    for note in terminal.notes(res, man, folder.has_judgments()):
+        console.print(note, highlight=False)
+    console.print(f"metrics: {scored.path}", highlight=False)
+
+
+@app.command()
+def merge(shards: list[Path] = typer.Argument(..., help="the shard run folders of one run"),
+          out: Path = typer.Option(..., "--out", "-o", help="the merged run folder (must not exist)")):
+    """Join shard run folders (harness run --shard i/n) into one run folder; then score it."""
+    from harness.run.shard import ShardError, merge_runs
+
+    try:
+        path = merge_runs(list(shards), out)
+    except (ShardError, FileExistsError, FileNotFoundError) as e:
+        fail(str(e))
+    console.print(f"merged: {path}", highlight=False)
+    _metrics(path)
+
+
+@app.command()
+def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh", help="'judge': ask the judge again")):
+    """Ask the judge role about every answer of a run (Ragas faithfulness) into the run folder's judgments; cached.
+    The only step after replay that calls a model; without a judge endpoint answers are 'not measured'."""
+    from harness.run.judge import judge_command
+
+    if refresh not in (None, "judge"):
+        fail("--refresh takes 'judge'")
+    code = judge_command(run_dir, refresh == "judge")
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command()
+def metrics(run_dir: Path, metric: list[str] = typer.Option([], "--metric", "-m", help="metrics to print")):
+    """Score a run folder from its traces and labels alone; write its metrics and tables into it; print them."""
+    from harness.run.traces import TraceError
+
+    if not RunFolder(run_dir).is_run():
+        fail(f"{run_dir}: not a run folder")
+    try:
+        _metrics(run_dir, metric or None)
+    except TraceError as e:
+        fail(str(e))

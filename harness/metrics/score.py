@@ -1,0 +1,53 @@
+"""The scoring step (`harness metrics RUN`): every table the CLI and the report show, computed once
+from the run folder and written into it: the metrics (per-turn values and aggregates), the
+paired comparisons of every arm against the run's reference arm, abstention by answerability,
+and precision and recall per filter field. Readers only load these; nothing recomputes them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.metrics.compute import MetricsResult, compute_metrics, write_metrics
+from harness.metrics.families.answers import abstention_table
+from harness.metrics.families.guards import filter_fields_table
+from harness.run.folder import RunFolder
+from harness.run.traces import read_traces
+
+FILTER_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "applied_filters"]
+
+
+@dataclass
+class Scored:
+    result: MetricsResult
+    comparisons: pd.DataFrame
+    abstention: pd.DataFrame
+    filter_fields: pd.DataFrame
+    path: Path  # the metrics file
+
+
+def _write(folder: RunFolder, name: str, df: pd.DataFrame) -> None:
+    """A table when it has rows; a table of an earlier scoring that no longer has any goes."""
+    if len(df):
+        folder.write_table(name, df)
+    else:
+        folder.remove_table(name)
+
+
+def score_run(run_dir: Path) -> Scored:
+    from harness.analysis.paired import paired_table
+
+    folder = RunFolder(run_dir)
+    res = compute_metrics(folder.path)
+    path = write_metrics(folder.path, res)
+    comparisons = paired_table(res.per_turn, res.labels, res.arm_infos)
+    abstention = abstention_table(res.per_turn, res.labels)
+    schema = folder.read_manifest().get("filter_schema") or []
+    filters = pd.DataFrame()
+    if any(f.get("kind") != "entitlement" for f in schema):
+        rounds = read_traces(folder.path, FILTER_COLUMNS).to_pandas()
+        filters = filter_fields_table(rounds, res.labels, schema) if len(rounds) else filters
+    for name, df in (("comparisons", comparisons), ("abstention", abstention), ("filter_fields", filters)):
+        _write(folder, name, df)
+    return Scored(res, comparisons, abstention, filters, path)

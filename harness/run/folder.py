@@ -1,0 +1,254 @@
+"""The run folder and its one owner: every file name of a run folder is spelled here and nowhere
+else (tests/test_house.py checks), with the readers and writers of each file, and the one rule
+from a manifest to its eval set.
+
+    manifest.json            the run's definition and counts (run/manifest.py builds it)
+    labels.parquet           a snapshot of the eval set's labels, so the folder alone can be scored
+    traces/part-*.parquet    the trace rows (run/traces.py declares them), written in parts
+    judgments.parquet        the judge's verdicts (run/judge.py)
+    human_judgments.parquet  people's ratings (analysis/review.py)
+    metrics.parquet          aggregates and per-turn values (metrics/)
+    comparisons.parquet, abstention.parquet, filter_fields.parquet   the tables scoring produces
+
+Every file is written under a temporary name and renamed, so a reader never sees half a file."""
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+MANIFEST = "manifest.json"
+LABELS = "labels.parquet"
+TRACES = "traces"
+PART_GLOB = "part-*.parquet"
+JUDGMENTS = "judgments.parquet"
+HUMAN_JUDGMENTS = "human_judgments.parquet"
+METRICS = "metrics.parquet"
+TABLES = {"comparisons": "comparisons.parquet", "abstention": "abstention.parquet",
+          "filter_fields": "filter_fields.parquet"}
+
+
+class NotARunFolder(FileNotFoundError):
+    """A path without a manifest (exit 2)."""
+
+
+class RunFolder:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def __repr__(self) -> str:
+        return f"RunFolder({str(self.path)!r})"
+
+    # --- writing ----------------------------------------------------------------------------
+    @contextmanager
+    def atomic(self, name: str) -> Iterator[Path]:
+        """A temporary path to write `name` to; renamed into place when the block ends."""
+        final = self.path / name
+        tmp = final.with_name(final.name + ".tmp")
+        yield tmp
+        tmp.replace(final)
+
+    def write_parquet(self, name: str, data: pa.Table | pd.DataFrame) -> Path:
+        with self.atomic(name) as tmp:
+            if isinstance(data, pd.DataFrame):
+                data.to_parquet(tmp, index=False)
+            else:
+                pq.write_table(data, tmp)
+        return self.path / name
+
+    # --- manifest -------------------------------------------------------------------------
+    def is_run(self) -> bool:
+        return (self.path / MANIFEST).is_file()
+
+    def require(self) -> "RunFolder":
+        if not self.is_run():
+            raise NotARunFolder(f"{self.path}: not a run folder (no {MANIFEST})")
+        return self
+
+    def read_manifest(self) -> dict:
+        self.require()
+        return json.loads((self.path / MANIFEST).read_text(encoding="utf-8"))
+
+    def write_manifest(self, manifest: dict) -> None:
+        with self.atomic(MANIFEST) as tmp:
+            tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False, default=str),
+                           encoding="utf-8")
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST
+
+    # --- labels ---------------------------------------------------------------------------
+    def write_labels(self, table: pa.Table) -> None:
+        self.write_parquet(LABELS, table)
+
+    def has_labels(self) -> bool:
+        return (self.path / LABELS).is_file()
+
+    def labels_table(self) -> pa.Table:
+        return pq.read_table(self.path / LABELS)
+
+    def labels(self) -> pd.DataFrame:
+        """labels.parquet with a `seg.KEY` column per key of the turns' extra segment labels."""
+        labels = self.labels_table().to_pandas()
+        segs = [json.loads(s or "{}") for s in labels["segments"]] if "segments" in labels else [{}] * len(labels)
+        for k in sorted({k for s in segs for k in s}):
+            labels[f"seg.{k}"] = [s.get(k) for s in segs]
+        return labels
+
+    # --- traces ---------------------------------------------------------------------------
+    @property
+    def traces_dir(self) -> Path:
+        return self.path / TRACES
+
+    def parts(self) -> list[Path]:
+        """The complete trace parts, in name order (a part in flight has a .tmp name)."""
+        return sorted(self.traces_dir.glob(PART_GLOB))
+
+    def new_part(self, number: int) -> Path:
+        self.traces_dir.mkdir(parents=True, exist_ok=True)
+        return self.traces_dir / f"part-{number:05d}-{uuid.uuid4().hex[:8]}.parquet"
+
+    def parts_in_flight(self) -> list[Path]:
+        return sorted(self.traces_dir.glob(PART_GLOB + ".tmp"))
+
+    @staticmethod
+    def quarantine(part: Path) -> None:
+        """Set an unreadable part aside (its turns are replayed on resume)."""
+        part.replace(part.with_name(part.name + ".corrupt"))
+
+    # --- judgments ------------------------------------------------------------------------
+    def has_judgments(self) -> bool:
+        return (self.path / JUDGMENTS).is_file()
+
+    def judgments(self) -> pd.DataFrame:
+        return pd.read_parquet(self.path / JUDGMENTS)
+
+    def judgments_table(self) -> pa.Table:
+        return pq.read_table(self.path / JUDGMENTS)
+
+    def write_judgments(self, table: pa.Table) -> Path:
+        return self.write_parquet(JUDGMENTS, table)
+
+    def has_human_judgments(self) -> bool:
+        return (self.path / HUMAN_JUDGMENTS).is_file()
+
+    def human_judgments(self) -> pd.DataFrame:
+        return pd.read_parquet(self.path / HUMAN_JUDGMENTS)
+
+    def write_human_judgments(self, df: pd.DataFrame) -> Path:
+        return self.write_parquet(HUMAN_JUDGMENTS, df)
+
+    # --- metrics and the tables scoring produces ---------------------------------------------
+    def has_metrics(self) -> bool:
+        return (self.path / METRICS).is_file()
+
+    def metrics(self) -> pd.DataFrame:
+        return pd.read_parquet(self.path / METRICS)
+
+    @contextmanager
+    def metrics_writer(self) -> Iterator[Path]:
+        """A temporary path for metrics.parquet (written in pieces), renamed when the block ends."""
+        with self.atomic(METRICS) as tmp:
+            yield tmp
+
+    def has_table(self, name: str) -> bool:
+        return (self.path / TABLES[name]).is_file()
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        """A table scoring wrote (comparisons, abstention, filter_fields), or None."""
+        p = self.path / TABLES[name]
+        return pd.read_parquet(p) if p.is_file() else None
+
+    def write_table(self, name: str, df: pd.DataFrame) -> Path:
+        return self.write_parquet(TABLES[name], df)
+
+    def remove_table(self, name: str) -> None:
+        (self.path / TABLES[name]).unlink(missing_ok=True)
+
+    # --- the eval set -----------------------------------------------------------------------
+    def eval_set_path(self, manifest: dict | None = None) -> Path | None:
+        """The eval set a run answers: the manifest's path as given (absolute, or relative to the
+        working folder, to $HARNESS_HOME, or to the folder that holds runs/); None when none of
+        these holds an eval set."""
+        m = manifest if manifest is not None else self.read_manifest()
+        p = (m.get("eval_set") or {}).get("path") or (m.get("config") or {}).get("eval_set")
+        if not p:
+            return None
+        p = Path(p)
+        if p.is_absolute():
+            cands = [p]
+        else:
+            home = os.environ.get("HARNESS_HOME")
+            cands = [Path.cwd() / p] + ([Path(home) / p] if home else []) + [self.path.parent.parent / p,
+                                                                            self.path.parent / p]
+        return next((c for c in cands if (c / "eval_set.yaml").is_file() or (c / "corpus.jsonl").is_file()), None)
+
+
+def run_folder(path: str | Path | RunFolder) -> RunFolder:
+    return path if isinstance(path, RunFolder) else RunFolder(path)
+
+
+class NotScored(ValueError):
+    """A run folder without metrics where they are needed (exit 2)."""
+
+
+@dataclass
+class RunData:
+    """A run folder, loaded for reading: manifest, labels, its arms (labels, capabilities) and,
+    when scored, the per-turn values and aggregates of its metrics. Compare, gate and report read
+    runs through it."""
+
+    folder: RunFolder
+    manifest: dict
+    labels: pd.DataFrame
+    arms: list = field(default_factory=list)  # harness.run.armset.ArmInfo
+    per_turn: pd.DataFrame | None = None  # arm_id, repeat, session_id, turn_index, metric, value, unmeasured
+    aggregates: pd.DataFrame | None = None  # arm_id, metric, segment, mean, p50, p95, n, n_unmeasured, ...
+
+    @property
+    def path(self) -> Path:
+        return self.folder.path
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+    @property
+    def metrics(self) -> set[str]:
+        return set(self.per_turn["metric"]) if self.per_turn is not None else set()
+
+    @classmethod
+    def load(cls, path: str | Path, scored: bool = True) -> "RunData":
+        """Raises NotARunFolder, NotScored (when `scored` and there are no metrics) or ValueError
+        (two arms under one label)."""
+        from harness.run.armset import run_arms
+
+        folder = RunFolder(path).require()
+        man = folder.read_manifest()
+        per_turn = aggregates = None
+        if folder.has_metrics():
+            m = folder.metrics()
+            per_turn = m[m["kind"] == "turn"][[c for c in TURN_COLUMNS if c in m.columns]].copy()
+            per_turn["turn_index"] = per_turn["turn_index"].astype(int)
+            per_turn["value"] = per_turn["value"].astype(float)
+            per_turn["metric"] = per_turn["metric"].astype(str)
+            aggregates = m[m["kind"] == "aggregate"].reset_index(drop=True)
+        elif scored:
+            raise NotScored(f"{folder.path}: not scored yet (run `harness metrics {folder.path}` first)")
+        return cls(folder, man, folder.labels(), run_arms(man), per_turn, aggregates)
+
+
+TURN_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"]
