@@ -21,7 +21,7 @@ from harness.metrics.segments import default_segments
 from harness.run.traces import read_traces
 
 COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"]
-LATENCY = ("ms_rewrite", "ms_retrieve", "ms_grade", "ms_answer", "ms_total")
+from harness.metrics.kernel import LATENCY  # noqa: E402
 DEFAULT_CAPS = frozenset({"ranking", "queries", "replayed"})
 
 
@@ -179,6 +179,7 @@ def per_turn_guards(rounds: pd.DataFrame, labels: pd.DataFrame, schema: list[dic
 
 def per_turn_ops(rows: pd.DataFrame, caps: dict | None = None) -> pd.DataFrame:
     caps = caps or {}
+    rows = rows.assign(**{m: None for m in LATENCY if m not in rows})  # stages a row's arm never had
     rows = rows[~rows["not_applicable"].map(lambda x: isinstance(x, str) and bool(x))]
     rows = rows[rows["arm_id"].map(lambda a: "replayed" in caps.get(a, DEFAULT_CAPS))]
     keys = ["arm_id", "repeat", "session_id", "turn_index"]

@@ -128,8 +128,8 @@ def test_role_latency_excludes_waiting_for_the_concurrency_bound(world, tmp_path
                 rp.roles.workers.close()
 
         (r,) = asyncio.run(go())
-    assert r.llm["calls"] == 1 and r.fallback_reason is None
-    assert 0 < r.ms["rewrite"] < hold * 1000, r.ms
+    assert r.llm.calls == 1 and r.fallback_reason is None
+    assert 0 < r.ms.rewrite < hold * 1000, r.ms
 
 
 def test_replayed_run_reports_the_stored_latencies_and_total_is_at_least_its_parts(world, tmp_path):

@@ -144,7 +144,7 @@ def prewarm(index, es, splits=("test",)) -> None:
     (the corrective loop's question, the HyDE query and passage), so a first run does not spend
     its time embedding inside the event loop. Only a speed-up: a text missed here is embedded
     by the run itself."""
-    from harness.arms.rewrite import restore_identifiers
+    from harness.guards.identifiers import restore_identifiers
     from harness.evalset.load import iter_labelled
     from harness.guards.identifiers import find_identifiers, mask
 

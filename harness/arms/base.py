@@ -5,12 +5,13 @@ defaults included, sorted by name, as key=value; the model behind its LLM roles 
 `model=NAME` when all use one, else `model.ROLE=NAME` per role."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.evalset.model import Account, Session, Turn
+from harness.run.traces import ArmResult  # noqa: F401  (what an arm returns, declared with the trace row)
 
 REGISTRY: dict[str, type["Arm"]] = {}
 
@@ -57,7 +58,14 @@ class TurnContext:
     repeat: int = 0
     seed: int = 0
     roles: Any = None  # harness.roles.base.Roles
+    identifiers: list[str] | None = None  # the turn's identifiers, found once when the context is made
     workers: Any = None  # harness.run.workers.CpuWorkers: CPU work off the event loop (None: inline)
+
+    def __post_init__(self):
+        if self.identifiers is None:
+            from harness.guards.identifiers import find_identifiers
+
+            self.identifiers = find_identifiers(self.turn.user)
 
     @property
     def history(self) -> list[Turn]:
@@ -66,34 +74,6 @@ class TurnContext:
     @property
     def account(self) -> Account:
         return self.turn.state.account or self.session.account
-
-
-@dataclass
-class ArmResult:
-    """One round of an arm on one turn (arms without rounds return one)."""
-
-    issued_queries: list[str]
-    lanes: list[str]
-    applied_filters: list[dict]
-    candidates: list[dict]
-    ranking: list[str]
-    is_final: bool = True
-    must_keep: list[str] = field(default_factory=list)
-    proposed_filters: list[dict] = field(default_factory=list)
-    filter_violations: list[str] = field(default_factory=list)
-    fallback_reason: str | None = None
-    verdict: str | None = None
-    verdict_reason: str | None = None
-    answer: str | None = None
-    answer_doc_ids: list[str] = field(default_factory=list)
-    abstained: bool | None = None
-    not_applicable: str | None = None  # the arm cannot run on this turn (e.g. no reference rewrite)
-    ms: dict = field(default_factory=dict)
-    llm: dict = field(default_factory=dict)  # llm_calls, tokens, cost, cache_hits, prompt_hashes
-    error: str | None = None
-    clarify: dict | None = None
-    turn_class: str | None = None
-    filters_removed: list[str] = field(default_factory=list)  # "field: reason" for every rejected filter
 
 
 class Arm(Protocol):

@@ -12,14 +12,16 @@ the rest go through the loop."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Literal
 
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
 from harness.arms.pipeline import answer_stage, search_async
-from harness.arms.rewrite import ask_rewrite, llm_stats, restore_identifiers
+from harness.arms.common import llm_stats
+from harness.arms.rewrite import ask_rewrite
 from harness.corpus.support import SupportScorer
 from harness.guards.filters import validate_filters
-from harness.guards.identifiers import find_identifiers
+from harness.guards.identifiers import restore_identifiers
 from harness.roles.answer import abstention
 from harness.roles.base import OFFLINE
 from harness.roles.grade import Z_MIN, GradeOutput, grade_offline
@@ -57,79 +59,100 @@ class Corrective(BaseArm):
     def hits_per_round(self) -> int:
         return self.params.top_k
 
-    async def run(self, ctx: TurnContext) -> list[ArmResult]:
+    async def _start(self, ctx: TurnContext) -> "_Start":
+        """The question the grader judges every round against: the turn as typed, or the start
+        rewrite's standalone question (its filters validated, its identifiers kept)."""
+        st = _Start(ctx.turn.user, list(ctx.inherited_filters), list(ctx.identifiers))
+        if self.params.start != "rewrite":
+            return st
+        rw = await ask_rewrite(ctx, self.params.last_n)
+        st.outcomes.append(rw)
+        st.ms["rewrite"] = rw.ms
+        proposed = [f.model_dump() for f in rw.value.filters] if rw.value else []
+        val = validate_filters(proposed, ctx.info) if rw.value else None
+        if val is not None:
+            st.proposed = (proposed, val.violations, val.removed)
+        if rw.value is not None and not val.malformed:
+            st.question, st.filters = rw.value.standalone, val.applied
+            st.ids = sorted(set(st.ids) | set(rw.value.must_keep))
+        else:
+            st.note = rw.fallback or "filter validation failed: " + "; ".join(val.malformed)
+        return st
+
+    async def _answer(self, ctx, st: "_Start", r: ArmResult, outcomes: list, evidence) -> ArmResult:
+        outcomes += await answer_stage(ctx, st.question, r, top_k=self.params.top_k, must_answer=True, evidence=evidence)
+        r.llm = llm_stats(outcomes)
+        return r
+
+    async def _round(self, ctx, st: "_Start", rnd: int, query: str, tried: list[str], scorer):
+        """One round: search, support, the router or the grader. Returns (row, grade outcome or
+        None when the row is final already)."""
         p = self.params
-        lang = detect_language(ctx.turn.user)
-        outcomes_start, ms_start = [], {}
-        question, filters, ids = ctx.turn.user, list(ctx.inherited_filters), find_identifiers(ctx.turn.user)
-        start_note = None
-        start_filters = ([], [], [])
-        if p.start == "rewrite":
-            rw = await ask_rewrite(ctx, p.last_n)
-            outcomes_start.append(rw)
-            ms_start["rewrite"] = rw.ms
-            proposed = [f.model_dump() for f in rw.value.filters] if rw.value else []
-            val = validate_filters(proposed, ctx.info) if rw.value else None
-            if val is not None:
-                start_filters = (proposed, val.violations, val.removed)
-            if rw.value is not None and not val.malformed:
-                question, filters = rw.value.standalone, val.applied
-                ids = sorted(set(ids) | set(rw.value.must_keep))
-            else:
-                start_note = rw.fallback or "filter validation failed: " + "; ".join(val.malformed)
+        r = await search_async(ctx, [query], st.filters, lane=p.lane, depth=max(p.depth, p.top_k), must_keep=st.ids)
+        r.must_keep, r.fallback_reason = st.ids, st.note
+        r.proposed_filters, r.filter_violations, r.filters_removed = st.proposed
+        hits = r.ranking[: p.top_k]
+        # support orders the answer's evidence (sentences), feeds the router and the offline
+        # grader; an LLM grader with `support: doc` needs none of it
+        needed = p.support == "sentence" or (rnd == 1 and p.route == "simple_first") or \
+            ctx.roles.backend("grade") == OFFLINE
+        (support, evidence), r.ms.support = await off_loop(ctx.workers, scorer.score, hits) if needed else (({}, []), 0.0)
+        outcomes = list(st.outcomes) if rnd == 1 else []
+        if rnd == 1:
+            r.ms.add(**st.ms)
+        best = max(support.values(), key=lambda s: s.z) if support else None
+        if rnd == 1 and p.route == "simple_first" and best and best.z >= p.strong:
+            r.verdict, r.verdict_reason = "routed", f"simple_first: best support {best.describe()} >= {p.strong}"
+            return await self._answer(ctx, st, r, outcomes, evidence), None
+        user = json.dumps({"question": st.question,
+                           "passages": [{"doc_id": d, "text": ctx.index.docs[d].text[:1500]} for d in hits],
+                           "previous_queries": tried[:-1]}, ensure_ascii=False)
+        g = await ctx.roles.call("grade", user, GradeOutput, lambda: grade_offline(
+            st.question, [(ctx.index.docs[d].text, support[d]) for d in hits], p.z_min, tried), seed=ctx.seed)
+        outcomes.append(g)
+        r.ms.grade = g.ms
+        if g.value is None:  # a failed grader call: judge nothing, abstain
+            r.verdict, r.verdict_reason = "error", g.fallback
+            r.fallback_reason = "; ".join(x for x in (r.fallback_reason, f"{g.fallback}; abstained") if x)
+        else:
+            r.verdict, r.verdict_reason = ("sufficient" if g.value.sufficient else "insufficient"), g.value.reason
+            if g.value.sufficient:
+                return await self._answer(ctx, st, r, outcomes, evidence), None
+        r.llm = llm_stats(outcomes)
+        return r, g
+
+    async def run(self, ctx: TurnContext) -> list[ArmResult]:
+        st = await self._start(ctx)
         rows: list[ArmResult] = []
         tried: list[str] = []
-        query = question
+        query = st.question
         # the grader judges every round against the same question: its baselines are computed once
-        scorer = SupportScorer(ctx.index, question, "sentence" if p.support == "sentence" else "chunk")
-        offline_grader = ctx.roles.backend("grade") == OFFLINE
-        for rnd in range(1, p.max_rounds + 1):
-            query = restore_identifiers(query, {}, ids)  # the guard: every round keeps the identifiers
+        scorer = SupportScorer(ctx.index, st.question, "sentence" if self.params.support == "sentence" else "chunk")
+        for rnd in range(1, self.params.max_rounds + 1):
+            query = restore_identifiers(query, {}, st.ids)  # the guard: every round keeps the identifiers
             tried.append(query)
-            r = await search_async(ctx, [query], filters, lane=p.lane, depth=max(p.depth, p.top_k), must_keep=ids)
-            r.must_keep, r.fallback_reason = ids, start_note
-            r.proposed_filters, r.filter_violations, r.filters_removed = start_filters
-            hits = r.ranking[: p.top_k]
-            # support orders the answer's evidence (sentences), feeds the router and the offline
-            # grader; an LLM grader with `support: doc` needs none of it
-            needed = p.support == "sentence" or (rnd == 1 and p.route == "simple_first") or offline_grader
-            (support, evidence), r.ms["support"] = await off_loop(ctx.workers, scorer.score, hits) if needed else (({}, []), 0.0)
-            outcomes = list(outcomes_start) if rnd == 1 else []
-            if rnd == 1:
-                r.ms.update(ms_start)
-            best = max(support.values(), key=lambda s: s.z) if support else None
-            if rnd == 1 and p.route == "simple_first" and best and best.z >= p.strong:
-                r.verdict, r.verdict_reason = "routed", f"simple_first: best support {best.describe()} >= {p.strong}"
-                outcomes += await answer_stage(ctx, question, r, top_k=p.top_k, must_answer=True, evidence=evidence)
-                r.llm = llm_stats(outcomes)
-                return [r]
-            user = json.dumps({"question": question, "passages": [{"doc_id": d, "text": ctx.index.docs[d].text[:1500]} for d in hits],
-                               "previous_queries": tried[:-1]}, ensure_ascii=False)
-            g = await ctx.roles.call("grade", user, GradeOutput,
-                                     lambda: grade_offline(question, [(ctx.index.docs[d].text, support[d]) for d in hits], p.z_min, tried),
-                                     seed=ctx.seed)
-            outcomes.append(g)
-            r.ms["grade"] = g.ms
-            if g.value is None:  # a failed grader call: judge nothing, abstain
-                r.verdict, r.verdict_reason = "error", g.fallback
-                r.fallback_reason = "; ".join(x for x in (r.fallback_reason, f"{g.fallback}; abstained") if x)
-                r.llm = llm_stats(outcomes)
-                rows.append(r)
-                break
-            r.verdict = "sufficient" if g.value.sufficient else "insufficient"
-            r.verdict_reason = g.value.reason
-            if g.value.sufficient:
-                outcomes += await answer_stage(ctx, question, r, top_k=p.top_k, must_answer=True, evidence=evidence)
-                r.llm = llm_stats(outcomes)
-                rows.append(r)
-                return rows
-            r.llm = llm_stats(outcomes)
+            r, g = await self._round(ctx, st, rnd, query, tried, scorer)
             rows.append(r)
+            if g is None:  # answered (routed or sufficient)
+                return rows
+            if g.value is None:
+                break
             new = (g.value.new_query or "").strip()
             if not new or new in tried:
                 r.verdict_reason += "; no new query: stop"
                 break
             query = new
         last = rows[-1]
-        last.answer, last.answer_doc_ids, last.abstained = abstention(lang), [], True
+        last.answer, last.answer_doc_ids, last.abstained = abstention(detect_language(ctx.turn.user)), [], True
         return rows
+
+
+@dataclass
+class _Start:
+    question: str
+    filters: list[dict]
+    ids: list[str]
+    note: str | None = None  # why the start rewrite was not used
+    proposed: tuple = ([], [], [])  # proposed filters, violations, removed
+    outcomes: list = field(default_factory=list)
+    ms: dict = field(default_factory=dict)

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from harness.arms.base import BaseArm, Params, TurnContext, register
-from harness.arms.retrieval import retrieve_one
+from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
+from harness.arms.common import llm_stats
+from harness.arms.pipeline import answer_stage, search_async
 
 
 class LaneParams(Params):
@@ -26,16 +27,12 @@ class SingleQueryArm(BaseArm):
         raise NotImplementedError
 
     async def run(self, ctx: TurnContext):
-        from harness.arms.base import ArmResult
-        from harness.arms.pipeline import answer_stage
-        from harness.arms.rewrite import llm_stats
-
         q = self.query(ctx)
         if q is None:
-            return [ArmResult(issued_queries=[], lanes=[], applied_filters=[], candidates=[], ranking=[],
-                              not_applicable=self.not_applicable)]
+            return [ArmResult(not_applicable=self.not_applicable)]
         text, filters = q
-        r = await retrieve_one(ctx, text, filters, self.params.lane, self.params.depth, self.params.id_lane)
+        p = self.params
+        r = await search_async(ctx, [text], filters, lane=p.lane, depth=p.depth, pool=max(p.depth, 100), id_lane=p.id_lane)
         if self.params.answer:
             r.llm = llm_stats(await answer_stage(ctx, text, r))
         return [r]

@@ -51,8 +51,10 @@ def search(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: s
     final = rrf(rankings, k=rrf_k, cap=pool) if len(rankings) > 1 else [(d, 0.0) for d in rankings[0][:pool]]
     ranking = [d for d, _ in final][:depth]
     candidates += [{"doc_id": d, "score": float(s), "rank": i + 1, "lane": "fused"} for i, (d, s) in enumerate(final)]
-    return ArmResult(issued_queries=list(queries), lanes=lanes_used, applied_filters=applied, candidates=candidates,
-                     ranking=ranking, ms={"retrieve": (time.perf_counter() - t0) * 1000})
+    r = ArmResult(issued_queries=list(queries), lanes=lanes_used, applied_filters=applied, candidates=candidates,
+                  ranking=ranking)
+    r.ms.retrieve = (time.perf_counter() - t0) * 1000
+    return r
 
 
 async def query_vectors(ctx: TurnContext, queries: list[str]) -> tuple[np.ndarray, float]:
@@ -73,7 +75,7 @@ async def search_async(ctx: TurnContext, queries: list[str], filters: list[dict]
     if vectors is None and lane in ("hybrid", "dense") and ctx.workers is not None and queries:
         vectors, embed_ms = await query_vectors(ctx, queries)
     r, _ = await off_loop(ctx.workers, search, ctx, queries, filters, lane=lane, vectors=vectors, **kw)
-    r.ms["retrieve"] += embed_ms
+    r.ms.retrieve += embed_ms
     return r
 
 
@@ -90,7 +92,7 @@ async def rerank_stage(ctx: TurnContext, question: str, r: ArmResult, pool: int)
     else:
         r.ranking = apply_rerank(head, out.value.doc_ids) + r.ranking[pool:]
         r.lanes.append(f"rerank({out.backend})" + (f": {OFFLINE_NOTE}" if out.backend == "offline" else ""))
-    r.ms["rerank"] = out.ms
+    r.ms.rerank = out.ms
     return [out]
 
 
@@ -118,5 +120,5 @@ async def answer_stage(ctx: TurnContext, question: str, r: ArmResult, top_k: int
         r.answer = out.value.answer
         r.answer_doc_ids = [d for d in out.value.doc_ids if d in known]
         r.abstained = out.value.abstained
-    r.ms["answer"] = out.ms
+    r.ms.answer = out.ms
     return [out]

@@ -19,7 +19,8 @@ from typing import Literal
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
 from harness.arms.pipeline import answer_stage, rerank_stage, search_async
 from harness.guards.filters import validate_filters
-from harness.guards.identifiers import find_identifiers, mask, unmask, whole
+from harness.arms.common import llm_stats
+from harness.guards.identifiers import mask, restore_identifiers, unmask
 from harness.roles.decide import Decision, decide_offline
 from harness.roles.rewrite import RewriteOutput, rewrite_offline
 from harness.roles.state import CompactState, compact_state
@@ -38,20 +39,10 @@ class RewriteParams(Params):
     rrf_k: int = 60
 
 
-def restore_identifiers(text: str, mapping: dict[str, str], ids: list[str]) -> str:
-    """Put placeholders back; an identifier of the turn that the model dropped or altered is
-    prepended verbatim."""
-    text = unmask(text, mapping)
-    for i in ids:
-        if not whole(i).search(text):
-            text = f"{i} {text}"
-    return text
-
-
 async def ask_rewrite(ctx: TurnContext, last_n: int, state: CompactState | None = None):
     """The rewrite role's outcome, identifiers restored in an LLM's output. `state`: the turn's
     compact state when the caller has built it already (for the decide role)."""
-    ids = find_identifiers(ctx.turn.user)
+    ids = ctx.identifiers
     masked, mapping = mask(ctx.turn.user)
     state = state or compact_state(ctx, last_n)
     masked_state = dataclasses.replace(state, turn=masked)  # a model never sees the identifiers
@@ -67,21 +58,6 @@ async def ask_rewrite(ctx: TurnContext, last_n: int, state: CompactState | None 
     if out.value is not None and not out.value.standalone.strip():
         out.value, out.fallback = None, "rewrite returned an empty query"
     return out
-
-
-def llm_stats(outcomes) -> dict:
-    recs = [o.record for o in outcomes if o is not None and o.record is not None]
-    costs = [r.cost_usd for r in recs]
-    return {
-        "calls": sum(r.requests for r in recs),
-        "prompt_tokens": sum(r.prompt_tokens for r in recs),
-        "completion_tokens": sum(r.completion_tokens for r in recs),
-        "cost_usd": (None if any(c is None for c in costs) else float(sum(costs))) if recs else None,
-        "cache_hits": sum(1 for r in recs if r.cache_hit),
-        "prompt_hashes": {r.role: r.prompt_hash for r in recs if r.prompt_hash},
-        # calls that failed after their retries (a reply the arm refused, e.g. an empty rewrite, is not one)
-        "failed": sum(1 for o in outcomes if o is not None and o.record is not None and o.record.error and o.value is None),
-    }
 
 
 class RewriteFamily(BaseArm):
@@ -123,7 +99,7 @@ class RewriteFamily(BaseArm):
         search_kw = dict(lane=p.lane, depth=p.depth, rrf_k=p.rrf_k, pool=p.pool, id_lane=p.id_lane)
 
         async def search_turn():  # the turn as typed, with its identifiers kept
-            ids = find_identifiers(ctx.turn.user)
+            ids = ctx.identifiers
             r = await search_async(ctx, [ctx.turn.user], ctx.inherited_filters, must_keep=ids, **search_kw)
             r.must_keep = ids
             return r
@@ -185,7 +161,7 @@ class RewriteFamily(BaseArm):
         if self.params.answer:
             outcomes += await answer_stage(ctx, question, r)
         r.llm = llm_stats(outcomes)
-        r.ms.update(ms)
+        r.ms.add(**ms)
         return r
 
 

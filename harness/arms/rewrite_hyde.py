@@ -11,7 +11,6 @@ import numpy as np
 from harness.arms.base import register
 from harness.arms.pipeline import query_vectors
 from harness.arms.rewrite import RewriteFamily, RewriteParams
-from harness.guards.identifiers import find_identifiers
 from harness.roles import attributes
 from harness.roles.hyde import HydeOutput, hyde_offline
 from harness.run.workers import off_loop
@@ -38,7 +37,7 @@ class RewriteHyde(RewriteFamily):
         why = None
         if decision is None or decision.turn_class != "vague_application":
             why = f"turn class {decision.turn_class if decision else 'unknown'}"
-        elif find_identifiers(ctx.turn.user) or out.must_keep:
+        elif ctx.identifiers or out.must_keep:
             why = "identifier turn"
         elif touched := safety_fields_touched(ctx.turn.user + " " + out.standalone, ctx.info):
             why = "safety-relevant attribute " + ", ".join(touched)

@@ -122,60 +122,59 @@ def _validate(model: type[BaseModel], obj: dict, rel: str, no: int | None, probl
     return None
 
 
-def load_eval_set(path: str | Path) -> EvalSet:
-    """Load the eval set in folder `path`; raise EvalSetError listing every problem."""
-    root = Path(path)
-    problems: list[Problem] = []
-    if not root.is_dir():
-        raise EvalSetError([Problem(str(root), None, "", "not a folder")])
-    contents: dict[str, bytes] = {}  # file name -> bytes as read, for the content hash
+def _load_info(root: Path, contents: dict, problems: list[Problem]) -> EvalSetInfo | None:
+    """eval_set.yaml, validated; None (with the problems) when it cannot be used."""
     info_path = root / "eval_set.yaml"
-    info = None
     if not info_path.exists():
         problems.append(Problem("eval_set.yaml", None, "", "missing"))
+        return None
+    data = contents["eval_set.yaml"] = info_path.read_bytes()
+    try:
+        raw = yaml.safe_load(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        problems.append(Problem("eval_set.yaml", data[: e.start].count(b"\n") + 1, "(line)",
+                                f"not valid UTF-8 at byte {e.start}"))
+        return None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        problems.append(Problem("eval_set.yaml", mark.line + 1 if mark else None, "(file)", f"invalid YAML: {e}"))
+        return None
+    except RecursionError:
+        problems.append(Problem("eval_set.yaml", None, "(file)", "YAML nested too deeply"))
+        return None
+    if raw is None:
+        problems.append(Problem("eval_set.yaml", None, "(file)", "empty file"))
+    elif _depth(raw) > MAX_DEPTH:
+        problems.append(Problem("eval_set.yaml", None, "(file)", f"YAML nested too deeply (more than {MAX_DEPTH} levels)"))
+    elif not isinstance(raw, dict):
+        problems.append(Problem("eval_set.yaml", None, "(file)", "expected a mapping"))
     else:
-        data = contents["eval_set.yaml"] = info_path.read_bytes()
-        try:
-            raw = yaml.safe_load(data.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            problems.append(Problem("eval_set.yaml", data[: e.start].count(b"\n") + 1, "(line)",
-                                    f"not valid UTF-8 at byte {e.start}"))
-            raw = None
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            problems.append(Problem("eval_set.yaml", mark.line + 1 if mark else None, "(file)", f"invalid YAML: {e}"))
-            raw = None
-        except RecursionError:
-            problems.append(Problem("eval_set.yaml", None, "(file)", "YAML nested too deeply"))
-            raw = None
-        else:
-            if raw is None:
-                problems.append(Problem("eval_set.yaml", None, "(file)", "empty file"))
-            elif _depth(raw) > MAX_DEPTH:
-                problems.append(Problem("eval_set.yaml", None, "(file)", f"YAML nested too deeply (more than {MAX_DEPTH} levels)"))
-                raw = None
-        if raw is not None and not isinstance(raw, dict):
-            problems.append(Problem("eval_set.yaml", None, "(file)", "expected a mapping"))
-        elif raw is not None:
-            info = _validate(EvalSetInfo, raw, "eval_set.yaml", None, problems)
+        return _validate(EvalSetInfo, raw, "eval_set.yaml", None, problems)
+    return None
 
+
+def _load_docs(root: Path, contents: dict, problems: list[Problem]) -> dict[str, Document]:
     docs: dict[str, Document] = {}
     corpus_path = root / "corpus.jsonl"
     if not corpus_path.exists():
         problems.append(Problem("corpus.jsonl", None, "", "missing"))
-    else:
-        contents["corpus.jsonl"] = corpus_path.read_bytes()
-        for no, obj in _read_lines(contents["corpus.jsonl"], "corpus.jsonl", problems):
-            d = _validate(Document, obj, "corpus.jsonl", no, problems)
-            if d is None:
-                continue
-            if d.doc_id in docs:
-                problems.append(Problem("corpus.jsonl", no, "doc_id", f"duplicate doc_id {d.doc_id!r}"))
-                continue
-            docs[d.doc_id] = d
-        if not docs and not any(p.file == "corpus.jsonl" for p in problems):
-            problems.append(Problem("corpus.jsonl", None, "", "empty corpus"))
+        return docs
+    contents["corpus.jsonl"] = corpus_path.read_bytes()
+    for no, obj in _read_lines(contents["corpus.jsonl"], "corpus.jsonl", problems):
+        d = _validate(Document, obj, "corpus.jsonl", no, problems)
+        if d is None:
+            continue
+        if d.doc_id in docs:
+            problems.append(Problem("corpus.jsonl", no, "doc_id", f"duplicate doc_id {d.doc_id!r}"))
+            continue
+        docs[d.doc_id] = d
+    if not docs and not any(p.file == "corpus.jsonl" for p in problems):
+        problems.append(Problem("corpus.jsonl", None, "", "empty corpus"))
+    return docs
 
+
+def _load_sessions(root: Path, contents: dict, docs: dict, info, problems: list[Problem]):
+    """The sessions of every split file, and each session's split."""
     sessions: list[Session] = []
     split_of: dict[str, str] = {}
     line_of: dict[str, tuple[str, int]] = {}
@@ -203,7 +202,19 @@ def load_eval_set(path: str | Path) -> EvalSet:
             _check_session(s, docs, info, fname, no, problems)
         if len(sessions) == n_before and not any(x.file == fname for x in problems):
             problems.append(Problem(fname, None, "", "no sessions"))
+    return sessions, split_of
 
+
+def load_eval_set(path: str | Path) -> EvalSet:
+    """Load the eval set in folder `path`; raise EvalSetError listing every problem."""
+    root = Path(path)
+    problems: list[Problem] = []
+    if not root.is_dir():
+        raise EvalSetError([Problem(str(root), None, "", "not a folder")])
+    contents: dict[str, bytes] = {}  # file name -> bytes as read, for the content hash
+    info = _load_info(root, contents, problems)
+    docs = _load_docs(root, contents, problems)
+    sessions, split_of = _load_sessions(root, contents, docs, info, problems)
     if problems:
         raise EvalSetError(problems)
     assert info is not None

@@ -61,3 +61,13 @@ def preserved(identifiers: list[str], queries: list[str]) -> float | None:
         return None
     ok = sum(1 for i in identifiers if queries and all(whole(i).search(q) for q in queries))
     return ok / len(identifiers)
+
+
+def restore_identifiers(text: str, mapping: dict[str, str], ids: list[str]) -> str:
+    """Put placeholders back; an identifier of the turn that the model dropped or altered is
+    prepended verbatim."""
+    text = unmask(text, mapping)
+    for i in ids:
+        if not whole(i).search(text):
+            text = f"{i} {text}"
+    return text

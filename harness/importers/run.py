@@ -79,8 +79,7 @@ def import_run(run_file: Path, eval_set: Path, runs_dir: Path = Path("runs"), ru
         missing += scores is None
         ranking = ranked(scores or {})
         ctx = TurnContext(s, pos, tix, t, [], [], None, es.info)
-        res = ArmResult(issued_queries=[], lanes=["external"], applied_filters=[],
-                        candidates=[{"doc_id": d, "score": float(scores[d]), "rank": i + 1, "lane": "external"}
+        res = ArmResult(lanes=["external"], candidates=[{"doc_id": d, "score": float(scores[d]), "rank": i + 1, "lane": "external"}
                                     for i, d in enumerate(ranking)], ranking=ranking)
         writer.add(result_rows(run_dir.name, arm, 0, ctx, [res]))
     writer.flush()

@@ -33,10 +33,6 @@ def _retry(fn, attempts: int = 40):
             time.sleep(min(1.0, 0.02 * (i + 1)))
 
 
-class CacheMiss(Exception):
-    """A miss in replay mode."""
-
-
 @dataclass
 class CachedReply:
     body: bytes

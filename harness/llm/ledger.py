@@ -2,7 +2,7 @@
 latency per call; summed per role and per trace row."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -36,24 +36,3 @@ class CallRecord:
     error: str | None = None
     fallback: str | None = None
     prompt_hash: str | None = None
-
-
-@dataclass
-class Ledger:
-    calls: list[CallRecord] = field(default_factory=list)
-
-    def add(self, rec: CallRecord) -> None:
-        self.calls.append(rec)
-
-    def summary(self) -> dict:
-        costs = [c.cost_usd for c in self.calls]
-        return {
-            "calls": len(self.calls),
-            "prompt_tokens": sum(c.prompt_tokens for c in self.calls),
-            "completion_tokens": sum(c.completion_tokens for c in self.calls),
-            "cost_usd": None if any(x is None for x in costs) else float(sum(costs)),
-            "cache_hits": sum(1 for c in self.calls if c.cache_hit),
-            "prompt_hashes": {c.role: c.prompt_hash for c in self.calls if c.prompt_hash},
-            "ms_by_role": {r: sum(c.latency_ms for c in self.calls if c.role == r) for r in {c.role for c in self.calls}},
-            "errors": [f"{c.role}: {c.error}" for c in self.calls if c.error],
-        }

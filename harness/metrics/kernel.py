@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from harness.run.traces import KEY
 
-LATENCY = ("ms_rewrite", "ms_retrieve", "ms_grade", "ms_answer", "ms_total")
+LATENCY = ("ms_rewrite", "ms_retrieve", "ms_grade", "ms_answer", "ms_decide", "ms_rerank", "ms_support", "ms_total")
 SCALAR = ["arm_id", "params", "repeat", "session_id", "turn_index", "round", "is_final", "not_applicable", "error",
           "fallback_reason", "abstained", "answer", "clarify", "applied_filters", "llm_calls", "prompt_tokens",
           "completion_tokens", "cost_usd", "cache_hits", *LATENCY]
@@ -108,17 +108,20 @@ class Traces:
         from harness.run.folder import RunFolder
 
         parts = RunFolder(run_dir).parts()
+        from harness.run.traces import SCHEMA, TraceError
+
         tables = []
         for p in parts:
-            try:
-                tables.append(pq.read_table(p, columns=SCALAR + ["ranking"], read_dictionary=["ranking.list.element"]))
+            try:  # columns an older part lacks read as nulls; rankings as dictionary codes
+                t = pq.read_table(p, columns=SCALAR, schema=SCHEMA)
+                rank = pq.read_table(p, columns=["ranking"], read_dictionary=["ranking.list.element"]).column(0)
+                tables.append(t.append_column("ranking", rank))
             except (pa.ArrowInvalid, OSError) as e:
-                from harness.run.traces import TraceError
-
                 raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume` to redo it") from None
         if not tables:
             raise ValueError(f"{run_dir}: no trace parts")
-        return cls(tables, lambda name: [c for p in parts for c in pq.read_table(p, columns=[name]).column(0).chunks])
+        return cls(tables, lambda name: [c for p in parts
+                                         for c in pq.read_table(p, columns=[name], schema=SCHEMA).column(0).chunks])
 
     @classmethod
     def from_rows(cls, rows: list[dict]) -> "Traces":

@@ -117,6 +117,43 @@ def _price_bound(state: CompactState, focus: ShownItem | None) -> dict | None:
     return None
 
 
+def _filters_from(attrs: dict, fields: dict) -> list[FilterProposal]:
+    out = []
+    for k in ("category", "thread", "material", "size", "container_ml", "length_mm"):
+        if k in attrs and k in fields:
+            vals = fields[k].get("values")
+            if vals and attrs[k] not in vals:
+                continue
+            out.append(FilterProposal(field=k, op="eq", value=attrs[k]))
+    return out
+
+
+def _focused_query(focus, named: dict, text: str, fields: dict) -> tuple[str, dict]:
+    """The query about the item the turn refers to (its title, or a new category with the
+    attributes carried over), changed by what the turn names; and the attributes it implies."""
+    base = {k: v for k, v in focus.metadata.items() if k in fields and fields[k].get("type") != "string_list"}
+    new_cat = named.get("category")
+    negated = {m.group(1).lower() for m in re.finditer(r"\bnot (?:the |a |an )?([\w-]+)", text, re.I)}
+    if new_cat and new_cat != base.get("category"):
+        attrs = {**{k: base[k] for k in ("thread", "material", "size") if k in base}, **named}
+        query = " ".join([attrs["category"]] + [_fmt_attr(k, attrs[k]) for k in ("thread", "size", "material") if k in attrs])
+    else:
+        attrs = {**base, **named}
+        query = _PACK.sub("", focus.name).strip()
+        for k, v in named.items():
+            if k in ("category", "brand"):
+                continue
+            rx = _SUBST.get(k)
+            query = rx.sub(_fmt_attr(k, v), query, count=1) if rx and rx.search(query) else f"{query} {_fmt_attr(k, v)}"
+    for neg in negated:
+        if "material" in attrs and neg in str(attrs["material"]).lower():
+            attrs.pop("material")
+            query = re.sub(rf"\b{re.escape(neg)}\w*\b", "", query, flags=re.I)
+    used = {w.lower() for v in named.values() for w in WORD.findall(_fmt_attr("x", v))} | negated | {"not"}
+    extra = [w for w in _content_words(text, used) if w.lower() not in query.lower()]
+    return " ".join((query + " " + " ".join(extra)).split()), attrs
+
+
 def rewrite_offline(state: CompactState, decision: Decision | None = None) -> RewriteOutput:
     decision = decision or decide_offline(state)
     cls = decision.turn_class
@@ -124,64 +161,25 @@ def rewrite_offline(state: CompactState, decision: Decision | None = None) -> Re
     ids = find_identifiers(text)
     fields = {f["field"]: f for f in state.schema}
     named = attributes.extract(text, state.schema)
-
-    def filters_from(attrs: dict) -> list[FilterProposal]:
-        out = []
-        for k in ("category", "thread", "material", "size", "container_ml", "length_mm"):
-            if k in attrs and k in fields:
-                vals = fields[k].get("values")
-                if vals and attrs[k] not in vals:
-                    continue
-                out.append(FilterProposal(field=k, op="eq", value=attrs[k]))
-        return out
-
     if cls in ("identifier", "self_contained", "vague_application"):
-        return RewriteOutput(standalone=text.strip(), must_keep=ids, filters=filters_from(named),
+        return RewriteOutput(standalone=text.strip(), must_keep=ids, filters=_filters_from(named, fields),
                              confidence=0.9, variants=_variants(ids, named), clarify=None)
     if cls == "topic_switch":
         words = [h for rx, h in SERVICE_HINTS if rx.search(text)][:1] + _content_words(text)
         country = state.country_name()
         q = " ".join(words + ([country] if country else []))
         return RewriteOutput(standalone=q or text, must_keep=ids, filters=[], confidence=0.7, variants=[], clarify=None)
-
     focus = _focus(state, cls)
     if focus is None:  # no shown list: lean on the previous user turn
         prev = state.history[-1].user if state.history else ""
         q = " ".join(_content_words(prev) + _content_words(text))
-        return RewriteOutput(standalone=q or text, must_keep=ids, filters=filters_from(named), confidence=0.5,
+        return RewriteOutput(standalone=q or text, must_keep=ids, filters=_filters_from(named, fields), confidence=0.5,
                              variants=[], clarify=None)
-
-    base = {k: v for k, v in focus.metadata.items() if k in fields and fields[k].get("type") != "string_list"}
-    title = _PACK.sub("", focus.name).strip()
-    new_cat = named.get("category")
-    negated = {m.group(1).lower() for m in re.finditer(r"\bnot (?:the |a |an )?([\w-]+)", text, re.I)}
-    if new_cat and new_cat != base.get("category"):
-        carried = {k: base[k] for k in ("thread", "material", "size") if k in base}
-        attrs = {**carried, **named}
-        parts = [attrs["category"]] + [_fmt_attr(k, attrs[k]) for k in ("thread", "size", "material") if k in attrs]
-        query = " ".join(parts)
-    else:
-        attrs = {**base, **named}
-        query = title
-        for k, v in named.items():
-            if k in ("category", "brand"):
-                continue
-            rx = _SUBST.get(k)
-            if rx and rx.search(query):
-                query = rx.sub(_fmt_attr(k, v), query, count=1)
-            else:
-                query = f"{query} {_fmt_attr(k, v)}"
-    for neg in negated:
-        if "material" in attrs and neg in str(attrs["material"]).lower():
-            attrs.pop("material")
-            query = re.sub(rf"\b{re.escape(neg)}\w*\b", "", query, flags=re.I)
-    used = {w.lower() for v in named.values() for w in WORD.findall(_fmt_attr("x", v))} | negated | {"not"}
-    extra = [w for w in _content_words(text, used) if w.lower() not in query.lower()]
-    query = " ".join((query + " " + " ".join(extra)).split())
+    query, attrs = _focused_query(focus, named, text, fields)
     for i in ids:  # identifiers stay verbatim
         if i not in query:
             query = f"{i} {query}"
-    flt = [f for f in filters_from(attrs) if f.field not in ("length_mm",) or "length_mm" in named]
+    flt = [f for f in _filters_from(attrs, fields) if f.field not in ("length_mm",) or "length_mm" in named]
     pb = _price_bound(state, focus)
     if pb:
         flt.append(FilterProposal(**pb))

@@ -22,7 +22,7 @@ from harness.run.shard import in_shard
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
 from harness.run.folder import RunFolder
 from harness.run.manifest import git_state, now, read_manifest, versions, write_manifest
-from harness.run.traces import PartWriter, read_traces, repair_parts, to_json
+from harness.run.traces import PartWriter, TurnKey, read_traces, repair_parts, row, to_json
 from harness.run.workers import CpuWorkers
 
 LABEL_SCHEMA = pa.schema([
@@ -98,43 +98,15 @@ class Job:
     ctx: TurnContext
 
 
-def turn_total_ms(results: list[ArmResult]) -> float:
-    """A turn's total latency: the sum of its stages over all its rounds (each LLM exchange, or
-    the stored latency of a cached reply; retrieval, embedding, support scoring and offline
-    roles at their compute time). The turn as served alone: the time it waited behind other
-    turns (the concurrency bound, a busy worker) is no part of it, and a replayed run reports
-    the same total as the live run it replays, never less than its parts."""
-    return sum(v for r in results for k, v in (r.ms or {}).items() if k != "total" and v)
-
-
 def result_rows(run_id: str, arm: BaseArm, repeat: int, ctx: TurnContext, results: list[ArmResult]) -> list[dict]:
+    """The trace rows of one turn: the replay's key of each round and the arm's report of it."""
     lab = ctx.turn.labels
-    rows = []
-    for rnd, r in enumerate(results, start=1):
-        llm = r.llm or {}
-        ms = r.ms or {}
-        rows.append({
-            "run_id": run_id, "arm_id": arm.arm_id, "arm": arm.name, "params": to_json(arm.params.model_dump()),
-            "repeat": repeat, "session_id": ctx.session.session_id, "turn_index": ctx.turn_index,
-            "query_type": lab.query_type, "language": lab.language, "domain": ctx.session.domain,
-            "round": rnd, "is_final": rnd == len(results), "original_query": ctx.turn.user,
-            "issued_queries": r.issued_queries, "lanes": r.lanes, "must_keep": r.must_keep,
-            "proposed_filters": to_json(r.proposed_filters), "applied_filters": to_json(r.applied_filters),
-            "filter_violations": r.filter_violations, "fallback_reason": r.fallback_reason,
-            "not_applicable": r.not_applicable, "candidates": r.candidates, "ranking": r.ranking,
-            "verdict": r.verdict, "verdict_reason": r.verdict_reason, "answer": r.answer,
-            "answer_doc_ids": r.answer_doc_ids, "abstained": r.abstained,
-            "llm_calls": llm.get("calls", 0), "prompt_tokens": llm.get("prompt_tokens", 0),
-            "completion_tokens": llm.get("completion_tokens", 0), "cost_usd": llm.get("cost_usd"),
-            "cache_hits": llm.get("cache_hits", 0),
-            "ms_rewrite": ms.get("rewrite"), "ms_retrieve": ms.get("retrieve"), "ms_grade": ms.get("grade"),
-            "ms_answer": ms.get("answer"), "ms_total": ms.get("total", sum(v for v in ms.values() if v)),
-            "error": r.error, "prompt_hashes": to_json(llm.get("prompt_hashes", {})),
-            "backend": to_json(arm.backends() or {}),
-            "clarify": to_json(r.clarify) if r.clarify else None, "turn_class": r.turn_class,
-            "filters_removed": r.filters_removed,
-        })
-    return rows
+    params, backend = arm.params.model_dump(), arm.backends() or {}
+    return [row(TurnKey(run_id=run_id, arm_id=arm.arm_id, arm=arm.name, params=params, repeat=repeat,
+                        session_id=ctx.session.session_id, turn_index=ctx.turn_index, query_type=lab.query_type,
+                        language=lab.language, domain=ctx.session.domain, round=rnd, is_final=rnd == len(results),
+                        original_query=ctx.turn.user, backend=backend), r)
+            for rnd, r in enumerate(results, start=1)]
 
 
 class Replay:
@@ -254,21 +226,18 @@ class Replay:
                 except ReplayMiss:  # not a failed call: the cache does not cover this run
                     raise
                 except Exception as e:  # a run never dies because one turn failed: the row records it
-                    results = [ArmResult(issued_queries=[], lanes=[], applied_filters=[], candidates=[], ranking=[],
-                                         error=f"{type(e).__name__}: {e}")]
-                if results:
-                    results[-1].ms.setdefault("total", turn_total_ms(results))
+                    results = [ArmResult(error=f"{type(e).__name__}: {e}")]
                 rows = result_rows(self.run_id, job.arm, job.repeat, job.ctx, results)
                 writer.add(rows)
                 counts["turns"] += 1
                 counts["rows"] += len(rows)
-                counts["errors"] += sum(1 for r in rows if r["error"])
-                counts["fallbacks"] += sum(1 for r in rows if r["fallback_reason"])
-                counts["not_applicable"] += sum(1 for r in rows if r["not_applicable"] and r["is_final"])
-                counts["llm_calls"] += sum(r["llm_calls"] for r in rows)
-                counts["cache_hits"] += sum(r["cache_hits"] for r in rows)
+                counts["errors"] += sum(1 for r in results if r.error)
+                counts["fallbacks"] += sum(1 for r in results if r.fallback_reason)
+                counts["not_applicable"] += bool(results[-1].not_applicable)
+                counts["llm_calls"] += sum(r.llm.calls for r in results)
+                counts["cache_hits"] += sum(r.llm.cache_hits for r in results)
                 # infrastructure: the turn errored or an LLM call of it failed (the exit code counts these)
-                counts["turns_failed"] += any(r.error or (r.llm or {}).get("failed") for r in results)
+                counts["turns_failed"] += any(r.error or r.llm.failed for r in results)
                 prog.advance()
 
         try:

@@ -1,9 +1,13 @@
-"""The trace row: the contract between replay, metrics and reports (extend, don't break).
-One row per (arm_id, repeat, session_id, turn_index, round). Parts are written to a temporary
-name and renamed when complete, so a killed run loses at most the part in flight."""
+"""The trace row: the contract between replay, metrics and reports (extend, don't break),
+declared once, as typed dataclasses: `TurnKey` (what the replay knows), `ArmResult` (what an arm
+reports for a round) with its typed `LLMStats` and `Timings`. The Parquet schema, the columns
+and the row dicts are derived from them, so adding a field is one edit. One row per (arm_id,
+repeat, session_id, turn_index, round). Parts are written to a temporary name and renamed when
+complete, so a killed run loses at most the part in flight."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,58 +20,135 @@ KEY = ("arm_id", "repeat", "session_id", "turn_index", "round")
 CANDIDATE = pa.struct([("doc_id", pa.string()), ("score", pa.float64()), ("rank", pa.int32()), ("lane", pa.string())])
 _STR_LIST = pa.list_(pa.string())
 
-SCHEMA = pa.schema([
-    ("run_id", pa.string()),
-    ("arm_id", pa.string()),
-    ("arm", pa.string()),
-    ("params", pa.string()),  # JSON
-    ("repeat", pa.int32()),
-    ("session_id", pa.string()),
-    ("turn_index", pa.int32()),
-    ("query_type", pa.string()),
-    ("language", pa.string()),
-    ("domain", pa.string()),
-    ("round", pa.int32()),
-    ("is_final", pa.bool_()),
-    ("original_query", pa.string()),
-    ("issued_queries", _STR_LIST),
-    ("lanes", _STR_LIST),
-    ("must_keep", _STR_LIST),
-    ("proposed_filters", pa.string()),  # JSON list of {field, op, value}
-    ("applied_filters", pa.string()),  # JSON
-    ("filter_violations", _STR_LIST),
-    ("fallback_reason", pa.string()),
-    ("not_applicable", pa.string()),
-    ("candidates", pa.list_(CANDIDATE)),
-    ("ranking", _STR_LIST),
-    ("verdict", pa.string()),
-    ("verdict_reason", pa.string()),
-    ("answer", pa.string()),
-    ("answer_doc_ids", _STR_LIST),
-    ("abstained", pa.bool_()),
-    ("llm_calls", pa.int32()),
-    ("prompt_tokens", pa.int64()),
-    ("completion_tokens", pa.int64()),
-    ("cost_usd", pa.float64()),
-    ("cache_hits", pa.int32()),
-    ("ms_rewrite", pa.float64()),
-    ("ms_retrieve", pa.float64()),
-    ("ms_grade", pa.float64()),
-    ("ms_answer", pa.float64()),
-    ("ms_total", pa.float64()),
-    ("error", pa.string()),
-    ("prompt_hashes", pa.string()),  # JSON {role: hash}
-    ("backend", pa.string()),  # JSON {role: model or "offline"}
-    ("clarify", pa.string()),  # JSON {question, options} when the rewrite asked back
-    ("turn_class", pa.string()),  # the decide role's class of the turn, where an arm asked it
-    ("filters_removed", _STR_LIST),  # "field: reason" for every proposed filter that was rejected
-])
 
-JSON_COLUMNS = ("params", "proposed_filters", "applied_filters", "prompt_hashes", "backend")
+def col(arrow: pa.DataType, default=None, factory=None, json: bool = False, name: str | None = None):
+    """A field of the trace row: its Arrow type, whether it is stored as JSON text, and its column
+    name when it differs from the field's."""
+    meta = {"arrow": arrow, "json": json, "column": name}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class Timings:
+    """Milliseconds per stage of a round: each LLM exchange (or the stored latency of a cached
+    reply) and each piece of compute, never the time it queued behind other turns. Columns ms_*."""
+
+    rewrite: float | None = col(pa.float64())
+    retrieve: float | None = col(pa.float64())
+    grade: float | None = col(pa.float64())
+    answer: float | None = col(pa.float64())
+    decide: float | None = col(pa.float64())
+    rerank: float | None = col(pa.float64())
+    support: float | None = col(pa.float64())
+    total: float | None = col(pa.float64())  # the turn's stages summed over its rounds (final row)
+
+    def add(self, **ms: float | None) -> None:
+        for k, v in ms.items():
+            setattr(self, k, v)
+
+    def stages(self) -> float:
+        return sum(getattr(self, f.name) or 0.0 for f in fields(self) if f.name != "total")
+
+
+@dataclass
+class LLMStats:
+    """The LLM calls of a round."""
+
+    calls: int = col(pa.int32(), 0, name="llm_calls")
+    prompt_tokens: int = col(pa.int64(), 0)
+    completion_tokens: int = col(pa.int64(), 0)
+    cost_usd: float | None = col(pa.float64())  # None: a model without a price made a call
+    cache_hits: int = col(pa.int32(), 0)
+    prompt_hashes: dict = col(pa.string(), factory=dict, json=True)  # {role: hash}
+    failed: int = col(pa.int32(), 0, name="llm_failed")  # calls that failed after their retries
+
+
+@dataclass
+class TurnKey:
+    """What the replay knows of the row: the arm, the turn and the round."""
+
+    run_id: str = col(pa.string())
+    arm_id: str = col(pa.string())
+    arm: str = col(pa.string())
+    params: dict = col(pa.string(), factory=dict, json=True)
+    repeat: int = col(pa.int32(), 0)
+    session_id: str = col(pa.string())
+    turn_index: int = col(pa.int32(), 0)
+    query_type: str | None = col(pa.string())
+    language: str | None = col(pa.string())
+    domain: str | None = col(pa.string())
+    round: int = col(pa.int32(), 1)
+    is_final: bool = col(pa.bool_(), True)
+    original_query: str | None = col(pa.string())
+    backend: dict = col(pa.string(), factory=dict, json=True)  # {role: model or "offline"}
+
+
+@dataclass
+class ArmResult:
+    """What an arm reports for one round of one turn (arms without rounds report one)."""
+
+    issued_queries: list[str] = col(_STR_LIST, factory=list)
+    lanes: list[str] = col(_STR_LIST, factory=list)
+    applied_filters: list[dict] = col(pa.string(), factory=list, json=True)
+    candidates: list[dict] = col(pa.list_(CANDIDATE), factory=list)  # {doc_id, score, rank, lane}
+    ranking: list[str] = col(_STR_LIST, factory=list)  # the arm's result list
+    must_keep: list[str] = col(_STR_LIST, factory=list)
+    proposed_filters: list[dict] = col(pa.string(), factory=list, json=True)
+    filter_violations: list[str] = col(_STR_LIST, factory=list)  # entitlement fields a model proposed
+    fallback_reason: str | None = col(pa.string())
+    not_applicable: str | None = col(pa.string())  # the arm cannot run on this turn (e.g. no reference rewrite)
+    verdict: str | None = col(pa.string())
+    verdict_reason: str | None = col(pa.string())
+    answer: str | None = col(pa.string())
+    answer_doc_ids: list[str] = col(_STR_LIST, factory=list)
+    abstained: bool | None = col(pa.bool_())
+    llm: LLMStats = field(default_factory=LLMStats)
+    ms: Timings = field(default_factory=Timings)
+    error: str | None = col(pa.string())
+    clarify: dict | None = col(pa.string(), json=True)  # {question, options} when the rewrite asked back
+    turn_class: str | None = col(pa.string())  # the decide role's class of the turn, where an arm asked it
+    filters_removed: list[str] = col(_STR_LIST, factory=list)  # "field: reason" for every rejected filter
+
+
+_NESTED = {"llm": (LLMStats, ""), "ms": (Timings, "ms_")}
+
+
+def _columns(cls) -> list[tuple[str, type, str, str | None, pa.DataType, bool]]:
+    """(column, row class, field, nested field, arrow type, json) of a row class, nested
+    dataclasses flattened into their own columns."""
+    out = []
+    for f in fields(cls):
+        if f.name in _NESTED:
+            sub, prefix = _NESTED[f.name]
+            out += [(g.metadata["column"] or prefix + g.name, cls, f.name, g.name, g.metadata["arrow"],
+                     g.metadata["json"]) for g in fields(sub)]
+        else:
+            out.append((f.metadata["column"] or f.name, cls, f.name, None, f.metadata["arrow"], f.metadata["json"]))
+    return out
+
+
+COLUMNS = _columns(TurnKey) + _columns(ArmResult)
+SCHEMA = pa.schema([(c[0], c[4]) for c in COLUMNS])
 
 
 def to_json(v) -> str:
     return json.dumps(v, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def row(key: TurnKey, result: ArmResult) -> dict:
+    """One trace row (column -> value), from the replay's key and the arm's round. A round's
+    total latency is the sum of its stages unless the arm measured it."""
+    if result.ms.total is None:
+        result.ms.total = result.ms.stages()
+    out = {}
+    for column, cls, name, sub, _, as_json in COLUMNS:
+        v = getattr(key if cls is TurnKey else result, name)
+        if sub is not None:
+            v = getattr(v, sub)
+        out[column] = (to_json(v) if v is not None else None) if as_json else v
+    return out
 
 
 def rows_to_table(rows: list[dict]) -> pa.Table:
@@ -148,7 +229,7 @@ def read_traces(run_dir: Path, columns: list[str] | None = None) -> pa.Table:
     tables = []
     for p in parts:
         try:
-            tables.append(pq.read_table(p, columns=read, schema=SCHEMA if columns is None else None))
+            tables.append(pq.read_table(p, columns=read, schema=SCHEMA))  # an older part's missing columns: nulls
         except (pa.ArrowException, OSError, ValueError) as e:
             raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume {Path(run_dir)}` "
                              "to set it aside and replay its turns") from None

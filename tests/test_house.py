@@ -1,0 +1,78 @@
+"""Checks that keep the house in order: module and function sizes, one owner for the run folder's
+file names, the trace row declared once."""
+import ast
+import dataclasses
+import re
+from pathlib import Path
+
+import pyarrow as pa
+
+from harness.run import folder
+from harness.run.traces import COLUMNS, SCHEMA, ArmResult, LLMStats, Timings, TurnKey, _columns, col, row, rows_to_table
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "harness"
+MAX_MODULE, MAX_FUNCTION = 400, 60
+
+
+def modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py"))
+
+
+def test_modules_and_functions_stay_small():
+    too_long = []
+    for p in modules():
+        src = p.read_text(encoding="utf-8")
+        if src.count("\n") > MAX_MODULE:
+            too_long.append(f"{p.relative_to(ROOT)}: {src.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION:
+                    too_long.append(f"{p.relative_to(ROOT)}:{node.lineno}: {node.name} is {n} lines")
+    assert not too_long, "\n".join(too_long)
+
+
+def folder_names() -> list[str]:
+    return [folder.MANIFEST, folder.LABELS, folder.JUDGMENTS, folder.HUMAN_JUDGMENTS, folder.METRICS,
+            *folder.TABLES.values(), folder.PART_GLOB, "part-"]
+
+
+def test_only_the_run_folder_owner_spells_its_file_names():
+    names = folder_names()
+    assert all(len(n) > 4 for n in names)
+    found = []
+    for p in modules() + sorted(PACKAGE.rglob("*.j2")):
+        if p == Path(folder.__file__):
+            continue
+        text = p.read_text(encoding="utf-8")
+        if p.suffix == ".py":  # string literals only: comments may talk about files
+            text = "\n".join(n.value for n in ast.walk(ast.parse(text))
+                             if isinstance(n, ast.Constant) and isinstance(n.value, str))
+        for name in names:
+            if name in text:
+                found.append(f"{p.relative_to(ROOT)}: {name}")
+    assert not found, "\n".join(found)
+
+
+def test_the_trace_schema_is_derived_from_the_row_type():
+    nested = {"llm": LLMStats, "ms": Timings}
+    expected = []
+    for cls in (TurnKey, ArmResult):
+        for f in dataclasses.fields(cls):
+            for g in dataclasses.fields(nested[f.name]) if f.name in nested else [f]:
+                expected.append(g.metadata["column"] or (("ms_" if f.name == "ms" else "") + g.name))
+    assert SCHEMA.names == expected == [c[0] for c in COLUMNS]
+    assert {"ms_decide", "ms_rerank", "llm_calls", "llm_failed"} <= set(SCHEMA.names)
+    # one edit: a new field of the round is a new column, in the schema and in every row
+    Extended = dataclasses.make_dataclass("Extended", [("novelty", str | None, col(pa.string()))], bases=(ArmResult,))
+    assert [c[0] for c in _columns(Extended)][-1] == "novelty"
+    r = row(TurnKey(run_id="r", arm_id="a", arm="a", session_id="s", turn_index=1), ArmResult(ranking=["d1"]))
+    assert list(r) == SCHEMA.names and r["ms_total"] == 0.0 and r["llm_calls"] == 0
+    assert rows_to_table([r]).schema.equals(SCHEMA)
+
+
+def test_no_module_lists_the_trace_columns_by_hand():
+    """Beyond traces.py, column names of the row appear only as what a reader reads."""
+    src = (PACKAGE / "run" / "replay.py").read_text(encoding="utf-8")
+    assert not re.search(r'"ms_rewrite"|"llm_calls"|"issued_queries":', src)
