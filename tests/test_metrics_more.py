@@ -10,7 +10,8 @@ from harness.cli import app
 from harness.metrics.compute import compute_metrics, write_metrics
 from harness.metrics.families.guards import filter_fields_table
 from tests.oracle_metrics import per_turn_guards, per_turn_ops
-from harness.analysis.trec_eval import RunFileError, read_trec_run, score_run
+from harness.analysis.trec_eval import score_run
+from harness.importers.trec import RunFileError, read_trec_run
 from tests.conftest import write_set
 
 SCHEMA = [{"field": "material", "kind": "preference", "unit": None}, {"field": "container_ml", "kind": "preference", "unit": "ml"},

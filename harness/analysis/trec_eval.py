@@ -2,38 +2,17 @@
 documents ordered by score descending, then document id descending; relevant means grade >= 1;
 queries in the qrels but absent from the run are left out of the means unless `complete`
 (trec_eval -c) scores them 0. Queries without any relevant document are not scored (as in
-trec_eval's default). Also: turn a TREC run file into a run folder (`harness import run`)."""
+trec_eval's default. Reading run files is the TREC importer's (harness/importers/trec.py)."""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from pathlib import Path
 
 import pandas as pd
 
-from harness.corpus.fusion import order
-from harness.importers.trec import read_columns, read_trec_qrels
+from harness.importers.trec import ranked, read_trec_qrels, read_trec_run
 from harness.metrics.families.ir import score_rankings
 from harness.metrics.registry import resolve
-
-
-class RunFileError(ValueError):
-    pass
-
-
-def read_trec_run(path: Path) -> dict[str, dict[str, float]]:
-    """qid Q0 docno rank score tag -> {qid: {docno: score}}; bad lines name file and line."""
-    run: dict[str, dict[str, float]] = defaultdict(dict)
-    for no, (qid, _, doc, _, score, _) in read_columns(path, "qid Q0 docno rank score tag", RunFileError):
-        try:
-            run[qid][doc] = float(score)
-        except ValueError:
-            raise RunFileError(f"{path}:{no}: score {score!r} is not a number") from None
-    return dict(run)
-
-
-def ranked(scores: dict[str, float]) -> list[str]:
-    return [d for d, _ in order(scores)]
 
 
 def score_run(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], metrics: list[str],

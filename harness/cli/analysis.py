@@ -31,7 +31,8 @@ def trec_eval_cmd(qrels: Path, run_file: Path,
                   measure: list[str] = typer.Option(["recall@5", "recall@10", "recall@20", "ndcg@10", "mrr@10"], "-m"),
                   per_query: bool = typer.Option(True, "-q/--means-only", help="print per-query values too")):
     """Score a TREC run against TREC qrels with the harness's metric code, in trec_eval's layout."""
-    from harness.analysis.trec_eval import RunFileError, format_trec, trec_eval
+    from harness.analysis.trec_eval import format_trec, trec_eval
+    from harness.importers.trec import RunFileError
 
     for p in (qrels, run_file):
         if not p.exists():

@@ -70,7 +70,7 @@ def import_run_cmd(run_file: Path, eval_set: Path = typer.Option(..., "--eval-se
     """Turn a TREC run file into a run folder whose arm is named after the file."""
     from harness.evalset.load import EvalSetError
     from harness.importers.run import import_run
-    from harness.analysis.trec_eval import RunFileError
+    from harness.importers.trec import RunFileError
 
     if not run_file.exists():
         fail(f"{run_file}: no such file")

@@ -13,7 +13,7 @@ from harness.run.manifest import git_state, now, versions, write_manifest
 from harness.metrics.families.ir import DEFAULT_SETTINGS
 from harness.run.replay import labels_table, new_run_id, result_rows
 from harness.run.armset import EXTERNAL
-from harness.analysis.trec_eval import RunFileError, ranked, read_trec_run
+from harness.importers.trec import RunFileError, ranked, read_trec_run
 from harness.run.traces import PartWriter
 
 

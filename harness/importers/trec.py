@@ -1,10 +1,13 @@
 """TREC importer: <DOC><DOCNO> documents, <top><num><title> topics, and qrels
-(`qid iter docno grade`). Each topic becomes a session of one labelled turn."""
+(`qid iter docno grade`). Each topic becomes a session of one labelled turn. Also TREC run files
+(`qid Q0 docno rank score tag`), for `harness import run` and `harness trec-eval`."""
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from pathlib import Path
 
+from harness.corpus.fusion import order
 from harness.importers.common import write_eval_set
 
 _DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S)
@@ -76,3 +79,22 @@ def import_trec(docs_path: Path, topics_path: Path, qrels_path: Path, out: Path,
             "languages": ["en"], "source": source, "licence": licence, "written_here": False,
             "pooled_corpus": False, "filters": []}
     return write_eval_set(out, info, docs, sessions, notices=notices)
+
+
+class RunFileError(ValueError):
+    pass
+
+
+def read_trec_run(path: Path) -> dict[str, dict[str, float]]:
+    """qid Q0 docno rank score tag -> {qid: {docno: score}}; bad lines name file and line."""
+    run: dict[str, dict[str, float]] = defaultdict(dict)
+    for no, (qid, _, doc, _, score, _) in read_columns(path, "qid Q0 docno rank score tag", RunFileError):
+        try:
+            run[qid][doc] = float(score)
+        except ValueError:
+            raise RunFileError(f"{path}:{no}: score {score!r} is not a number") from None
+    return dict(run)
+
+
+def ranked(scores: dict[str, float]) -> list[str]:
+    return [d for d, _ in order(scores)]
