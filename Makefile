@@ -40,13 +40,16 @@ sweep: setup
 	$(BIN)/harness run configs/sweep-handbook.yaml --no-progress
 	$(BIN)/harness run configs/sweep-mtrag.yaml --no-progress
 
-compare: setup  # make compare A=runs/X B=runs/Y
+compare: setup  # make compare A=runs/X B=runs/Y: B's arms against A's, paired by label
+	@test -n "$(A)" -a -n "$(B)" || { echo "make compare: set A= and B= (run folders), e.g. make compare A=runs/baselines/b2b B=runs/X"; exit 2; }
 	$(BIN)/harness compare $(A) $(B) -o reports/compare
 
 gate: setup  # make gate BASELINE=runs/baselines/b2b CANDIDATE=runs/X [POLICY=configs/gate.yaml]
+	@test -n "$(BASELINE)" -a -n "$(CANDIDATE)" || { echo "make gate: set BASELINE= and CANDIDATE= (run folders), e.g. make gate BASELINE=runs/baselines/b2b CANDIDATE=runs/X"; exit 2; }
 	$(BIN)/harness gate --baseline $(BASELINE) --candidate $(CANDIDATE) --policy $(or $(POLICY),configs/gate.yaml) -o reports/gate
 
 report: setup  # make report RUNS="runs/X runs/Y" [NAME=review]
+	@test -n "$(RUNS)" || { echo 'make report: set RUNS= (run folders), e.g. make report RUNS="runs/baselines/b2b runs/X"'; exit 2; }
 	$(BIN)/harness report $(RUNS) -o reports/$(or $(NAME),review).html
 
 baseline: setup  # refresh the committed baseline of the b2b demo config

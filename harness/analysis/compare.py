@@ -14,6 +14,7 @@ from harness.run.folder import NotARunFolder, NotScored, RunData
 from harness.metrics.registry import Metric, UnknownMetric, resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
+from harness.run.armset import changes
 from harness.analysis.stats import compare_arms, holm
 
 
@@ -96,20 +97,46 @@ class Comparison:
     notes: list[str] = field(default_factory=list)  # what was not compared, and why
 
 
-def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arms: list[str] | None = None,
-                 pairs: list[str] | None = None, allow_different_evalsets: bool = False,
-                 n_resamples: int = 5000, seed: int = 0) -> Comparison:
-    if len(paths) < 2:
-        raise CompareError("compare needs at least two run folders")
-    runs = [load_run(p) for p in paths]
-    check_same_evalset(runs, allow_different_evalsets)
+def _checked(runs: list[RunData], metrics: list[str], segments: list[str], arms: list[str] | None) -> list[Metric]:
     for s in segments:
         try:
             check_segment(s, runs[0].labels)
         except SegmentError as e:
             raise CompareError(f"-s/--segment: {e}") from None
     _check_arms(arms or [], runs)
-    ms = check_metrics(metrics, runs)
+    return check_metrics(metrics, runs)
+
+
+def _rows(base: RunData, cand: RunData, pairs: list[Pair], ms: list[Metric], segments: list[str], notes: list[str],
+          n_resamples: int, seed: int) -> list[dict]:
+    pt = combined(base, cand)
+    rows = []
+    for p in pairs:
+        for m in ms:
+            if not (m.applies_to(p.baseline.capabilities) and m.applies_to(p.candidate.capabilities)):
+                notes.append(f"{m.name} is n/a for {p.label} (needs {', '.join(sorted(m.needs))})")
+                continue
+            rows += [compare_pair(base, cand, p, m.name, s, n_resamples, seed, pt=pt) for s in segments]
+    return rows
+
+
+def _finish(rows: list[dict], notes: list[str]) -> Comparison:
+    if not rows:
+        raise CompareError("nothing to compare: " + "; ".join(dict.fromkeys(notes)))
+    out = pd.DataFrame(rows)
+    out["p_holm"] = holm(out["p"].tolist())
+    return Comparison(out, list(dict.fromkeys(notes)))
+
+
+def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arms: list[str] | None = None,
+                 pairs: list[str] | None = None, allow_different_evalsets: bool = False,
+                 n_resamples: int = 5000, seed: int = 0) -> Comparison:
+    """Each run against the first, arm pair by arm pair (pairing by label)."""
+    if len(paths) < 2:
+        raise CompareError("compare needs at least two run folders, or one with --reference LABEL")
+    runs = [load_run(p) for p in paths]
+    check_same_evalset(runs, allow_different_evalsets)
+    ms = _checked(runs, metrics, segments, arms)
     rows, notes = [], []
     base = runs[0]
     for cand in runs[1:]:
@@ -122,19 +149,26 @@ def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arm
                                + "); name pairs with --pair BASELINE=CANDIDATE")
         if pairing.only_baseline or pairing.only_candidate:
             notes.append(f"not compared: {pairing.unpaired(base.name, cand.name)}")
-        pt = combined(base, cand)
-        for p in chosen:
-            for m in ms:
-                if not (m.applies_to(p.baseline.capabilities) and m.applies_to(p.candidate.capabilities)):
-                    notes.append(f"{m.name} is n/a for {p.label} (needs {', '.join(sorted(m.needs))})")
-                    continue
-                for s in segments:
-                    rows.append(compare_pair(base, cand, p, m.name, s, n_resamples, seed, pt=pt))
-    if not rows:
-        raise CompareError("nothing to compare: " + "; ".join(dict.fromkeys(notes)))
-    out = pd.DataFrame(rows)
-    out["p_holm"] = holm(out["p"].tolist())
-    return Comparison(out, notes)
+        rows += _rows(base, cand, chosen, ms, segments, notes, n_resamples, seed)
+    return _finish(rows, notes)
+
+
+def compare_within(path: Path, reference: str, metrics: list[str], segments: list[str], arms: list[str] | None = None,
+                   n_resamples: int = 5000, seed: int = 0) -> Comparison:
+    """The arms of one run against its `reference` arm (a label or id), on any segment."""
+    run = load_run(path)
+    ms = _checked([run], metrics, segments, arms)
+    try:
+        ref = find_arm(run.arms, reference, run.name)
+    except PairingError as e:
+        raise CompareError(f"--reference: {e}") from None
+    others = [a for a in run.arms if a.arm_id != ref.arm_id and (not arms or {a.label, a.arm_id} & set(arms))]
+    if not others:
+        raise CompareError(f"{run.name}: no arm to compare with {ref.label}")
+    notes: list[str] = []
+    rows = _rows(run, run, [Pair(ref, a, "reference", changes(ref, a)) for a in others], ms, segments, notes,
+                 n_resamples, seed)
+    return _finish(rows, notes)
 
 
 def _check_arms(names: list[str], runs: list[RunData]) -> None:

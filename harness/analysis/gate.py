@@ -258,12 +258,20 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[st
             "warnings": warnings, "infrastructure": infra, "results": results}
 
 
-def gate(baseline: Path, candidate: Path, policy_path: Path, pairs: list[str] | None, out_dir: Path) -> tuple[int, str]:
-    """Returns (exit code, Markdown or error message)."""
+def evaluate_to(baseline: Path, candidate: Path, policy_path: Path, pairs: list[str] | None,
+                out_dir: Path) -> tuple[int, dict | None, str]:
+    """Gate and write gate.md, JUnit and JSON into `out_dir`: (exit code, verdict or None, Markdown
+    or the error message)."""
     try:
         pol = load_policy(policy_path)
         v = evaluate(baseline, candidate, pol, pairs)
     except (GateUsageError, CompareError, SegmentError) as e:
-        return USAGE, f"error: {e}"
+        return USAGE, None, f"error: {e}"
     write_outputs(v, out_dir)
-    return v["status"], to_markdown(v)
+    return v["status"], v, to_markdown(v)
+
+
+def gate(baseline: Path, candidate: Path, policy_path: Path, pairs: list[str] | None, out_dir: Path) -> tuple[int, str]:
+    """(exit code, Markdown or error message)."""
+    code, _, text = evaluate_to(baseline, candidate, policy_path, pairs, out_dir)
+    return code, text

@@ -21,12 +21,16 @@ class PairingError(ValueError):
 class Pair:
     baseline: ArmInfo
     candidate: ArmInfo
-    how: str  # label | id | named
+    how: str  # label | id | named | reference (arms of one run against one of them)
     changes: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
+        """The label people read: the shared one, `baseline → candidate` when a named pair joins
+        two labels, the candidate's when arms of one run are compared with a reference arm."""
         b, c = self.baseline.label, self.candidate.label
+        if self.how == "reference":
+            return c
         return b if b == c else f"{b} → {c}"
 
 

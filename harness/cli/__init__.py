@@ -3,10 +3,7 @@ analysis). User errors are one clean message and a non-zero exit (2 for bad inpu
 infrastructure), never a traceback."""
 from __future__ import annotations
 
-import sys
-
 import typer
-from rich.console import Console
 
 from harness import env as _env  # noqa: F401  (sets offline-safe environment variables first)
 
@@ -17,8 +14,23 @@ app.add_typer(eval_set_app, name="eval-set")
 app.add_typer(import_app, name="import")
 list_app = typer.Typer(no_args_is_help=True, help="List what the harness knows: metrics, arms.")
 app.add_typer(list_app, name="list")
-console = Console(width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True)
+export_app = typer.Typer(no_args_is_help=True, help="Export a run's arm or an eval set's labels for other tools (TREC).")
+app.add_typer(export_app, name="export")
+class _Console:
+    """A rich console made when it prints, so its width follows COLUMNS at that moment (else the
+    terminal's, else 120 columns)."""
+
+    def __init__(self, stderr: bool = False):
+        self.stderr = stderr
+
+    def __getattr__(self, name):
+        from harness.report.terminal import console as make
+
+        return getattr(make(self.stderr), name)
+
+
+console = _Console()
+err = _Console(stderr=True)
 
 
 def fail(msg: str, code: int = 2):

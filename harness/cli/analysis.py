@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from harness.cli import app, console, fail, list_app
+from harness.cli import export_app, app, console, fail, list_app
 from harness.run.folder import RunFolder
 
 
@@ -29,7 +29,8 @@ def sample(run_dir: Path, n: int = typer.Option(100, "--n"), seed: int = typer.O
 def trec_eval_cmd(qrels: Path, run_file: Path,
                   complete: bool = typer.Option(False, "-c", help="score queries missing from the run as 0"),
                   measure: list[str] = typer.Option(["recall@5", "recall@10", "recall@20", "ndcg@10", "mrr@10"], "-m"),
-                  per_query: bool = typer.Option(True, "-q/--means-only", help="print per-query values too")):
+                  per_query: bool = typer.Option(False, "-q", help="print every query's values as well as the means "
+                                                 "(trec_eval's -q)")):
     """Score a TREC run against TREC qrels with the harness's metric code, in trec_eval's layout."""
     from harness.analysis.trec_eval import format_trec, trec_eval
     from harness.importers.trec import RunFileError
@@ -45,44 +46,44 @@ def trec_eval_cmd(qrels: Path, run_file: Path,
 
 
 @app.command()
-def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is compared with the first"),
+def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is compared with the first (or one run "
+                                                         "with --reference)"),
+            reference: Optional[str] = typer.Option(None, "--reference", help="one run: compare its arms with this "
+                                                                              "arm (a label or id)"),
             arm: list[str] = typer.Option([], "--arm", help="only these arms (labels or ids)"),
             pair: list[str] = typer.Option([], "--pair", help="BASELINE=CANDIDATE (labels or arm ids)"),
             metric: list[str] = typer.Option(["recall@10", "ndcg@10", "mrr@10"], "--metric", "-m"),
             segment: list[str] = typer.Option(["all", "turn_index>=2"], "--segment", "-s"),
             allow_different_evalsets: bool = typer.Option(False, "--allow-different-evalsets"),
             out: Path = typer.Option(Path("reports/compare"), "--out", "-o", help="folder for compare.md and compare.csv")):
-    """Per-metric, per-segment paired differences of runs with CIs, Holm-corrected p-values, wins/ties/losses.
-    Arms pair by label; labels without a partner are named."""
-    from rich.table import Table
-
-    from harness.analysis.compare import COLUMNS, CompareError, compare_runs, to_markdown, wtl_header
+    """Per-metric, per-segment paired differences with CIs, Holm-corrected p-values, wins/ties/losses by each
+    metric's direction. Runs pair arms by label; labels without a partner are named."""
+    from harness.analysis.compare import COLUMNS, CompareError, compare_runs, compare_within, to_markdown
     from harness.metrics.segments import SegmentError
+    from harness.report.terminal import compare_table
 
     try:
-        c = compare_runs(runs, list(metric), list(segment), list(arm) or None, list(pair) or None,
-                         allow_different_evalsets)
+        if reference is not None:
+            if len(runs) != 1:
+                fail("--reference compares the arms of one run: give one run folder")
+            c = compare_within(runs[0], reference, list(metric), list(segment), list(arm) or None)
+        else:
+            c = compare_runs(runs, list(metric), list(segment), list(arm) or None, list(pair) or None,
+                             allow_different_evalsets)
     except (CompareError, SegmentError) as e:
         fail(str(e))
     df = c.table
     out.mkdir(parents=True, exist_ok=True)
     df.reindex(columns=[x for x in COLUMNS if x in df.columns]).to_csv(out / "compare.csv", index=False)
     (out / "compare.md").write_text(to_markdown(c, runs[0].name), encoding="utf-8")
-    t = Table(title=f"compared with {runs[0].name} (W/T/L by each metric's direction)")
-    for col in ("run", "arm", "metric", "segment", "n", "diff", "95% CI", "p_holm", "W/T/L"):
-        t.add_column(col, overflow="fold")
-    for r in df.itertuples():
-        arrow = {"higher": " ↑", "lower": " ↓"}.get(r.direction, "")
-        wtl = f"{r.wins}/{r.ties}/{r.losses}" + ("" if r.direction != "none" else f" ({wtl_header(r.direction)})")
-        t.add_row(r.candidate_run, r.label, r.metric + arrow, r.segment, str(r.n_turns), f"{r.diff:+.3f}",
-                  f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", f"{r.p_holm:.4f}", wtl)
-    console.print(t)
+    what = f"{runs[0].name}'s arms against {reference}" if reference else f"against {runs[0].name}"
+    console.print(compare_table(df, f"compared {what} (W/T/L by each metric's direction)"))
     for label, changes in df.drop_duplicates("label")[["label", "changes"]].itertuples(index=False):
         if changes:
             console.print(f"changed in {label}: {changes}", highlight=False, markup=False)
     for note in c.notes:
         console.print(f"[yellow]warning:[/yellow] {note}", highlight=False)
-    for seg in sorted(set(df.loc[df["n_turns"] == 0, "segment"])) if not df.empty else []:
+    for seg in sorted(set(df.loc[df["n_turns"] == 0, "segment"])):
         console.print(f"[yellow]warning: segment {seg!r} matches no measured turn of {runs[0].name}[/yellow]")
     console.print(f"saved: {out / 'compare.md'}, {out / 'compare.csv'}", highlight=False)
 
@@ -94,12 +95,15 @@ def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typ
          out: Path = typer.Option(Path("reports/gate"), "--out", "-o")):
     """Gate a candidate run against a baseline with a policy. Exit 0 pass, 1 regression, 2 bad input, 3 infrastructure.
     Arms pair by label; writes gate.md (also to $GITHUB_STEP_SUMMARY), gate.junit.xml and gate.json."""
-    from harness.analysis.gate import gate as run_gate
+    from harness.analysis.gate import USAGE, evaluate_to
+    from harness.report.terminal import gate_summary
 
-    code, text = run_gate(baseline, candidate, policy, list(pair), out)
-    if code == 2:
+    code, v, text = evaluate_to(baseline, candidate, policy, list(pair), out)
+    if code == USAGE:
         fail(text.removeprefix("error: "), 2)
-    console.print(text, markup=False, highlight=False, soft_wrap=True)
+    for part in gate_summary(v):
+        console.print(part, highlight=False)
+    console.print(f"written: {out / 'gate.md'}, {out / 'gate.junit.xml'}, {out / 'gate.json'}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -123,12 +127,13 @@ def list_metrics():
 
     from harness.metrics.registry import listing
 
-    rows = listing()
-    t = Table(title="metrics (harness/metrics/families; direction: which way is better)")
-    for c in rows[0]:
-        t.add_column(c, overflow="fold")
-    for r in rows:
-        t.add_row(*[str(v) for v in r.values()])
+    t = Table(title="metrics (harness/metrics/families): direction is which way is better; applies to arms that "
+                    "declare the capability (harness list arms)", title_justify="left")
+    for c in ("metric", "direction", "unit", "applies to", "description"):
+        t.add_column(c, no_wrap=c in ("metric", "direction"), overflow="fold")
+    for r in listing():
+        desc = r["description"] + ("" if r["aggregation"] == "mean over turns" else f" ({r['aggregation']})")
+        t.add_row(r["metric"], r["direction"], r["unit"], r["applies to arms that"], desc)
     console.print(t)
 
 
@@ -146,3 +151,33 @@ def list_arms():
         a = cls()
         t.add_row(name, ", ".join(sorted(a.capabilities)), ", ".join(f"{k}={v}" for k, v in a.params.model_dump().items()))
     console.print(t)
+
+
+@export_app.command("trec")
+def export_trec_cmd(run_dir: Path, arm: str = typer.Option(..., "--arm", help="the arm's label (or id)"),
+                    out: Path = typer.Option(..., "--out", "-o", help="the TREC run file to write"),
+                    repeat: int = typer.Option(0, help="which repeat, for runs with repeats")):
+    """An arm of a run as a TREC run file (qid Q0 docno rank score tag; score = -rank, so ties cannot
+    reorder); turns where the arm was n/a or failed are left out. Score it with `harness trec-eval`."""
+    from harness.analysis.export import ExportError, export_trec
+
+    if not RunFolder(run_dir).is_run():
+        fail(f"{run_dir}: not a run folder")
+    try:
+        n, left = export_trec(run_dir, arm, out, repeat)
+    except ExportError as e:
+        fail(str(e))
+    console.print(f"{out}: {n} queries" + (f" ({left} n/a or failed turns left out)" if left else ""), highlight=False)
+
+
+@export_app.command("qrels")
+def export_qrels_cmd(eval_set: Path, out: Path = typer.Option(..., "--out", "-o", help="the qrels file to write")):
+    """An eval set's relevance labels as TREC qrels (qid 0 docno grade); turns without labels are left out."""
+    from harness.analysis.export import export_qrels
+    from harness.evalset.load import EvalSetError
+
+    try:
+        n = export_qrels(eval_set, out)
+    except EvalSetError as e:
+        fail(str(e))
+    console.print(f"{out}: {n} queries", highlight=False)

@@ -15,7 +15,7 @@ from harness.run.folder import RunFolder
 def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
         resume: Optional[Path] = typer.Option(None, help="continue an interrupted run folder"),
         run_id: Optional[str] = typer.Option(None, help="name of the run folder (default: NAME-TIME-RANDOM)"),
-        no_progress: bool = typer.Option(False, help="no progress bar"),
+        progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar (on a terminal)"),
         repeats: Optional[int] = typer.Option(None, min=1, help="replay every arm N times with seeds seed..seed+N-1"),
         shard: Optional[str] = typer.Option(None, help="i/n: replay only the sessions of shard i of n (harness merge joins them)"),
         metrics: bool = typer.Option(True, help="score the run when it ends")):
@@ -43,7 +43,7 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
         if resume and not sh:
             sh_m = (read_manifest(resume).get("shard") or {})
             sh = (sh_m["index"], sh_m["of"]) if sh_m else None
-        rp = Replay(cfg, raw, run_dir=run_dir, progress=not no_progress and sys.stderr.isatty(), resume=bool(resume),
+        rp = Replay(cfg, raw, run_dir=run_dir, progress=progress and sys.stderr.isatty(), resume=bool(resume),
                     shard=sh)
     except (ConfigError, EvalSetError, FileNotFoundError, ValueError) as e:
         fail(str(e))
@@ -105,13 +105,14 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None):
         [m for m in res.metric_names if m.startswith(("recall@10", "ndcg@", "mrr@"))]
     if "faithfulness" in res.metric_names and not metric_names:
         names.append("faithfulness")
-    tables = terminal.metric_tables(res, names, man["eval_set"]["name"], folder.name)
-    tables += [terminal.abstention(scored.abstention, folder.name), terminal.rounds(res.per_turn, res.labels, folder.name),
-               terminal.paired(scored.comparisons)]
+    labels = {a.arm_id: a.label for a in res.arm_infos}
+    tables = terminal.metric_tables(res, names, labels, man["eval_set"]["name"], folder.name)
+    tables += [terminal.abstention(scored.abstention, labels, folder.name),
+               terminal.rounds(res.per_turn, res.labels, labels, folder.name), terminal.paired(scored.comparisons, labels)]
     for t in tables:
         if t is not None:
             console.print(t)
-    for note in terminal.notes(res, man, folder.has_judgments()):
+    for note in terminal.coinciding(scored.coinciding, labels) + terminal.notes(res, man, labels, folder.has_judgments()):
         console.print(note, highlight=False)
     console.print(f"metrics: {scored.path}", highlight=False)
 

@@ -13,7 +13,7 @@ from harness.run.manifest import git_state, now, versions, write_manifest
 from harness.metrics.families.ir import DEFAULT_SETTINGS
 from harness.run.replay import labels_table, new_run_id, result_rows
 from harness.run.armset import EXTERNAL
-from harness.importers.trec import RunFileError, ranked, read_trec_run
+from harness.importers.trec import RunFileError, query_ids, ranked, read_trec_run
 from harness.run.traces import PartWriter
 
 
@@ -25,13 +25,6 @@ class _External:
 
     def backends(self):
         return {}
-
-
-def _qids(es) -> list[tuple]:
-    """(query id, session, position, turn index, turn) of every labelled turn: the session id in a
-    single-turn set (SESSION::TURN accepted too), else SESSION::TURN."""
-    single = all(sum(1 for t in s.turns if t.labels) == 1 for s in es.sessions)
-    return [(s.session_id if single else f"{s.session_id}::{tix}", s, pos, tix, t) for s, pos, tix, t in iter_labelled(es)]
 
 
 def check_ids(run: dict, qids: list[tuple], run_file: Path) -> list[str]:
@@ -53,7 +46,7 @@ def check_ids(run: dict, qids: list[tuple], run_file: Path) -> list[str]:
 def import_run(run_file: Path, eval_set: Path, runs_dir: Path = Path("runs"), run_id: str | None = None) -> Path:
     es = load_eval_set(eval_set)
     run = read_trec_run(run_file)
-    qids = _qids(es)
+    qids = query_ids(es)
     warnings = check_ids(run, qids, run_file)
     name = Path(run_file).stem
     run_dir = Path(runs_dir) / (run_id or new_run_id(f"import-{name}"))

@@ -98,3 +98,36 @@ def read_trec_run(path: Path) -> dict[str, dict[str, float]]:
 
 def ranked(scores: dict[str, float]) -> list[str]:
     return [d for d, _ in order(scores)]
+
+
+def query_ids(es) -> list[tuple]:
+    """(query id, session, position, turn index, turn) of every labelled turn: the session id in a
+    single-turn set, else SESSION::TURN_INDEX (what `import run` reads and `export` writes)."""
+    from harness.evalset.load import iter_labelled
+
+    single = all(sum(1 for t in s.turns if t.labels) == 1 for s in es.sessions)
+    return [(s.session_id if single else f"{s.session_id}::{tix}", s, pos, tix, t) for s, pos, tix, t in iter_labelled(es)]
+
+
+def write_trec_run(path: Path, rankings: list[tuple[str, list[str]]], tag: str) -> int:
+    """`qid Q0 docno rank score tag` lines, score = -rank (distinct, so no tie can reorder a
+    ranking); returns the number of queries written."""
+    with open(path, "w", encoding="utf-8") as f:
+        for qid, ranking in rankings:
+            for i, d in enumerate(ranking, start=1):
+                f.write(f"{qid} Q0 {d} {i} {-i} {tag}\n")
+    return len(rankings)
+
+
+def write_trec_qrels(path: Path, es) -> int:
+    """`qid 0 docno grade` lines of every labelled turn with relevance labels; returns the number
+    of queries written."""
+    n = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for qid, _, _, _, t in query_ids(es):
+            if not t.labels.qrels_measured:
+                continue
+            n += 1
+            for d, g in sorted(t.labels.qrels.items()):
+                f.write(f"{qid} 0 {d} {int(g)}\n")
+    return n

@@ -1,7 +1,7 @@
 """The scoring step (`harness metrics RUN`): every table the CLI and the report show, computed once
 from the run folder and written into it: the metrics (per-turn values and aggregates), the
 paired comparisons of every arm against the run's reference arm, abstention by answerability,
-and precision and recall per filter field. Readers only load these; nothing recomputes them."""
+precision and recall per filter field, and the arms whose top-10 lists coincide. Readers only load these; nothing recomputes them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.metrics.coinciding import coinciding_arms
 from harness.metrics.compute import MetricsResult, compute_metrics, write_metrics
 from harness.metrics.families.answers import abstention_table
 from harness.metrics.families.guards import filter_fields_table
 from harness.run.folder import RunFolder
 from harness.run.traces import read_traces
 
-FILTER_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "applied_filters"]
+TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "applied_filters", "ranking",
+                 "verdict_reason", "not_applicable", "error"]
 
 
 @dataclass
@@ -24,6 +26,7 @@ class Scored:
     comparisons: pd.DataFrame
     abstention: pd.DataFrame
     filter_fields: pd.DataFrame
+    coinciding: pd.DataFrame
     path: Path  # the metrics file
 
 
@@ -44,10 +47,13 @@ def score_run(run_dir: Path) -> Scored:
     comparisons = paired_table(res.per_turn, res.labels, res.arm_infos)
     abstention = abstention_table(res.per_turn, res.labels)
     schema = folder.read_manifest().get("filter_schema") or []
+    rounds = read_traces(folder.path, TRACE_COLUMNS).to_pandas()
     filters = pd.DataFrame()
-    if any(f.get("kind") != "entitlement" for f in schema):
-        rounds = read_traces(folder.path, FILTER_COLUMNS).to_pandas()
-        filters = filter_fields_table(rounds, res.labels, schema) if len(rounds) else filters
-    for name, df in (("comparisons", comparisons), ("abstention", abstention), ("filter_fields", filters)):
+    if any(f.get("kind") != "entitlement" for f in schema) and len(rounds):
+        filters = filter_fields_table(rounds, res.labels, schema)
+    final = rounds[rounds["is_final"]] if len(rounds) else rounds
+    same = coinciding_arms(final, res.arms) if len(final) else pd.DataFrame()
+    for name, df in (("comparisons", comparisons), ("abstention", abstention), ("filter_fields", filters),
+                     ("coinciding", same)):
         _write(folder, name, df)
-    return Scored(res, comparisons, abstention, filters, path)
+    return Scored(res, comparisons, abstention, filters, same, path)

@@ -1,58 +1,131 @@
-"""The scored tables rendered for the terminal (rich): metric by turn index, the paired
-comparisons, abstention by answerability, rounds per turn index, notes. Rendering only: every
-number comes from the scoring step's outputs (harness/metrics/score.py)."""
+"""The scored tables rendered for the terminal (rich), by arm label and within the console's
+width (COLUMNS, else the terminal's, else 120): a metric per turn index, the paired comparisons,
+abstention by answerability, rounds per turn index, arms that coincide, notes. Rendering only:
+every number comes from the scoring step's outputs (harness/metrics/score.py)."""
 from __future__ import annotations
 
+import math
+import os
+import sys
+
+import pandas as pd
+from rich.console import Console
 from rich.table import Table
 
-from harness.report.table import bucket, rich_table
+from harness.report.table import TURN_SEGMENTS, bucket
+
+DEFAULT_WIDTH = 120
 
 
-def metric_tables(res, names: list[str], eval_set: str, run: str) -> list[Table]:
-    return [rich_table(res.aggregates, m, res.arms, f"{m} on {eval_set} by turn index ({run})") for m in names]
+def console(stderr: bool = False) -> Console:
+    """A console as wide as COLUMNS says, else the terminal, else 120 columns."""
+    cols = os.environ.get("COLUMNS", "")
+    tty = (sys.stderr if stderr else sys.stdout).isatty()
+    width = int(cols) if cols.isdigit() and int(cols) > 20 else (None if tty else DEFAULT_WIDTH)
+    return Console(width=width, stderr=stderr)
 
 
-def paired(pt) -> Table | None:
+def _table(title: str, label_col: str = "arm") -> Table:
+    t = Table(title=title, title_justify="left", pad_edge=False)
+    t.add_column(label_col, no_wrap=False, overflow="fold", ratio=None)
+    return t
+
+
+def _num(v, digits: int = 3) -> str:
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+
+
+def metric_table(agg: pd.DataFrame, metric: str, labels: dict[str, str], title: str) -> Table:
+    """Rows: arm labels; columns: all and the turn-index segments, the number of measured turns
+    in the header; a cell whose arm measured another number of turns says so (`n=45`), and
+    unmeasured turns are counted (`3u`)."""
+    sub = agg[agg["metric"] == metric].set_index(["arm_id", "segment"])
+    segs = [s for s in TURN_SEGMENTS if s in set(sub.index.get_level_values(1))]
+    t = _table(title)
+    common = {}
+    for s in segs:
+        ns = sub.xs(s, level=1)["n"].astype(int)
+        common[s] = int(ns.mode().iloc[0]) if len(ns) else 0
+        t.add_column(f"{s.replace('turn_index', 't').replace('>=', '≥')} n={common[s]}", justify="right")
+    for arm, label in labels.items():
+        cells = []
+        for s in segs:
+            if (arm, s) not in sub.index:
+                cells.append("—")
+                continue
+            r = sub.loc[(arm, s)]
+            n, nu = int(r["n"]), int(r["n_unmeasured"] or 0)
+            cell = _num(r["mean"]) if n else "n/a"
+            extra = ([f"n={n}"] if n and n != common[s] else []) + ([f"{nu}u"] if nu and n else [])
+            cells.append(cell + (f" ({', '.join(extra)})" if extra else ""))
+        if any(c != "—" for c in cells):
+            t.add_row(label, *cells)
+    return t
+
+
+def metric_tables(res, names: list[str], labels: dict[str, str], eval_set: str, run: str) -> list[Table]:
+    return [metric_table(res.aggregates, m, labels, f"{m} on {eval_set} by turn index ({run}; u = unmeasured)")
+            for m in names]
+
+
+def paired(pt, labels: dict[str, str]) -> Table | None:
     if pt is None or pt.empty:
         return None
-    t = Table(title=f"paired vs {pt['reference'].iloc[0]} (session bootstrap 95% CI, randomization p, Holm)")
-    for c in ("metric", "segment", "arm", "n_turns", "n_sessions", "diff", "95% CI", "p_holm", "W/T/L", "gap closed"):
-        t.add_column(c, overflow="fold")
+    ref = labels.get(pt["reference"].iloc[0], pt["reference"].iloc[0])
+    t = _table(f"paired vs {ref}: session bootstrap 95% CI, randomization p (Holm), W/T/L by direction")
+    for c in ("metric", "segment", "n", "diff", "95% CI", "p", "W/T/L", "gap"):
+        t.add_column(c, justify="right" if c not in ("metric", "segment") else "left")
     for r in pt.itertuples():
         gap = getattr(r, "oracle_gap_closed", None)
-        t.add_row(r.metric, r.segment, r.arm, str(r.n_turns), str(r.n_sessions), f"{r.diff:+.3f}",
-                  f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", f"{r.p_holm:.4f}", f"{r.wins}/{r.ties}/{r.losses}",
-                  "—" if gap is None or gap != gap else f"{gap:.0%}")
+        t.add_row(labels.get(r.arm, r.arm), r.metric, r.segment.replace("turn_index", "t").replace(">=", "≥"),
+                  f"{r.n_turns}/{r.n_sessions}s", f"{r.diff:+.3f}", f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]",
+                  f"{r.p_holm:.3f}", f"{r.wins}/{r.ties}/{r.losses}", "—" if gap is None or gap != gap else f"{gap:.0%}")
     return t
 
 
-def abstention(ab, run: str) -> Table | None:
+def abstention(ab, labels: dict[str, str], run: str) -> Table | None:
     if ab is None or ab.empty:
         return None
-    t = Table(title=f"abstention by answerability ({run})")
-    for c in ab.columns:
-        t.add_column(c, overflow="fold")
-    for r in ab.itertuples(index=False):
-        t.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in r])
+    rates = [c for c in ab.columns if c.startswith("abstain_rate[")]
+    t = _table(f"abstention by answerability ({run})")
+    for c in ("n", "abstained", "precision", "recall", *[c[len("abstain_rate["):-1] for c in rates]):
+        t.add_column(c, justify="right")
+    for r in ab.to_dict("records"):
+        t.add_row(labels.get(r["arm_id"], r["arm_id"]), str(r["n"]), str(r["abstained"]), _num(r["precision"]),
+                  _num(r["recall"]), *[_num(r[c]) for c in rates])
     return t
 
 
-def rounds(per_turn, labels, run: str) -> Table | None:
-    r = per_turn[per_turn["metric"] == "rounds_used"].merge(labels[["session_id", "turn_index"]])
+def rounds(per_turn, labels_df, labels: dict[str, str], run: str) -> Table | None:
+    r = per_turn[per_turn["metric"] == "rounds_used"].merge(labels_df[["session_id", "turn_index"]])
     if r.empty:
         return None
     r = r.assign(t=r["turn_index"].map(bucket), r=r["value"].astype(int))
     tab = r.pivot_table(index=["arm_id", "t"], columns="r", values="value", aggfunc="count", fill_value=0)
-    t = Table(title=f"rounds used per turn index ({run})")
-    t.add_column("arm"), t.add_column("turn")
+    t = _table(f"turns by rounds used, per turn index ({run})")
+    t.add_column("turn")
     for c in tab.columns:
-        t.add_column(f"{c} round(s)")
+        t.add_column(f"{c} round{'s' if c != 1 else ''}", justify="right")
     for (arm, ti), row in tab.iterrows():
-        t.add_row(arm, ti, *[str(int(v)) for v in row])
+        t.add_row(labels.get(arm, arm), ti, *[str(int(v)) for v in row])
     return t
 
 
-def notes(res, manifest: dict, judged: bool) -> list[str]:
+def coinciding(co, labels: dict[str, str]) -> list[str]:
+    """Arms whose top-10 lists are identical on every measured turn, said once per group."""
+    if co is None or co.empty:
+        return []
+    out = []
+    for r in co.to_dict("records"):
+        same = list(r["same_as"])
+        names = " = ".join(labels.get(a, a) for a in [*same, r["arm_id"]])
+        why = "; ".join(f"{labels.get(a, a)}: {w}" for a, w in zip(same, r["reasons"]) if w)
+        out.append(f"[yellow]note:[/yellow] {names} on all {r['n_turns']} turns (identical top 10)"
+                   + (f": {why}" if why else ""))
+    return out
+
+
+def notes(res, manifest: dict, labels: dict[str, str], judged: bool) -> list[str]:
     """What limits the reading of these tables, in words (rich markup)."""
     out = []
     answered = res.per_turn[res.per_turn["metric"] == "answered"]
@@ -62,10 +135,47 @@ def notes(res, manifest: dict, judged: bool) -> list[str]:
         out.append("[yellow]note:[/yellow] pooled corpus: every document is relevant to some turn, so absolute "
                    "scores are inflated; compare arms, not leaderboard numbers.")
     na = res.aggregates[(res.aggregates["segment"] == "all") & (res.aggregates["n"] == 0)]["arm_id"].unique()
-    out += [f"[yellow]note:[/yellow] {a} is n/a on every turn of this set" for a in na]
+    out += [f"[yellow]note:[/yellow] {labels.get(a, a)} is n/a on every turn of this set" for a in na]
     if manifest.get("repeats", 1) > 1:
         offline = [a["arm_id"] for a in manifest["arms"] if a["backends"] and set(a["backends"].values()) == {"offline"}]
         if offline:
             out.append(f"[yellow]note:[/yellow] {len(offline)} arm(s) use offline roles only; they are deterministic, "
                        "so their repeats are identical (spread 0 by construction).")
+    return out
+
+
+def compare_table(df: pd.DataFrame, title: str) -> Table:
+    """harness compare's table: one row per pair, metric and segment."""
+    t = _table(title)
+    for c in ("run", "metric", "segment", "n", "diff", "95% CI", "p", "W/T/L"):
+        t.add_column(c, justify="right" if c in ("n", "diff", "95% CI", "p", "W/T/L") else "left")
+    for r in df.itertuples():
+        arrow = {"higher": "↑", "lower": "↓"}.get(r.direction, "")
+        wtl = f"{r.wins}/{r.ties}/{r.losses}" + (" (up/tie/down)" if r.direction == "none" else "")
+        t.add_row(r.label, r.candidate_run, r.metric + arrow, r.segment.replace("turn_index", "t").replace(">=", "≥"),
+                  f"{r.n_turns}/{r.n_sessions}s", f"{r.diff:+.3f}", f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]",
+                  f"{r.p_holm:.3f}", wtl)
+    return t
+
+
+def gate_summary(v: dict) -> list:
+    """The gate's verdict for the terminal (gate.md holds the full Markdown): what was compared,
+    what was not, and every check in a table that fits the console."""
+    icon = {"pass": "[green]pass[/green]", "regression": "[red]REGRESSION[/red]",
+            "infrastructure": "[yellow]INFRASTRUCTURE[/yellow]"}[v["verdict"]]
+    out: list = [f"Gate: {icon}  baseline {v['baseline']} → candidate {v['candidate']}"]
+    for p in v["pairs"]:
+        out.append(f"  {p['label']}: " + ("; ".join(p["changes"]) if p["changes"] else "no change in parameters or models"))
+    out += [f"[yellow]warning:[/yellow] {w}" for w in v.get("warnings", []) + v["infrastructure"]]
+    t = Table(title="checks (n/a: the metric does not apply; smallest detectable change from the baseline's spread)",
+              title_justify="left", pad_edge=False)
+    for c in ("check", "result", "detail"):
+        t.add_column(c, overflow="fold")
+    style = {"pass": "green", "fail": "red", "insufficient": "red", "n/a": "dim"}
+    for r in v["results"]:
+        mde = r.get("mde")
+        extra = "" if r["kind"] != "rule" or r["status"] == "n/a" else \
+            ("; detectable: not estimable" if mde is None or mde != mde else f"; detectable: {mde:.4f}")
+        t.add_row(r["name"], f"[{style[r['status']]}]{r['status']}[/]", r["detail"] + extra)
+    out.append(t)
     return out

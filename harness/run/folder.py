@@ -8,7 +8,8 @@ from a manifest to its eval set.
     judgments.parquet        the judge's verdicts (run/judge.py)
     human_judgments.parquet  people's ratings (analysis/review.py)
     metrics.parquet          aggregates and per-turn values (metrics/)
-    comparisons.parquet, abstention.parquet, filter_fields.parquet   the tables scoring produces
+    comparisons.parquet, abstention.parquet, filter_fields.parquet, coinciding.parquet
+                             the tables scoring produces
 
 Every file is written under a temporary name and renamed, so a reader never sees half a file."""
 from __future__ import annotations
@@ -33,7 +34,7 @@ JUDGMENTS = "judgments.parquet"
 HUMAN_JUDGMENTS = "human_judgments.parquet"
 METRICS = "metrics.parquet"
 TABLES = {"comparisons": "comparisons.parquet", "abstention": "abstention.parquet",
-          "filter_fields": "filter_fields.parquet"}
+          "filter_fields": "filter_fields.parquet", "coinciding": "coinciding.parquet"}
 
 
 class NotARunFolder(FileNotFoundError):
@@ -181,8 +182,8 @@ class RunFolder:
     # --- the eval set -----------------------------------------------------------------------
     def eval_set_path(self, manifest: dict | None = None) -> Path | None:
         """The eval set a run answers: the manifest's path as given (absolute, or relative to the
-        working folder, to $HARNESS_HOME, or to the folder that holds runs/); None when none of
-        these holds an eval set."""
+        working folder, to $HARNESS_HOME, or to a folder above the run folder: the project the
+        run belongs to); None when none of these holds an eval set."""
         m = manifest if manifest is not None else self.read_manifest()
         p = (m.get("eval_set") or {}).get("path") or (m.get("config") or {}).get("eval_set")
         if not p:
@@ -192,8 +193,8 @@ class RunFolder:
             cands = [p]
         else:
             home = os.environ.get("HARNESS_HOME")
-            cands = [Path.cwd() / p] + ([Path(home) / p] if home else []) + [self.path.parent.parent / p,
-                                                                            self.path.parent / p]
+            above = list(self.path.resolve().parents)
+            cands = [Path.cwd() / p] + ([Path(home) / p] if home else []) + [a / p for a in above]
         return next((c for c in cands if (c / "eval_set.yaml").is_file() or (c / "corpus.jsonl").is_file()), None)
 
 
