@@ -76,7 +76,7 @@ async def client_alone(url: str, concurrency: int, prompts: list[str]) -> tuple[
     """The LLM client without the replay: len(prompts) structured calls, `concurrency` at a
     time, no cache. Returns (wall s, CPU s); connections opened by a first round, not timed."""
     from harness.llm.client import EndpointConfig, LLMClient
-    from harness.roles.base import prompt_text
+    from harness.roles.prompts import prompt_text
     from harness.roles.rewrite import RewriteOutput
 
     sem = asyncio.Semaphore(concurrency)
@@ -106,7 +106,7 @@ async def aiohttp_alone(url: str, concurrency: int, prompts: list[str]) -> tuple
     from openai.types.chat import ChatCompletion
 
     from harness.llm.schema import response_format
-    from harness.roles.base import prompt_text
+    from harness.roles.prompts import prompt_text
     from harness.roles.rewrite import RewriteOutput
 
     sem = asyncio.Semaphore(concurrency)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from harness.yamlpos import line_of
 
@@ -51,6 +51,11 @@ class RunConfig(Strict):
     runs_dir: str = "runs"
     rows_per_part: int = Field(default=2000, ge=1)  # trace rows per Parquet part: a kill loses at most one part
     llm: "LLMConfig" = Field(default_factory=_llm_default)  # roles without an endpoint run offline
+    _source_dir: str | None = PrivateAttr(default=None)  # the config file's folder: prompt files are relative to it
+
+    @property
+    def source_dir(self) -> str | None:
+        return self._source_dir
 
 
 class ConfigError(Exception):
@@ -73,9 +78,12 @@ def load_config(path: str | Path) -> tuple[RunConfig, dict]:
     return parse_config(raw, p, text), raw
 
 
-def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None) -> RunConfig:
+def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None,
+                 source_dir: str | None = None) -> RunConfig:
+    """The config, validated; `source_dir` (default: the file's folder) is where prompt files
+    are found (a resumed run passes the folder its manifest recorded)."""
     try:
-        return RunConfig.model_validate(raw)
+        cfg = RunConfig.model_validate(raw)
     except ValidationError as e:
         msgs = []
         for err in e.errors():
@@ -83,6 +91,35 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None)
             line = line_of(text, err["loc"]) if text else None
             msgs.append(f"{p}:{line or '?'}: {field}: {err['msg']}")
         raise ConfigError("\n".join(msgs)) from None
+    cfg._source_dir = source_dir or (str(Path(p).resolve().parent) if str(p) != "<config>" else None)
+    _check_prompts(cfg, p, text)
+    return cfg
+
+
+def _check_prompts(cfg: RunConfig, p, text: str | None) -> None:
+    """Every role's prompt found (a packaged name or a file beside the config), and every
+    endpoint's base_url with its ${VARIABLES} expanded."""
+    import os
+
+    from harness.roles.prompts import PromptError, load_prompt
+
+    msgs = []
+    for role, ep in cfg.llm.roles.items():
+        if ep.base_url:
+            ep.base_url = os.path.expandvars(ep.base_url)
+            if "$" in ep.base_url:
+                loc = ("llm", "roles", role, "base_url")
+                msgs.append(f"{p}:{line_of(text, loc) if text else '?'}: {'.'.join(loc)}: {ep.base_url!r}: "
+                            "an environment variable it names is not set")
+        if role == "judge":
+            continue
+        try:
+            load_prompt(ep.prompt or f"{role}.v1", cfg.source_dir)
+        except PromptError as e:
+            loc = ("llm", "roles", role, "prompt")
+            msgs.append(f"{p}:{line_of(text, loc) if text else '?'}: {'.'.join(loc)}: {e}")
+    if msgs:
+        raise ConfigError("\n".join(msgs))
 
 
 def _canon(v: Any) -> Any:

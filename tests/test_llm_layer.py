@@ -73,8 +73,11 @@ def test_structured_replies_parsed_and_labelled_with_the_model(world, tmp_path, 
     out, t = run(world, tmp_path, srv)
     assert len(t) == 24 and t["error"].isna().all() and t["fallback_reason"].isna().all()
     assert all(q[0].startswith("hex bolt ") for q in t["issued_queries"])
+    from harness.roles.prompts import load_prompt
+
+    ref = load_prompt("rewrite.v1").ref  # the prompt's name and content hash are part of the id of an LLM arm
     assert set(t["arm_id"]) == {"rewrite(answer=false,budget_ms=0,decide=false,depth=100,id_lane=true,lane=hybrid,"
-                                "last_n=4,model=test-model,pool=100,rerank=false,rrf_k=60)"}
+                                f"last_n=4,model=test-model,pool=100,prompt.rewrite={ref},rerank=false,rrf_k=60)"}
     assert set(t["backend"]) == {'{"rewrite":"test-model"}'}
     assert (t["llm_calls"] == 1).all() and (t["prompt_tokens"] > 0).all()
     assert t["cost_usd"].isna().all()  # unknown model: cost unknown, not 0
@@ -339,3 +342,26 @@ def test_a_reply_written_behind_is_read_at_once_and_in_the_database_after_flush(
     assert other.get("k1").body == b'{"choices": [1]}' and len(other) == 1
     LLMCache(tmp_path, "replay").put_later("k2", b"{}", 1.0)  # replay mode never writes
     assert LLMCache(tmp_path).get("k2") is None
+
+
+def test_a_repaired_reply_is_noted_never_cached_invalid_and_replays_the_same(world, tmp_path, srv):
+    srv.set_faults("invalid_json", times=1)  # the first reply comes back broken; its repair does not
+    out, t = run(world, tmp_path, srv, name="live")
+    repaired = t[t["llm_repairs"] > 0]
+    assert len(repaired) == 1 and t["fallback_reason"].isna().all()
+    assert all(list(n) and n[0].startswith("rewrite: invalid JSON") for n in repaired["llm_repair_notes"])
+    assert (repaired["llm_calls"] == 2).all() and (t.loc[t["llm_repairs"] == 0, "llm_calls"] == 1).all()
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "llmcache" / "llm_cache.sqlite")
+    for (body,) in con.execute("SELECT body FROM replies"):
+        json.loads(json.loads(body)["choices"][0]["message"]["content"])  # every cached reply is valid JSON
+    srv.set_faults()
+    calls = srv.calls
+    again, t2 = run(world, tmp_path, srv, name="replayed", mode="replay")
+    assert srv.calls == calls  # zero HTTP calls
+    assert not runs_equal(out, again)  # the same repairs, calls, tokens and notes, from the cache alone
+    cols = ["session_id", "turn_index", "llm_calls", "llm_repairs", "prompt_tokens", "completion_tokens"]
+    a = t[cols].sort_values(["session_id", "turn_index"]).reset_index(drop=True)
+    b = t2[cols].sort_values(["session_id", "turn_index"]).reset_index(drop=True)
+    assert a.equals(b)

@@ -30,7 +30,12 @@ def register(name: str) -> Callable[[type], type]:
 
 
 class Params(BaseModel):
+    """An arm's parameters. Every one is part of the arm's id, defaults included; one added after
+    an arm was released (`LATE`) enters the id only when set away from its default, so the ids of
+    existing runs, baselines and caches stay valid."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
+    LATE: ClassVar[frozenset[str]] = frozenset()
 
 
 def _fmt(v: Any) -> str:
@@ -114,7 +119,7 @@ class BaseArm:
     def describe(self) -> dict:
         """The arm's entry in the manifest."""
         out = {"arm_id": self.arm_id, "arm": self.name, "label": self.label, "params": self.params.model_dump(),
-               "backends": self.backends(), "capabilities": sorted(self.capabilities)}
+               "backends": self.backends(), "prompts": self.prompts(), "capabilities": sorted(self.capabilities)}
         if self.hits_per_round is not None:
             out["hits_per_round"] = self.hits_per_round
         return out
@@ -125,9 +130,15 @@ class BaseArm:
 
         return {r: (self.roles.backend(r) if self.roles is not None else OFFLINE) for r in self.uses}
 
+    def prompts(self) -> dict[str, str]:
+        """`name@hash` of the prompt of each LLM role this arm calls (offline roles have none)."""
+        return self.roles.prompts(self.uses) if hasattr(self.roles, "prompts") else {}
+
     @property
     def arm_id(self) -> str:
-        parts = {k: _fmt(v) for k, v in self.params.model_dump().items()}
+        fields = type(self.params).model_fields
+        parts = {k: _fmt(v) for k, v in self.params.model_dump().items()
+                 if k not in self.params.LATE or v != fields[k].default}
         b = self.backends()
         if b:
             models = set(b.values())
@@ -135,6 +146,7 @@ class BaseArm:
                 parts["model"] = next(iter(models))
             else:
                 parts.update({f"model.{r}": m for r, m in b.items()})
+        parts.update({f"prompt.{r}": ref for r, ref in self.prompts().items()})
         if not parts:
             return self.name
         return f"{self.name}(" + ",".join(f"{k}={parts[k]}" for k in sorted(parts)) + ")"

@@ -19,4 +19,6 @@ def llm_stats(outcomes) -> LLMStats:
         prompt_hashes={r.role: r.prompt_hash for r in recs if r.prompt_hash},
         # calls that failed after their retries (a reply the arm refused, e.g. an empty rewrite, is not one)
         failed=sum(1 for o in outcomes if o is not None and o.record is not None and o.record.error and o.value is None),
+        repairs=sum(r.repairs for r in recs),
+        repair_notes=[f"{r.role}: {r.repair_reason}" for r in recs if r.repairs],
     )

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
 from harness.arms.pipeline import answer_stage, search_async
 from harness.arms.common import llm_stats
 from harness.arms.rewrite import ask_rewrite
+from harness.roles.rewrite import RewriteOutput
 from harness.corpus.support import SupportScorer
 from harness.guards.filters import validate_filters
 from harness.guards.identifiers import restore_identifiers
@@ -40,6 +41,8 @@ class CorrectiveParams(Params):
     lane: Literal["hybrid", "dense", "bm25"] = "hybrid"
     depth: int = 50
     last_n: int = 4
+    retry_query: Literal["grader", "rewriter"] = "grader"  # who writes the next round's query
+    LATE: ClassVar[frozenset[str]] = frozenset({"retry_query"})
 
 
 @register("corrective")
@@ -48,7 +51,9 @@ class Corrective(BaseArm):
 
     @property
     def uses(self) -> tuple[str, ...]:
-        return (("rewrite",) if self.params.start == "rewrite" else ()) + ("grade", "answer")
+        p = self.params
+        return (("rewrite",) if "rewrite" in (p.start, p.retry_query.replace("rewriter", "rewrite")) else ()) + \
+            ("grade", "answer")
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -84,7 +89,22 @@ class Corrective(BaseArm):
         r.llm = llm_stats(outcomes)
         return r
 
-    async def _round(self, ctx, st: "_Start", rnd: int, query: str, tried: list[str], scorer):
+    async def _next_query(self, ctx, g, tried: list[str], carry: "_Start") -> str:
+        """The next round's query: the grader's `new_query`, or (`retry_query: rewriter`) the
+        rewrite role's, told what was tried and why it was not enough; its call counts in the
+        round that issues the query (`carry`). Offline, the rewriter stands in with the offline
+        grader's expansion."""
+        if self.params.retry_query == "grader":
+            return (g.value.new_query or "").strip()
+        retry = {"previous_queries": list(tried), "reason": g.value.reason}
+        rw = await ask_rewrite(ctx, self.params.last_n, retry=retry,
+                               offline=lambda: RewriteOutput(standalone=g.value.new_query or " ", must_keep=[],
+                                                             filters=[], confidence=0.5, variants=[], clarify=None))
+        carry.outcomes.append(rw)
+        carry.ms["rewrite"] = rw.ms
+        return rw.value.standalone.strip() if rw.value is not None else (g.value.new_query or "").strip()
+
+    async def _round(self, ctx, st: "_Start", rnd: int, query: str, tried: list[str], scorer, carry: "_Start"):
         """One round: search, support, the router or the grader. Returns (row, grade outcome or
         None when the row is final already)."""
         p = self.params
@@ -97,9 +117,8 @@ class Corrective(BaseArm):
         needed = p.support == "sentence" or (rnd == 1 and p.route == "simple_first") or \
             ctx.roles.backend("grade") == OFFLINE
         (support, evidence), r.ms.support = await off_loop(ctx.workers, scorer.score, hits) if needed else (({}, []), 0.0)
-        outcomes = list(st.outcomes) if rnd == 1 else []
-        if rnd == 1:
-            r.ms.add(**st.ms)
+        outcomes = list((st if rnd == 1 else carry).outcomes)
+        r.ms.add(**(st if rnd == 1 else carry).ms)
         best = max(support.values(), key=lambda s: s.z) if support else None
         if rnd == 1 and p.route == "simple_first" and best and best.z >= p.strong:
             r.verdict, r.verdict_reason = "routed", f"simple_first: best support {best.describe()} >= {p.strong}"
@@ -128,16 +147,18 @@ class Corrective(BaseArm):
         query = st.question
         # the grader judges every round against the same question: its baselines are computed once
         scorer = SupportScorer(ctx.index, st.question, "sentence" if self.params.support == "sentence" else "chunk")
+        carry = _Start("", [], [])  # the next round's query: the calls that wrote it
         for rnd in range(1, self.params.max_rounds + 1):
             query = restore_identifiers(query, {}, st.ids)  # the guard: every round keeps the identifiers
             tried.append(query)
-            r, g = await self._round(ctx, st, rnd, query, tried, scorer)
+            r, g = await self._round(ctx, st, rnd, query, tried, scorer, carry)
             rows.append(r)
             if g is None:  # answered (routed or sufficient)
                 return rows
-            if g.value is None:
-                break
-            new = (g.value.new_query or "").strip()
+            if g.value is None or (rnd == self.params.max_rounds and self.params.retry_query == "rewriter"):
+                break  # (no round left: the rewriter is not asked for a query nobody would issue)
+            carry = _Start("", [], [])
+            new = await self._next_query(ctx, g, tried, carry)
             if not new or new in tried:
                 r.verdict_reason += "; no new query: stop"
                 break

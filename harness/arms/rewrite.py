@@ -39,14 +39,24 @@ class RewriteParams(Params):
     rrf_k: int = 60
 
 
-async def ask_rewrite(ctx: TurnContext, last_n: int, state: CompactState | None = None):
+RETRY = ("The queries tried so far did not find what answers the question (grader: {reason}). Write a different "
+         "standalone query for the same question, not one of previous_queries.")
+
+
+async def ask_rewrite(ctx: TurnContext, last_n: int, state: CompactState | None = None, retry: dict | None = None,
+                      offline=None):
     """The rewrite role's outcome, identifiers restored in an LLM's output. `state`: the turn's
-    compact state when the caller has built it already (for the decide role)."""
+    compact state when the caller has built it already (for the decide role). `retry`: a
+    corrective loop asking for its next query ({previous_queries, reason}); `offline`: the
+    offline role's answer to it."""
     ids = ctx.identifiers
     masked, mapping = mask(ctx.turn.user)
     state = state or compact_state(ctx, last_n)
-    masked_state = dataclasses.replace(state, turn=masked)  # a model never sees the identifiers
-    out = await ctx.roles.call("rewrite", masked_state.to_prompt(), RewriteOutput, lambda: rewrite_offline(state),
+    if retry is not None:
+        retry = {"instruction": RETRY.format(reason=retry.get("reason") or "insufficient"),
+                 "previous_queries": [mask(q)[0] for q in retry.get("previous_queries", [])]}
+    masked_state = dataclasses.replace(state, turn=masked, retry=retry)  # a model never sees the identifiers
+    out = await ctx.roles.call("rewrite", masked_state.to_prompt(), RewriteOutput, offline or (lambda: rewrite_offline(state)),
                                seed=ctx.seed)
     if out.value is not None and out.backend != "offline":
         v = out.value

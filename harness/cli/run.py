@@ -28,7 +28,9 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
     try:
         if resume:
             raw = resume_config(resume)
-            cfg, run_dir = parse_config(raw, RunFolder(resume).manifest_path), resume
+            man = RunFolder(resume).read_manifest()
+            cfg = parse_config(raw, RunFolder(resume).manifest_path, source_dir=man.get("config_dir"))
+            run_dir = resume
         else:
             if config is None:
                 fail("give a CONFIG or --resume RUN")

@@ -30,7 +30,7 @@ from openai.types.chat import ChatCompletion
 from harness.llm.cache import LLMCache, prompt_hash, request_key
 from harness.llm.ledger import CallRecord, cost_usd, load_prices
 from harness.llm.schema import response_format
-from harness.llm.transport import (CACHE_HEADER, LATENCY_HEADER, LOOKED_UP, ROLE_HEADER, CachingTransport, ReplayMiss,
+from harness.llm.transport import (CACHE_HEADER, LATENCY_HEADER, PENDING, ROLE_HEADER, CachingTransport, Pending, ReplayMiss,
                                    aiohttp_transport)
 
 CHAT_PATH = "/chat/completions"
@@ -156,7 +156,7 @@ class LLMClient:
     def _cached(self, sent: dict):
         """A cached reply looked up before the SDK builds a request (the transport would find the
         same entry: same key), so a warm run pays neither request building nor HTTP. Returns
-        (reply or None, the key of a miss the transport may fill without looking it up again)."""
+        (Call or None, the key of a miss the transport may fill without looking it up again)."""
         if self.cache is None or self.cache.mode in ("off", "refresh"):
             return None, None
         key = request_key(self.endpoint.kind, self.path, sent)
@@ -164,22 +164,42 @@ class LLMClient:
         if hit is None:
             return None, (key if self.cache.mode != "replay" else None)  # replay: the transport names the miss
         self.transport.stats.cache_hits += 1
-        return (_completion(hit.body), {CACHE_HEADER: "hit", LATENCY_HEADER: f"{hit.latency_ms:.3f}"}, 1), key
+        obj = json.loads(hit.body)
+        repaired = obj.pop(REPAIRED, None)
+        return Call(ChatCompletion.model_validate(obj), {CACHE_HEADER: "hit", LATENCY_HEADER: f"{hit.latency_ms:.3f}"},
+                    1, None, repaired), key
 
-    async def _create(self, role: str, body: dict):
-        """One chat completion with retries. Returns (completion, headers, attempts)."""
+    async def _create(self, role: str, body: dict) -> "Call":
+        """One chat completion with retries; a reply from the endpoint comes with what the cache
+        needs to keep it (`Call.pending`), once the caller has validated it."""
         sent = {k: v for k, v in body.items() if k != "extra_body"} | (body.get("extra_body") or {})
         cached, key = self._cached(sent)
         if cached is not None:
             return cached
         payload = json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode()
-        token = LOOKED_UP.set((key, str(sent.get("model", "")))) if key is not None else None
+        pending = Pending(key=key, model=str(sent.get("model", "")))
+        token = PENDING.set(pending)
         try:
-            return await self._send(role, payload, sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4
-                                    + body.get("max_tokens", 0))
+            completion, headers, attempts = await self._send(
+                role, payload, sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4 + body.get("max_tokens", 0))
         finally:
-            if token is not None:
-                LOOKED_UP.reset(token)
+            PENDING.reset(token)
+        return Call(completion, headers, attempts, pending if pending.body is not None else None)
+
+    def _keep(self, call: "Call", first: "Call | None" = None, reason: str | None = None) -> None:
+        """Cache a validated reply under its request's key; after a repair, also under the first
+        request's key, with what the first exchange cost and why it failed, so a replay of the
+        first request takes the same path (two requests, one repair) without the invalid reply."""
+        if self.cache is None or call.pending is None or call.pending.key is None:
+            return
+        p = call.pending
+        self.cache.put_later(p.key, p.body, p.latency_ms, kind=self.endpoint.kind, model=p.model, role=p.role)
+        if first is not None and first.pending is not None and first.pending.key is not None:
+            usage = first.completion.usage.model_dump() if first.completion.usage is not None else {}
+            marked = {**json.loads(p.body), REPAIRED: {"reason": reason, "usage": usage,
+                                                       "latency_ms": first.pending.latency_ms}}
+            self.cache.put_later(first.pending.key, json.dumps(marked).encode(), p.latency_ms, kind=self.endpoint.kind,
+                                 model=p.model, role=p.role)
 
     async def _send(self, role: str, payload: bytes, est_tokens: int):
         """POST the serialised request through the SDK, retrying 429/5xx/timeouts/connection errors."""
@@ -213,50 +233,80 @@ class LLMClient:
             body["seed"] = s
         if ep.extra_body:
             body["extra_body"] = ep.extra_body
-        raw_text = None
+        raw_text, first = None, None
         for attempt in range(2 if repair else 1):
             try:
-                completion, headers, n = await self._create(role, body)
+                call = await self._create(role, body)
             except ReplayMiss:
                 raise
             except Exception as e:  # recorded; the caller falls back
                 rec.error = _err(e)
                 return StructuredResult(None, rec, raw_text)
-            rec.attempts += n
-            rec.requests += 1
-            self._account(rec, completion, headers)
-            if not completion.choices:
-                rec.error = "empty choices"
-                raw_text = None
-            else:
-                raw_text = completion.choices[0].message.content or ""
-                try:
-                    value = schema.model_validate(json.loads(raw_text))
-                    rec.error = None
-                    return StructuredResult(value, rec, raw_text)
-                except json.JSONDecodeError as e:
-                    rec.error = f"invalid JSON: {e.msg}"
-                except ValidationError as e:
-                    rec.error = "schema violation: " + "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:3])
-            # one repair attempt: show the model its reply and the problem
+            self._account(rec, call)
+            value, raw_text, rec.error = _parse(call.completion, schema)
+            if value is not None:
+                self._keep(call, first, rec.repair_reason)
+                return StructuredResult(value, rec, raw_text)
+            if attempt == 0:  # one repair attempt: show the model its reply and the problem
+                first, rec.repairs, rec.repair_reason = call, 1, rec.error
             body = {**body, "messages": messages + [
                 {"role": "assistant", "content": raw_text or ""},
                 {"role": "user", "content": f"That reply was not valid ({rec.error}). Reply again with only JSON that matches the schema."}]}
         return StructuredResult(None, rec, raw_text)
 
-    def _account(self, rec: CallRecord, completion, headers) -> None:
-        u = getattr(completion, "usage", None)
-        if u is not None:
-            rec.prompt_tokens += u.prompt_tokens or 0
-            rec.completion_tokens += u.completion_tokens or 0
-            details = getattr(u, "prompt_tokens_details", None)
-            rec.cached_tokens += (getattr(details, "cached_tokens", 0) or 0) if details else 0
-        rec.cache_hit = headers.get(CACHE_HEADER) == "hit"
+    def _account(self, rec: CallRecord, call: "Call") -> None:
+        rec.attempts += call.attempts
+        rec.requests += 1
+        _add_usage(rec, call.completion.usage)
+        if call.repaired:  # a cached exchange that needed a repair: its first request counts too
+            rec.requests += 1
+            rec.repairs, rec.repair_reason = 1, call.repaired.get("reason")
+            _add_usage(rec, call.repaired.get("usage") or {})
+            rec.latency_ms += float(call.repaired.get("latency_ms") or 0)
+        rec.cache_hit = call.headers.get(CACHE_HEADER) == "hit"
         try:
-            rec.latency_ms += float(headers.get(LATENCY_HEADER, 0))
+            rec.latency_ms += float(call.headers.get(LATENCY_HEADER, 0))
         except ValueError:
             pass
         rec.cost_usd = cost_usd(self.prices, self.endpoint.model, rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens)
+
+
+REPAIRED = "x_harness_repaired"  # in a cached reply: the exchange needed a repair (reason, first usage, latency)
+
+
+@dataclass
+class Call:
+    completion: ChatCompletion
+    headers: Any
+    attempts: int
+    pending: Pending | None = None  # a reply from the endpoint, kept once validated
+    repaired: dict | None = None  # a cached reply that needed a repair: what the first exchange was
+
+
+def _add_usage(rec: CallRecord, u) -> None:
+    if u is None:
+        return
+    get = (lambda k: u.get(k)) if isinstance(u, dict) else (lambda k: getattr(u, k, None))
+    rec.prompt_tokens += get("prompt_tokens") or 0
+    rec.completion_tokens += get("completion_tokens") or 0
+    details = get("prompt_tokens_details")
+    cached = (details.get("cached_tokens") if isinstance(details, dict) else getattr(details, "cached_tokens", 0)) \
+        if details else 0
+    rec.cached_tokens += cached or 0
+
+
+def _parse(completion: ChatCompletion, schema: type[BaseModel]):
+    """(value or None, reply text, error or None) of a completion against the role's schema."""
+    if not completion.choices:
+        return None, None, "empty choices"
+    raw = completion.choices[0].message.content or ""
+    try:
+        return schema.model_validate(json.loads(raw)), raw, None
+    except json.JSONDecodeError as e:
+        return None, raw, f"invalid JSON: {e.msg}"
+    except ValidationError as e:
+        return None, raw, "schema violation: " + "; ".join(
+            f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:3])
 
 
 def _completion(content: bytes) -> ChatCompletion:

@@ -32,6 +32,8 @@ class CallRecord:
     latency_ms: float = 0.0  # original latency (a cache hit reports the latency it had live)
     cache_hit: bool = False
     requests: int = 0  # distinct requests (the first and a repair): reproducible from the cache
+    repairs: int = 0  # replies that failed validation and were asked again
+    repair_reason: str | None = None  # why the first reply failed (invalid JSON, a schema violation)
     attempts: int = 0  # HTTP attempts including retries: depends on the weather, not on the arm
     error: str | None = None
     fallback: str | None = None

@@ -33,9 +33,20 @@ from harness.llm.cache import LLMCache, prompt_hash, request_key
 ROLE_HEADER = "x-harness-role"
 CACHE_HEADER = "x-harness-cache"
 LATENCY_HEADER = "x-harness-latency-ms"
-# (cache key, model) of a request the LLMClient has just looked up in the cache and missed: the
-# transport then stores the reply under that key without parsing and looking the request up again
-LOOKED_UP: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("harness_looked_up", default=None)
+@dataclass
+class Pending:
+    """A request whose reply the LLMClient validates before it may be cached: the transport hands
+    the reply over here instead of writing it (an invalid reply is never cached). `key`: the
+    cache key when the client looked the request up already (and missed)."""
+
+    key: str | None = None
+    model: str = ""
+    role: str = ""
+    body: bytes | None = None
+    latency_ms: float = 0.0
+
+
+PENDING: contextvars.ContextVar[Pending | None] = contextvars.ContextVar("harness_pending", default=None)
 
 
 class ReplayMiss(openai.OpenAIError):
@@ -50,16 +61,25 @@ class TransportStats:
     peak_in_flight: int = 0
 
 
-def _cacheable(body: bytes) -> bool:
+def _cacheable(body: bytes, request: dict | None = None) -> bool:
+    """A reply worth keeping: not an error, with choices (or embeddings); when the request asked for
+    JSON, its content parses as JSON (a library's own calls, e.g. Ragas', validate after us)."""
     try:
         obj = json.loads(body)
     except ValueError:
         return False
     if not isinstance(obj, dict) or "error" in obj:
         return False
-    if "choices" in obj:
-        return bool(obj["choices"])
-    return "data" in obj
+    if "choices" not in obj:
+        return "data" in obj
+    if not obj["choices"]:
+        return False
+    if ((request or {}).get("response_format") or {}).get("type") in ("json_object", "json_schema"):
+        try:
+            json.loads((obj["choices"][0].get("message") or {}).get("content") or "")
+        except (ValueError, TypeError):
+            return False
+    return True
 
 
 @functools.cache
@@ -117,10 +137,11 @@ class CachingTransport(httpx2.AsyncBaseTransport):
         return key, body, None
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        key = model = None
+        key = model = body = None
+        pending = PENDING.get()
         if self.cache is not None and self.cache.mode != "off" and request.method == "POST":
-            if (looked_up := LOOKED_UP.get()) is not None:
-                key, model = looked_up
+            if pending is not None and pending.key is not None:
+                key, model = pending.key, pending.model
             else:
                 await request.aread()
                 key, body, hit = self._lookup(request)
@@ -138,8 +159,12 @@ class CachingTransport(httpx2.AsyncBaseTransport):
         finally:
             self.stats.in_flight -= 1
         latency = (time.perf_counter() - t0) * 1000
-        if key is not None and resp.status_code == 200 and _cacheable(content):
-            self.cache.put_later(key, content, latency, kind=self.kind, model=model, role=request.headers.get(ROLE_HEADER, ""))
+        if key is not None and resp.status_code == 200 and _cacheable(content, body):
+            role = request.headers.get(ROLE_HEADER, "")
+            if pending is not None:  # the client caches it once it has validated it
+                pending.key, pending.model, pending.role, pending.body, pending.latency_ms = key, model, role, content, latency
+            else:
+                self.cache.put_later(key, content, latency, kind=self.kind, model=model, role=role)
         resp.headers[CACHE_HEADER] = "miss"  # the reply, read: its content is decoded and kept
         resp.headers[LATENCY_HEADER] = f"{latency:.3f}"
         return resp

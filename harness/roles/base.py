@@ -7,37 +7,23 @@ reported as a model's."""
 from __future__ import annotations
 
 import asyncio
-import functools
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.llm.cache import LLMCache, prompt_hash
+from harness.llm.cache import LLMCache
 from harness.llm.client import EndpointConfig, LLMClient
 from harness.llm.ledger import CallRecord, load_prices
+from harness.roles.prompts import Prompt, load_prompt
 from harness.run.workers import off_loop
 
 ROLES = ("rewrite", "decide", "hyde", "grade", "rerank", "answer", "judge")
 OFFLINE = "offline"
 
 
-@functools.lru_cache(maxsize=None)
-def prompt_text(name: str) -> str:
-    """A versioned prompt file from harness/prompts (e.g. `rewrite.v1`). Prompt files are
-    package data, fixed for the life of the process, so each is read once."""
-    return resources.files("harness.prompts").joinpath(f"{name}.md").read_text(encoding="utf-8")
-
-
-@functools.lru_cache(maxsize=None)
-def prompt_file_hash(name: str) -> str:
-    return prompt_hash(prompt_text(name))
-
-
 class RoleEndpoint(EndpointConfig):
-    prompt: str | None = None  # prompt version, e.g. "rewrite.v1" (default: ROLE.v1)
+    prompt: str | None = None  # a packaged prompt ("grade.strict") or a file ("prompts/grade.md"); default ROLE.v1
 
 
 class CacheConfig(BaseModel):
@@ -75,6 +61,7 @@ class Roles:
     concurrency: int = 16
     clients: dict[str, LLMClient] = field(default_factory=dict)
     workers: Any = None  # harness.run.workers.CpuWorkers: offline roles run there (None: inline)
+    base_dir: str | None = None  # the run config's folder: prompt files are relative to it
 
     def __post_init__(self):
         self.semaphore = asyncio.Semaphore(self.concurrency) if self.config.roles else None
@@ -90,20 +77,18 @@ class Roles:
         ep = self.config.roles.get(role)
         return ep.model if ep else OFFLINE
 
-    def prompt(self, role: str) -> str:
+    def prompt(self, role: str) -> Prompt:
+        """The system prompt of a role with an endpoint (roles/prompts.py)."""
         ep = self.config.roles.get(role)
-        return (ep.prompt if ep and ep.prompt else f"{role}.v1")
+        return load_prompt(ep.prompt if ep and ep.prompt else f"{role}.v1", self.base_dir)
+
+    def prompts(self, roles) -> dict[str, str]:
+        """`name@hash` of the prompt of each of `roles` that calls an LLM (offline roles have none)."""
+        return {r: self.prompt(r).ref for r in roles if r in self.config.roles and r != "judge"}
 
     def prompt_hashes(self) -> dict[str, str | None]:
-        """Prompt file hash per configured role; None for a role whose prompts are not ours (the
-        judge role uses Ragas's prompts, and a run config may name it for `harness judge`)."""
-        out: dict[str, str | None] = {}
-        for r in self.config.roles:
-            try:
-                out[r] = prompt_file_hash(self.prompt(r))
-            except FileNotFoundError:
-                out[r] = None
-        return out
+        """Prompt hash per configured role; None for the judge role (Ragas's prompts)."""
+        return {r: (None if r == "judge" else self.prompt(r).hash) for r in self.config.roles}
 
     def http_calls(self) -> int:
         return sum(c.stats.http_calls for c in self.clients.values())
@@ -122,7 +107,7 @@ class Roles:
         if client is None:
             value, ms = await off_loop(self.workers, offline)
             return Outcome(value, OFFLINE, ms=ms)
-        res = await client.structured(role, prompt_text(self.prompt(role)), user, schema, seed=seed)
+        res = await client.structured(role, self.prompt(role).text, user, schema, seed=seed)
         if res.value is None:
             return Outcome(None, client.name, res.record, fallback=f"{role} failed: {res.record.error}",
                            ms=res.record.latency_ms)

@@ -36,6 +36,7 @@ class CompactState:
     filters: list[dict]
     account: dict
     schema: list[dict]  # preference fields a model may propose: field, type, values, unit
+    retry: dict | None = None  # a corrective loop's retry: the queries tried and why they were not enough
 
     @property
     def last_shown(self) -> list[ShownItem]:
@@ -49,13 +50,14 @@ class CompactState:
         return COUNTRY_NAMES.get(c, c) if c else None
 
     def to_prompt(self) -> str:
-        """The user message of the rewrite prompt: the state as compact JSON."""
+        """The user message of the rewrite prompt: the state as compact JSON (with `retry` when a
+        corrective loop asks for its next query)."""
         return json.dumps({
             "last_turns": [{"user": t.user, "assistant": t.answer[:300],
                             "shown": [{"n": i + 1, "doc_id": s.doc_id, "name": s.name} for i, s in enumerate(t.shown)]}
                            for t in self.history],
             "active_filters": self.filters, "account": self.account,
-            "filter_fields": self.schema, "turn": self.turn,
+            "filter_fields": self.schema, "turn": self.turn, **({"retry": self.retry} if self.retry else {}),
         }, ensure_ascii=False)
 
 

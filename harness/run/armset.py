@@ -39,6 +39,7 @@ class ArmInfo:
     name: str
     params: dict = field(default_factory=dict)
     backends: dict = field(default_factory=dict)
+    prompts: dict = field(default_factory=dict)  # role -> "name@hash" of the prompts of its LLM roles
     capabilities: frozenset = EXTERNAL
     hits_per_round: int | None = None
     label: str = ""
@@ -52,6 +53,7 @@ class ArmInfo:
             d["model"] = str(next(iter(models)))
         else:
             d.update({f"model.{r}": str(m) for r, m in self.backends.items()})
+        d.update({f"prompt.{r}": str(ref) for r, ref in self.prompts.items()})
         return d
 
 
@@ -75,6 +77,7 @@ def arm_info(entry: dict) -> ArmInfo:
         else _legacy_capabilities(entry)
     return ArmInfo(arm_id=entry["arm_id"], name=entry.get("arm") or entry["arm_id"].split("(")[0],
                    params=dict(entry.get("params") or {}), backends=dict(entry.get("backends") or {}),
+                   prompts=dict(entry.get("prompts") or {}),
                    capabilities=caps, hits_per_round=k, given_label=entry.get("label"))
 
 

@@ -116,7 +116,7 @@ class Replay:
         from harness.roles.base import Roles
 
         self.es = load_eval_set(cfg.eval_set)
-        self.roles = Roles(cfg.llm, cfg.concurrency, workers=CpuWorkers())
+        self.roles = Roles(cfg.llm, cfg.concurrency, workers=CpuWorkers(), base_dir=cfg.source_dir)
         self.arms = build_arms(cfg, self.roles)
         self.progress = progress
         if run_dir is None:
@@ -139,9 +139,11 @@ class Replay:
                       "embedded_cold": index.stats.embedded if index else None},
             "arms": [a.describe() for a in self.arms],
             "filter_schema": [f.model_dump() for f in self.es.info.filters],
-            "prompt_hashes": self.roles.prompt_hashes(), "seed": self.cfg.seed,
+            "prompt_hashes": self.roles.prompt_hashes(), "seed": self.cfg.seed, "config_dir": self.cfg.source_dir,
             "llm": {"cache": self.cfg.llm.cache.model_dump(),
-                    "roles": {r: {"kind": e.kind, "model": e.model, "prompt": self.roles.prompt(r)}
+                    "roles": {r: {"kind": e.kind, "model": e.model,
+                                  **({} if r == "judge" else {"prompt": self.roles.prompt(r).name,
+                                                              "prompt_file": self.roles.prompt(r).path})}
                               for r, e in self.cfg.llm.roles.items()}}, "repeats": self.cfg.repeats,
             "metrics": self.cfg.metrics.model_dump(),
             "started": started, "ended": now() if status != "running" else None, "counts": counts or {},

@@ -63,6 +63,8 @@ class LLMStats:
     cache_hits: int = col(pa.int32(), 0)
     prompt_hashes: dict = col(pa.string(), factory=dict, json=True)  # {role: hash}
     failed: int = col(pa.int32(), 0, name="llm_failed")  # calls that failed after their retries
+    repairs: int = col(pa.int32(), 0, name="llm_repairs")  # replies that failed validation and were asked again
+    repair_notes: list[str] = col(_STR_LIST, factory=list, name="llm_repair_notes")  # "role: why the reply failed"
 
 
 @dataclass
