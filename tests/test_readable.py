@@ -123,3 +123,17 @@ def test_help_reads_naturally():
     assert "--no-no-progress" not in invoke("run", "--help", columns=200).output
     out = invoke("trec-eval", "--help", columns=200).output
     assert "-q" in out and "trec_eval's -q" in out and "--means-only" not in out
+
+
+def test_an_arm_is_called_na_only_when_no_metric_measures_it():
+    """A metric with no value for an arm (cost_usd of an unpriced model) is not the arm being n/a."""
+    from types import SimpleNamespace
+
+    from harness.report.terminal import notes
+    agg = pd.DataFrame([{"arm_id": "a", "metric": "recall@10", "segment": "all", "n": 61},
+                        {"arm_id": "a", "metric": "cost_usd", "segment": "all", "n": 0},
+                        {"arm_id": "b", "metric": "recall@10", "segment": "all", "n": 0},
+                        {"arm_id": "b", "metric": "cost_usd", "segment": "all", "n": 0}])
+    res = SimpleNamespace(aggregates=agg, per_turn=pd.DataFrame({"metric": []}))
+    said = notes(res, {"arms": []}, {"a": "corrective", "b": "hyde"}, judged=False)
+    assert not any("corrective is n/a" in s for s in said) and any("hyde is n/a on every turn" in s for s in said)

@@ -146,6 +146,11 @@ def _insufficient(out: dict, n: int, need: int, where: str) -> dict:
             "detail": f"insufficient data: {n} session(s) measured {where} (min_sessions {need})"}
 
 
+def _worse_or_better(change: float) -> str:
+    """A direction-adjusted change in words: 'worse by 0.12', 'better by 0.03', 'unchanged'."""
+    return "unchanged" if abs(change) < 5e-5 else f"{'worse' if change < 0 else 'better'} by {abs(change):.4f}"
+
+
 def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: Policy, pt: pd.DataFrame) -> dict:
     m = resolve(rule.metric)
     direction = rule.direction or m.direction
@@ -166,15 +171,15 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
            "n_sessions": n_s, "n_turns": int(row.get("n_turns") or 0), "changes": pair.changes}
     if n_s < need or math.isnan(diff):
         return _insufficient(out, n_s, need, "in both runs")
+    said = (f"candidate − baseline {diff:+.4f}, 95% CI [{row['ci_lo']:+.4f}, {row['ci_hi']:+.4f}]; {direction} is "
+            f"better: {_worse_or_better(change)}")
     if rule.test == "noninferiority":
         ok = lo >= -rule.max_drop
-        why = (f"change {change:+.4f} ({direction} is better), CI of the change [{lo:+.4f}, {hi:+.4f}]: lower bound "
-               f"{'>=' if ok else '<'} -{rule.max_drop}")
+        why = f"{said}, at worst {_worse_or_better(lo)} ({'within' if ok else 'beyond'} the allowed drop {rule.max_drop})"
     else:
         p_one = row["p"] / 2 if change < 0 else 1.0
         ok = not (-change > rule.max_drop and p_one < rule.alpha)
-        why = (f"change {change:+.4f} ({direction} is better) vs max drop {rule.max_drop}, one-sided p {p_one:.4f} "
-               f"vs alpha {rule.alpha}")
+        why = f"{said} vs allowed drop {rule.max_drop}, one-sided p {p_one:.4f} vs alpha {rule.alpha}"
     return {**out, "status": "pass" if ok else "fail", "ok": bool(ok), "detail": why}
 
 

@@ -134,7 +134,8 @@ def notes(res, manifest: dict, labels: dict[str, str], judged: bool) -> list[str
     if (manifest.get("eval_set") or {}).get("pooled_corpus"):
         out.append("[yellow]note:[/yellow] pooled corpus: every document is relevant to some turn, so absolute "
                    "scores are inflated; compare arms, not leaderboard numbers.")
-    na = res.aggregates[(res.aggregates["segment"] == "all") & (res.aggregates["n"] == 0)]["arm_id"].unique()
+    overall = res.aggregates[res.aggregates["segment"] == "all"]
+    na = [a for a, n in overall.groupby("arm_id")["n"].max().items() if n == 0]
     out += [f"[yellow]note:[/yellow] {labels.get(a, a)} is n/a on every turn of this set" for a in na]
     if manifest.get("repeats", 1) > 1:
         offline = [a["arm_id"] for a in manifest["arms"] if a["backends"] and set(a["backends"].values()) == {"offline"}]
