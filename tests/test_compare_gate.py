@@ -98,6 +98,7 @@ def test_injected_regression_fails_naming_the_rule(tmp_path, policy, monkeypatch
     assert r.exit_code == 1, r.output
     md = (tmp_path / "out/gate.md").read_text()
     assert "**FAIL**" in md and "rule 1: noninferiority recall@10 [turn_index>=2]" in md
+    assert "[turn_index>=2]" in r.output, r.output  # not eaten as console markup
     junit = (tmp_path / "out/gate.junit.xml").read_text()
     assert junit.count("<testcase") == 5 and "<failure message=\"candidate − baseline -0." in junit and "beyond the allowed drop 0.02" in junit
     assert "rule 2: regression ndcg@10 [all]" in junit and summary.read_text() == md

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from harness.cli import export_app, app, console, fail, list_app
 from harness.run.folder import RunFolder
@@ -82,7 +83,7 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
         if changes:
             console.print(f"changed in {label}: {changes}", highlight=False, markup=False)
     for note in c.notes:
-        console.print(f"[yellow]warning:[/yellow] {note}", highlight=False)
+        console.print(f"[yellow]warning:[/yellow] {escape(note)}", highlight=False)
     for seg in sorted(set(df.loc[df["n_turns"] == 0, "segment"])):
         console.print(f"[yellow]warning: segment {seg!r} matches no measured turn of {runs[0].name}[/yellow]")
     console.print(f"saved: {out / 'compare.md'}, {out / 'compare.csv'}", highlight=False)

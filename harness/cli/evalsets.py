@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from harness.cli import console, err, fail, import_app, eval_set_app
 
@@ -83,7 +84,7 @@ def import_run_cmd(run_file: Path, eval_set: Path = typer.Option(..., "--eval-se
     man = read_manifest(out)
     counts = man["counts"]
     for w in man.get("warnings", []):
-        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
     if counts.get("queries_missing_from_run"):
         err.print(f"[yellow]warning:[/yellow] {counts['queries_missing_from_run']} of {counts['turns']} labelled turns are "
                   "missing from the run file: each is scored as an empty ranking (0), as trec_eval -c does",

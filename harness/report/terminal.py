@@ -10,6 +10,7 @@ import sys
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness.report.table import TURN_SEGMENTS, bucket
@@ -59,7 +60,7 @@ def metric_table(agg: pd.DataFrame, metric: str, labels: dict[str, str], title: 
             extra = ([f"n={n}"] if n and n != common[s] else []) + ([f"{nu}u"] if nu and n else [])
             cells.append(cell + (f" ({', '.join(extra)})" if extra else ""))
         if any(c != "—" for c in cells):
-            t.add_row(label, *cells)
+            t.add_row(escape(label), *cells)
     return t
 
 
@@ -77,7 +78,7 @@ def paired(pt, labels: dict[str, str]) -> Table | None:
         t.add_column(c, justify="right" if c not in ("metric", "segment") else "left")
     for r in pt.itertuples():
         gap = getattr(r, "oracle_gap_closed", None)
-        t.add_row(labels.get(r.arm, r.arm), r.metric, r.segment.replace("turn_index", "t").replace(">=", "≥"),
+        t.add_row(escape(labels.get(r.arm, r.arm)), r.metric, r.segment.replace("turn_index", "t").replace(">=", "≥"),
                   f"{r.n_turns}/{r.n_sessions}s", f"{r.diff:+.3f}", f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]",
                   f"{r.p_holm:.3f}", f"{r.wins}/{r.ties}/{r.losses}", "—" if gap is None or gap != gap else f"{gap:.0%}")
     return t
@@ -91,7 +92,7 @@ def abstention(ab, labels: dict[str, str], run: str) -> Table | None:
     for c in ("n", "abstained", "precision", "recall", *[c[len("abstain_rate["):-1] for c in rates]):
         t.add_column(c, justify="right")
     for r in ab.to_dict("records"):
-        t.add_row(labels.get(r["arm_id"], r["arm_id"]), str(r["n"]), str(r["abstained"]), _num(r["precision"]),
+        t.add_row(escape(labels.get(r["arm_id"], r["arm_id"])), str(r["n"]), str(r["abstained"]), _num(r["precision"]),
                   _num(r["recall"]), *[_num(r[c]) for c in rates])
     return t
 
@@ -107,7 +108,7 @@ def rounds(per_turn, labels_df, labels: dict[str, str], run: str) -> Table | Non
     for c in tab.columns:
         t.add_column(f"{c} round{'s' if c != 1 else ''}", justify="right")
     for (arm, ti), row in tab.iterrows():
-        t.add_row(labels.get(arm, arm), ti, *[str(int(v)) for v in row])
+        t.add_row(escape(labels.get(arm, arm)), ti, *[str(int(v)) for v in row])
     return t
 
 
@@ -118,8 +119,8 @@ def coinciding(co, labels: dict[str, str]) -> list[str]:
     out = []
     for r in co.to_dict("records"):
         same = list(r["same_as"])
-        names = " = ".join(labels.get(a, a) for a in [*same, r["arm_id"]])
-        why = "; ".join(f"{labels.get(a, a)}: {w}" for a, w in zip(same, r["reasons"]) if w)
+        names = escape(" = ".join(labels.get(a, a) for a in [*same, r["arm_id"]]))
+        why = escape("; ".join(f"{labels.get(a, a)}: {w}" for a, w in zip(same, r["reasons"]) if w))
         out.append(f"[yellow]note:[/yellow] {names} on all {r['n_turns']} turns (identical top 10)"
                    + (f": {why}" if why else ""))
     return out
@@ -136,7 +137,7 @@ def notes(res, manifest: dict, labels: dict[str, str], judged: bool) -> list[str
                    "scores are inflated; compare arms, not leaderboard numbers.")
     overall = res.aggregates[res.aggregates["segment"] == "all"]
     na = [a for a, n in overall.groupby("arm_id")["n"].max().items() if n == 0]
-    out += [f"[yellow]note:[/yellow] {labels.get(a, a)} is n/a on every turn of this set" for a in na]
+    out += [f"[yellow]note:[/yellow] {escape(labels.get(a, a))} is n/a on every turn of this set" for a in na]
     if manifest.get("repeats", 1) > 1:
         offline = [a["arm_id"] for a in manifest["arms"] if a["backends"] and set(a["backends"].values()) == {"offline"}]
         if offline:
@@ -153,7 +154,7 @@ def compare_table(df: pd.DataFrame, title: str) -> Table:
     for r in df.itertuples():
         arrow = {"higher": "↑", "lower": "↓"}.get(r.direction, "")
         wtl = f"{r.wins}/{r.ties}/{r.losses}" + (" (up/tie/down)" if r.direction == "none" else "")
-        t.add_row(r.label, r.candidate_run, r.metric + arrow, r.segment.replace("turn_index", "t").replace(">=", "≥"),
+        t.add_row(escape(r.label), escape(r.candidate_run), r.metric + arrow, r.segment.replace("turn_index", "t").replace(">=", "≥"),
                   f"{r.n_turns}/{r.n_sessions}s", f"{r.diff:+.3f}", f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]",
                   f"{r.p_holm:.3f}", wtl)
     return t
@@ -164,10 +165,11 @@ def gate_summary(v: dict) -> list:
     what was not, and every check in a table that fits the console."""
     icon = {"pass": "[green]pass[/green]", "regression": "[red]REGRESSION[/red]",
             "infrastructure": "[yellow]INFRASTRUCTURE[/yellow]"}[v["verdict"]]
-    out: list = [f"Gate: {icon}  baseline {v['baseline']} → candidate {v['candidate']}"]
+    out: list = [f"Gate: {icon}  baseline {escape(v['baseline'])} → candidate {escape(v['candidate'])}"]
     for p in v["pairs"]:
-        out.append(f"  {p['label']}: " + ("; ".join(p["changes"]) if p["changes"] else "no change in parameters or models"))
-    out += [f"[yellow]warning:[/yellow] {w}" for w in v.get("warnings", []) + v["infrastructure"]]
+        out.append(escape(f"  {p['label']}: " + ("; ".join(p["changes"]) if p["changes"] else
+                                                 "no change in parameters or models")))
+    out += [f"[yellow]warning:[/yellow] {escape(w)}" for w in v.get("warnings", []) + v["infrastructure"]]
     t = Table(title="checks (n/a: the metric does not apply; smallest detectable change from the baseline's spread)",
               title_justify="left", pad_edge=False)
     for c in ("check", "result", "detail"):
@@ -177,6 +179,6 @@ def gate_summary(v: dict) -> list:
         mde = r.get("mde")
         extra = "" if r["kind"] != "rule" or r["status"] == "n/a" else \
             ("; detectable: not estimable" if mde is None or mde != mde else f"; detectable: {mde:.4f}")
-        t.add_row(r["name"], f"[{style[r['status']]}]{r['status']}[/]", r["detail"] + extra)
+        t.add_row(escape(r["name"]), f"[{style[r['status']]}]{r['status']}[/]", escape(r["detail"] + extra))
     out.append(t)
     return out
