@@ -19,7 +19,8 @@ from harness.evalset.load import load_eval_set
 from harness.metrics.compute import compute_metrics, load_labels, write_metrics
 from harness.analysis.paired import paired_table
 from harness.run.replay import Replay
-from harness.report.html import build_context, render_report
+from harness.report.render import build_context, render_report
+from harness.run.folder import METRICS, TABLES, RunFolder
 from tests.conftest import TINY_DOCS, TINY_SESSIONS, write_set
 
 # If any of this ran, it would mark the body (and window); the DOM check looks for the mark.
@@ -157,22 +158,26 @@ def test_two_runs_side_by_side_highlight_differences(report):
     assert differs  # run_id, config_hash, the concat and rewrite arms
     assert "run-a" in html and "run-b" in html
     ctx = build_context([run, run.parent / "run-b"], plots=False)
-    keys = {(r["section"], r["key"]) for g in ctx["manifest_groups"] for r in g["rows"] if r["differs"]}
+    keys = {(r["section"], r["key"]) for g in ctx["manifests"]["groups"] for r in g["rows"] if r["differs"]}
     assert ("run", "config_hash") in keys and ("eval set", "hash") not in keys
     assert any(s.startswith("arms") and k == "concat" for s, k in keys)
 
 
-def test_run_without_metrics_is_scored_in_memory_and_left_untouched(report, tmp_path):
+def test_run_without_metrics_is_a_warning_and_left_untouched(report, tmp_path):
     run, _, _ = report
     bare = tmp_path / "bare"
     shutil.copytree(run.parent / "run-b", bare)
-    for name in ("metrics.parquet", "comparisons.parquet"):
-        (bare / name).unlink(missing_ok=True)
+    folder = RunFolder(bare)
+    (bare / METRICS).unlink()
+    for name in TABLES:
+        folder.remove_table(name)
     before = sorted(p.relative_to(bare) for p in bare.rglob("*"))
     html = render_report([bare], tmp_path / "bare.html").read_text(encoding="utf-8")
     assert sorted(p.relative_to(bare) for p in bare.rglob("*")) == before
-    assert "metrics.parquet is missing" in html and "No comparisons.parquet" in html
-    assert 'data-metric="recall@10"' in html
+    assert "not scored: run `harness metrics RUN`" in html and f"No {TABLES['comparisons']} in this run" in html
+    assert 'data-metric="recall@10"' not in html and not parse(html).means  # no number computed at render time
+    assert "No arm with a measured recall@10." in html
+    assert html.count('<details class="session"') == 2  # the traces are still shown
 
 
 def chromium() -> str | None:
