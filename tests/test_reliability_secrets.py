@@ -86,7 +86,7 @@ def test_no_key_reaches_any_file_or_output(tmp_path, monkeypatch):
     if " report " in help_text or "\n│ report" in help_text:
         harness("report", "runs/A", "runs/B", "-o", "reports/review.html")
     else:  # `harness report` is not registered yet: render through the library
-        from harness.report.html import render_report
+        from harness.report.render import render_report
 
         render_report([tmp_path / "runs/A", tmp_path / "runs/B"], tmp_path / "reports/review.html")
     assert (tmp_path / "reports/review.html").exists()

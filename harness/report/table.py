@@ -1,5 +1,6 @@
 """Render metric aggregates as terminal tables (rich). Rendering only; also the turn segments and
-turn buckets shared with harness.report.html and the CLI (this module stays light to import)."""
+turn buckets shared with the HTML report (harness.report.sections) and the CLI (this module stays
+light to import)."""
 from __future__ import annotations
 
 import math

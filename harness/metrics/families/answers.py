@@ -49,10 +49,18 @@ def answer_rows(s: Scoring) -> Long:
     return Long.from_rows(out)
 
 
+UNLABELLED = "(unlabelled)"
+
+
 def abstention_table(per_turn: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
-    """Abstention precision/recall per arm overall and rates per answerability label."""
-    ab = per_turn[per_turn["metric"] == "abstained"].merge(labels[["session_id", "turn_index", "answerability"]],
-                                                            on=["session_id", "turn_index"])
+    """Per arm: measured turns `n`, `abstained`, abstention precision and recall overall, and per
+    answerability label (turns without one under UNLABELLED) `abstain_rate[LABEL]`, `n[LABEL]` and
+    `abstained[LABEL]`; every arm has every label's columns (n 0 and rate NaN where it has no turn).
+    Unmeasured turns (a failed answer) are left out."""
+    ab = per_turn[per_turn["metric"] == "abstained"].dropna(subset=["value"])
+    ab = ab.merge(labels[["session_id", "turn_index", "answerability"]], on=["session_id", "turn_index"])
+    ab = ab.assign(answerability=ab["answerability"].fillna(UNLABELLED).astype(str))
+    names = sorted(set(ab["answerability"]))
     rows = []
     for arm, g in ab.groupby("arm_id", sort=False):
         should = g["answerability"].isin(SHOULD_ABSTAIN)
@@ -61,7 +69,11 @@ def abstention_table(per_turn: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFra
         row = {"arm_id": arm, "n": len(g), "abstained": int(did.sum()),
                "precision": tp / int(did.sum()) if did.any() else np.nan,
                "recall": tp / int(should.sum()) if should.any() else np.nan}
-        for label, gl in g.groupby("answerability"):
-            row[f"abstain_rate[{label}]"] = float((gl["value"] >= 0.5).mean())
+        per = {lab: (int(len(gl)), int((gl["value"] >= 0.5).sum())) for lab, gl in g.groupby("answerability")}
+        for lab in names:
+            n, k = per.get(lab, (0, 0))
+            row[f"abstain_rate[{lab}]"] = k / n if n else np.nan
+        for lab in names:
+            row[f"n[{lab}]"], row[f"abstained[{lab}]"] = per.get(lab, (0, 0))
         rows.append(row)
     return pd.DataFrame(rows)

@@ -1,0 +1,158 @@
+"""The report's view of a run folder. ReportRun composes harness.run.folder.RunData (manifest,
+labels, arms, per-turn values and aggregates; loaded with scored=False) with what the report reads
+beside it (the trace columns of the drill-down and the tables the scoring step wrote) and its own
+display state: a key unique within the report, arm labels, notes about what the folder lacks,
+caches. Loading only: what a folder lacks is named in a note, never computed here."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from harness.report.table import bucket
+from harness.run.folder import METRICS, TABLES, TURN_COLUMNS, RunData, RunFolder
+from harness.run.traces import read_traces
+
+AGG_COLUMNS = ["arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured", "n_sessions", "repeat_sd"]
+TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "issued_queries",
+                 "applied_filters", "filter_violations", "filters_removed", "fallback_reason", "not_applicable",
+                 "ranking", "verdict", "verdict_reason", "answer", "abstained", "error", "clarify", "turn_class"]
+RESCORE = "run `harness metrics RUN`"
+
+
+@dataclass
+class ReportRun:
+    data: RunData
+    key: str  # unique within the report (the run id, suffixed when two folders share one)
+    traces: pd.DataFrame  # TRACE_COLUMNS, every round
+    agg: pd.DataFrame  # the aggregates of the metrics table (no row when not scored)
+    turns: pd.DataFrame  # its per-turn values (no row when not scored)
+    arms: list[str]  # arm ids in the manifest's order
+    label: dict[str, str]  # arm_id -> label
+    tables: dict[str, pd.DataFrame | None]  # comparisons, abstention, filter_fields as scoring wrote them
+    missing: set[str] = field(default_factory=set)  # "metrics" or the tables the folder lacks (missing_tables)
+    notes: list[str] = field(default_factory=list)  # the warnings about them
+    agg_cache: dict | None = None
+    turn_cache: dict[str, pd.DataFrame] = field(default_factory=dict)  # metric -> turn_values
+
+    @property
+    def folder(self) -> RunFolder:
+        return self.data.folder
+
+    @property
+    def dir(self) -> Path:
+        return self.data.path
+
+    @property
+    def manifest(self) -> dict:
+        return self.data.manifest
+
+    @property
+    def labels(self) -> pd.DataFrame:
+        return self.data.labels
+
+    @property
+    def scored(self) -> bool:
+        return self.data.per_turn is not None
+
+    @property
+    def has_judgments(self) -> bool:
+        return self.folder.has_judgments()
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        return self.tables[name]
+
+    def aggregate(self, arm: str, metric: str, segment: str = "all") -> dict | None:
+        """The aggregate row of (arm, metric, segment), or None (indexed once per run)."""
+        if self.agg_cache is None:
+            self.agg_cache = {(r["arm_id"], r["metric"], r["segment"]): r for r in self.agg.to_dict("records")}
+        return self.agg_cache.get((arm, metric, segment))
+
+    def turn_values(self, metric: str) -> pd.DataFrame:
+        """Per-turn values (repeats averaged, unmeasured turns dropped) with the turn bucket; built
+        once per run and metric (callers only read it)."""
+        if metric not in self.turn_cache:
+            t = self.turns[(self.turns["metric"] == metric)]
+            t = t.groupby(["arm_id", "session_id", "turn_index"], sort=False)["value"].mean().dropna().reset_index()
+            self.turn_cache[metric] = t.assign(bucket=t["turn_index"].map(bucket))
+        return self.turn_cache[metric]
+
+
+def load_traces(folder: RunFolder) -> pd.DataFrame:
+    """The trace columns the report needs; columns that older runs lack are left empty."""
+    have = set(TRACE_COLUMNS)
+    for p in folder.parts():
+        have &= set(pq.read_schema(p).names)
+    t = read_traces(folder.path, [c for c in TRACE_COLUMNS if c in have]).to_pandas()
+    for c in TRACE_COLUMNS:
+        if c not in t.columns:
+            t[c] = None
+    return t[TRACE_COLUMNS]
+
+
+def missing_tables(data: RunData, traces: pd.DataFrame, turns: pd.DataFrame, tables: dict) -> set[str]:
+    """What the folder lacks that the report would show: "metrics" (not scored), or a table the
+    scoring step writes whenever the per-turn values hold what it summarises."""
+    if data.per_turn is None:
+        return {"metrics"}
+    measured = set(turns.loc[turns["value"].notna(), "metric"])
+    out = set()
+    ab = tables["abstention"]
+    if (ab is None and "abstained" in measured) or (ab is not None and not any(c.startswith("n[") for c in ab)):
+        out.add("abstention")  # missing, or written by a scoring step that did not count per label
+    if tables["filter_fields"] is None and measured & {"filter_precision", "filter_recall"}:
+        out.add("filter_fields")
+    return out
+
+
+def missing_notes(missing: set[str], traces: pd.DataFrame) -> list[str]:
+    if "metrics" in missing:
+        if traces.empty:
+            return [f"no traces and no {METRICS}: nothing was measured in this run folder."]
+        return [f"not scored: {RESCORE} ({METRICS} is missing); the report shows the run's manifest and "
+                "traces, and no metric."]
+    out = []
+    if "abstention" in missing:
+        out.append(f"abstention by answerability not scored ({TABLES['abstention']} is missing): {RESCORE}.")
+    if "filter_fields" in missing:
+        out.append(f"filters per field not scored ({TABLES['filter_fields']} is missing): {RESCORE}.")
+    return out
+
+
+def load_run(path: str | Path, key: str | None = None) -> ReportRun:
+    """One run folder; its key defaults to its run id (load_runs makes the keys unique)."""
+    data = RunData.load(path, scored=False)
+    traces = load_traces(data.folder)
+    agg = data.aggregates if data.aggregates is not None else pd.DataFrame(columns=AGG_COLUMNS)
+    turns = data.per_turn if data.per_turn is not None else pd.DataFrame(columns=TURN_COLUMNS)
+    agg = agg.assign(segment=agg["segment"].astype(str))
+    turns = turns.assign(value=pd.to_numeric(turns["value"], errors="coerce").astype(float),
+                         turn_index=turns["turn_index"].astype(int))
+    arms = [a.arm_id for a in data.arms]
+    arms += [a for a in dict.fromkeys(agg["arm_id"]) if a not in arms]
+    label = {a.arm_id: a.label for a in data.arms}
+    tables = {name: data.folder.table(name) for name in TABLES}
+    missing = missing_tables(data, traces, turns, tables)
+    return ReportRun(data=data, key=key or data.manifest.get("run_id") or data.name, traces=traces, agg=agg,
+                     turns=turns, arms=arms, label={a: label.get(a, a) for a in arms}, tables=tables,
+                     missing=missing, notes=missing_notes(missing, traces))
+
+
+def unique_keys(names: list[str]) -> list[str]:
+    """The names with `#n` appended to the nth occurrence (n >= 2) of a repeated name."""
+    out, seen = [], {}
+    for k in names:
+        seen[k] = seen.get(k, 0) + 1
+        out.append(k if seen[k] == 1 else f"{k}#{seen[k]}")
+    return out
+
+
+def load_runs(paths: list[str | Path]) -> list[ReportRun]:
+    if not paths:
+        raise ValueError("give at least one run folder")
+    runs = [load_run(p) for p in paths]
+    for r, k in zip(runs, unique_keys([r.key for r in runs])):
+        r.key = k
+    return runs

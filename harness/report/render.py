@@ -1,0 +1,76 @@
+"""The HTML review report of one or more run folders: one self-contained file (plots as base64
+PNG, no script, no external URL). Loads the runs (harness.report.load), asks each section
+(harness.report.sections) for its plain data, and renders templates/report.html.j2 and its
+partials templates/sections/*.html.j2 with jinja2, autoescape on, so every text from eval sets,
+corpora, traces and models is escaped. Reads run folders only; never writes into them, and
+computes no metric: what a folder lacks is a warning."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness import env as _env  # noqa: F401  (offline-safe environment first)
+from harness.metrics.families.answers import SHOULD_ABSTAIN
+from harness.report.load import ReportRun, load_runs
+from harness.report.sections import (abstention, agreement, comparisons, drilldown, guards, headline, manifests,
+                                     metrics, rounds, tradeoff, warnings)
+from harness.run.folder import JUDGMENTS, METRICS, TABLES
+
+TEMPLATES = Path(__file__).with_name("templates")
+FILES = {"metrics": METRICS, "judgments": JUDGMENTS, **TABLES}  # the run-folder files the text names
+
+
+def run_context(run: ReportRun, plots: bool = True) -> dict:
+    """One run's part of every section."""
+    es = run.manifest.get("eval_set") or {}
+    return {
+        "key": run.key, "dir": str(run.dir), "eval_set": f"{es.get('name')} {es.get('version')}",
+        "n_sessions": int(run.labels["session_id"].nunique()), "n_turns": int(len(run.labels)),
+        "metrics": metrics.build(run, plots),
+        "tradeoff": tradeoff.build(run, plots),
+        "rounds": rounds.build(run, plots),
+        "guards": guards.build(run),
+        "abstention": abstention.build(run),
+        "comparisons": comparisons.build(run),
+        "drill": drilldown.build(run),
+        "warnings": warnings.build(run),
+        "agreement": agreement.build(run),
+    }
+
+
+def build_context(run_dirs: list[Path], plots: bool = True) -> dict:
+    runs = load_runs([Path(d) for d in run_dirs])
+    keys = [r.key for r in runs]
+    return {
+        "title": "Review report: " + ", ".join(keys),
+        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "run_keys": keys,
+        "files": FILES,
+        "top_hits": drilldown.TOP_HITS,
+        "abstention_should": sorted(SHOULD_ABSTAIN),
+        "manifests": manifests.build(runs),
+        "headline": headline.build(runs),
+        "runs": [run_context(r, plots) for r in runs],
+    }
+
+
+def environment():
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    return Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
+                       trim_blocks=True, lstrip_blocks=True)
+
+
+def render_html(context: dict) -> str:
+    return environment().get_template("report.html.j2").render(**context)
+
+
+def render_report(run_dirs: list[Path], out: Path) -> Path:
+    """Write one self-contained HTML report of the run folders to `out`; returns `out`."""
+    html = render_html(build_context(run_dirs))
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(out)
+    return out

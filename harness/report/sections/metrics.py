@@ -1,0 +1,73 @@
+"""2. Metrics by turn index: per IR metric of the run, the exact aggregates of its metrics table
+(turn-index segments as columns, every other segment in a details table) and, for the main
+metrics, a plot of the mean per turn bucket with a session-level bootstrap 95% CI
+(harness.analysis.stats)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.analysis.stats import session_bootstrap_ci
+from harness.report.format import cell
+from harness.report.load import ReportRun
+from harness.report.table import TURN_SEGMENTS, bucket
+
+BUCKETS = ["1", "2", "3", "4+"]
+PLOT_METRICS = ("recall@10", "ndcg@10", "mrr@10")
+BOOTSTRAP_RESAMPLES = 1000
+
+
+def metric_table(run: ReportRun, metric: str) -> dict:
+    """The exact aggregates of one metric: turn-index segments as columns (main table) and every
+    other segment as rows (details table)."""
+    segs_here = list(dict.fromkeys(run.agg.loc[run.agg["metric"] == metric, "segment"]))
+    main = [s for s in TURN_SEGMENTS if s in segs_here]
+    other = [s for s in segs_here if s not in main]
+    arms = [a for a in run.arms if any(run.aggregate(a, metric, s) is not None for s in segs_here)]
+    rows = [{"arm": a, "label": run.label[a],
+             "cells": [cell(run.key, a, metric, s, run.aggregate(a, metric, s)) for s in main]} for a in arms]
+    other_rows = [{"segment": s, "cells": [cell(run.key, a, metric, s, run.aggregate(a, metric, s)) for a in arms]}
+                  for s in other]
+    return {"metric": metric, "segments": main, "rows": rows, "other_segments": other_rows,
+            "arms": [{"arm": a, "label": run.label[a]} for a in arms]}
+
+
+def _point(gb: pd.DataFrame, b: str, n_resamples: int) -> dict:
+    if gb.empty:
+        return {"bucket": b, "mean": None, "lo": None, "hi": None, "n": 0}
+    frame = pd.DataFrame({"session_id": gb["session_id"].to_numpy(), "turn_index": gb["turn_index"].to_numpy(),
+                          "a": 0.0, "b": gb["value"].to_numpy(float)})
+    mean, lo, hi = session_bootstrap_ci(frame, n_resamples=n_resamples, seed=0)
+    return {"bucket": b, "mean": float(mean), "lo": float(lo), "hi": float(hi), "n": int(len(gb)),
+            "n_sessions": int(gb["session_id"].nunique())}
+
+
+def turn_series(run: ReportRun, metric: str, n_resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[list[dict], list[str]]:
+    """Mean per turn bucket (1, 2, 3, 4+) per arm with a session-level bootstrap 95% CI."""
+    tv = run.turn_values(metric)
+    have = set(run.labels["turn_index"].map(bucket))
+    buckets = [b for b in BUCKETS if b in have]
+    series = []
+    for i, arm in enumerate(run.arms):
+        g = tv[tv["arm_id"] == arm]
+        if g.empty:
+            continue
+        pts = [_point(g[g["bucket"] == b], b, n_resamples) for b in buckets]
+        series.append({"arm": arm, "label": run.label[arm], "color_index": i, "points": pts})
+    return series, buckets
+
+
+def build(run: ReportRun, plots: bool = True) -> dict:
+    """{tables: [metric table with its plot or None]} for every recall@, ndcg@ and mrr@ metric."""
+    from harness.report import plots as P
+
+    ir = [m for m in dict.fromkeys(run.agg["metric"]) if m.startswith(("recall@", "ndcg@", "mrr@"))]
+    ir = [m for m in PLOT_METRICS if m in ir] + [m for m in ir if m not in PLOT_METRICS]
+    tables = []
+    for m in ir:
+        plot = None
+        if m in PLOT_METRICS and plots:
+            series, buckets = turn_series(run, m)
+            if series and buckets:
+                plot = P.metric_by_turn(series, buckets, m, f"{m} by turn index — {run.key} (95% session bootstrap CI)")
+        tables.append({**metric_table(run, m), "plot": plot})
+    return {"tables": tables}

@@ -1,0 +1,40 @@
+"""3. Recall@10 versus cost and latency: per arm over all turns, recall@10, mean cost per turn, LLM
+calls per turn and latency p50/p95 from the metrics table's aggregates, and their plot."""
+from __future__ import annotations
+
+from harness.report.format import fmt, missing
+from harness.report.load import ReportRun
+
+
+def rows(run: ReportRun) -> list[dict]:
+    """recall@10, cost per turn, LLM calls and latency per arm (segment all)."""
+    out = []
+    for i, arm in enumerate(run.arms):
+        rec = run.aggregate(arm, "recall@10")
+        if rec is None or not rec["n"]:
+            continue
+        cost = run.aggregate(arm, "cost_usd")
+        lat = run.aggregate(arm, "latency_total_ms")
+        calls = run.aggregate(arm, "llm_calls")
+        cost_v = float(cost["mean"]) if cost is not None and cost["n"] else None
+        out.append({
+            "arm": arm, "label": run.label[arm], "color_index": i, "y": float(rec["mean"]), "recall": fmt(rec["mean"]),
+            "cost": cost_v, "cost_text": (f"{cost_v:.6f}" if cost_v is not None else "unmeasured"),
+            "cost_unmeasured": int(cost["n_unmeasured"]) if cost is not None else 0,
+            "llm_calls": fmt(calls["mean"], 2) if calls is not None else "—",
+            "p50_ms": fmt(lat["p50"], 1) if lat is not None else "—",
+            "p95_ms": float(lat["p95"]) if lat is not None and not missing(lat["p95"]) else None,
+            "p95_text": fmt(lat["p95"], 1) if lat is not None else "—",
+        })
+    for n, r in enumerate(out, start=1):  # the numbers of the plot's legend
+        r["num"] = n
+    return out
+
+
+def build(run: ReportRun, plots: bool = True) -> dict:
+    """{rows, plot (base64 PNG or None)}."""
+    from harness.report import plots as P
+
+    trade = rows(run)
+    return {"rows": trade,
+            "plot": P.tradeoff(trade, f"recall@10 vs cost and p95 latency — {run.key}") if trade and plots else None}
