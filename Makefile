@@ -13,7 +13,7 @@ export HARNESS_HOME := $(CURDIR)
 
 DEMO_CONFIGS ?= configs/mtrag.yaml configs/handbook.yaml configs/b2b.yaml
 
-.PHONY: setup demo test import-mtrag check-import refresh-embeddings sweep compare gate report baseline
+.PHONY: setup demo test import-mtrag check-import refresh-embeddings sweep compare gate gate-demo report baseline
 
 setup: $(VENV)/.installed
 
@@ -47,6 +47,9 @@ compare: setup  # make compare A=runs/X B=runs/Y: B's arms against A's, paired b
 gate: setup  # make gate BASELINE=runs/baselines/b2b CANDIDATE=runs/X [POLICY=configs/gate.yaml]
 	@test -n "$(BASELINE)" -a -n "$(CANDIDATE)" || { echo "make gate: set BASELINE= and CANDIDATE= (run folders), e.g. make gate BASELINE=runs/baselines/b2b CANDIDATE=runs/X"; exit 2; }
 	$(BIN)/harness gate --baseline $(BASELINE) --candidate $(CANDIDATE) --policy $(or $(POLICY),configs/gate.yaml) -o reports/gate
+
+gate-demo: setup  # a demonstration of the gate's mechanics, offline: harness serve plays a scripted model (docs/gate.md)
+	$(BIN)/python scripts/gate_demo.py
 
 report: setup  # make report RUNS="runs/X runs/Y" [NAME=review]
 	@test -n "$(RUNS)" || { echo 'make report: set RUNS= (run folders), e.g. make report RUNS="runs/baselines/b2b runs/X"'; exit 2; }

@@ -204,3 +204,53 @@ def test_judge_with_its_endpoint_down_exits_3_and_keeps_the_rows(tmp_path, srv, 
     j = judgments(run)
     asked = [r for r in j.values() if r["status"] != SKIPPED]
     assert asked and all(r["status"].startswith("error") for r in asked)  # written all the same
+
+
+def test_judge_with_an_endpoint_on_the_command_line_then_gate(tmp_path, srv):
+    """`harness judge RUN --endpoint URL --model M` over a run whose config has no judge, then
+    `harness gate` with a faithfulness rule: the gate's verdict, without `harness metrics` between."""
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    def cli(*args):
+        r = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "120"})
+        assert "Traceback" not in r.output, r.output
+        return r
+
+    import yaml
+
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({"name": "j", "eval_set": str(write_set(tmp_path / "set")),
+                                   "runs_dir": str(tmp_path / "runs"), "arms": [{"name": "original", "answer": True}],
+                                   "llm": {"cache": {"folder": str(tmp_path / "llmcache")}}}))
+    base, cand = tmp_path / "runs" / "b", tmp_path / "runs" / "c"
+    for run in (base, cand):  # no judge in the config
+        assert cli("run", cfg, "--run-id", run.name, "--no-progress").exit_code == 0
+    pol = tmp_path / "policy.yaml"
+    pol.write_text("min_sessions: 2\nrules:\n  - {metric: faithfulness, max_drop: 0.05}\n")
+    gate = ("gate", "--baseline", base, "--candidate", cand, "--policy", pol, "-o", tmp_path / "gate")
+    before = cli(*gate)
+    assert before.exit_code != 0  # nothing judged yet: never a pass
+    for run in (base, cand):
+        r = cli("judge", run, "--endpoint", srv.base_url, "--model", "judge-model")
+        assert r.exit_code == 0 and "metrics:" in r.output, r.output
+    judged = [r for r in judgments(base).values() if r["status"] == "ok"]
+    assert judged and all(r["judge_model"] == "judge-model" for r in judged)
+    after = cli(*gate)
+    v = json.loads((tmp_path / "gate" / "gate.json").read_text())
+    rule = next(x for x in v["results"] if x["metric"] == "faithfulness")
+    assert after.exit_code == 0 and rule["status"] == "pass" and rule["n_sessions"] >= 1, after.output
+
+
+def test_judge_endpoint_options_are_checked(tmp_path):
+    from harness.run.judge import judge_endpoint
+
+    with pytest.raises(ValueError, match="--endpoint and --model go together"):
+        judge_endpoint("http://127.0.0.1:1/v1", None)
+    cfg = tmp_path / "judge.yaml"
+    cfg.write_text("llm:\n  roles:\n    judge: {kind: openai-compatible, base_url: 'http://127.0.0.1:1/v1', model: j}\n")
+    assert judge_endpoint(None, None, config=cfg).model == "j"
+    cfg.write_text("kind: openai-compatible\nmodel: j\nbogus: 1\n")
+    with pytest.raises(ValueError, match="not a judge endpoint"):
+        judge_endpoint(None, None, config=cfg)

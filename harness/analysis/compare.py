@@ -44,8 +44,8 @@ def why_missing(metric: Metric, run: RunData) -> str:
     """Why a known metric has no value in a run folder."""
     if metric.family == "judged":
         if not run.folder.has_judgments():
-            return (f"{run.name} has no judgments: name a judge endpoint under llm.roles.judge in its config, run "
-                    f"`harness judge {run.path}`, then `harness metrics {run.path}`")
+            return (f"{run.name} has no judgments: run `harness judge {run.path} --endpoint URL --model M` (or name "
+                    "a judge under llm.roles.judge in its config); judging scores the run again")
         return f"{run.name}: its metrics predate its judgments: run `harness metrics {run.path}`"
     if metric.family == "ir":
         s = run.manifest.get("metrics") or {}

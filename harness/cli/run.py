@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from harness.cli import app, console, err, fail
 from harness.run.folder import RunFolder
@@ -18,27 +19,19 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar (on a terminal)"),
         repeats: Optional[int] = typer.Option(None, min=1, help="replay every arm N times with seeds seed..seed+N-1"),
         shard: Optional[str] = typer.Option(None, help="i/n: replay only the sessions of shard i of n (harness merge joins them)"),
-        metrics: bool = typer.Option(True, help="score the run when it ends")):
+        metrics: bool = typer.Option(True, help="score the run when it ends"),
+        llm_cache: Optional[str] = typer.Option(None, "--llm-cache", help="the LLM cache mode for this run, over the "
+                                                "config's llm.cache.mode: readwrite | replay | refresh | off"),
+        max_cost_usd: Optional[float] = typer.Option(None, "--max-cost-usd", min=0, help="what this run may spend on "
+                                                     "requests the cache does not answer, over llm.max_cost_usd")):
     """Replay every (arm, session, labelled turn) of a config; write a run folder under runs/."""
-    from harness.config import ConfigError, load_config, parse_config
+    from harness.config import ConfigError
     from harness.evalset.load import EvalSetError
     from harness.run.manifest import read_manifest
-    from harness.run.replay import Replay, resume_config
+    from harness.run.replay import Replay
 
     try:
-        if resume:
-            raw = resume_config(resume)
-            man = RunFolder(resume).read_manifest()
-            cfg = parse_config(raw, RunFolder(resume).manifest_path, source_dir=man.get("config_dir"))
-            run_dir = resume
-        else:
-            if config is None:
-                fail("give a CONFIG or --resume RUN")
-            cfg, raw = load_config(config)
-            if repeats:
-                raw = {**raw, "repeats": repeats}
-                cfg = parse_config(raw, config)
-            run_dir = Path(cfg.runs_dir) / run_id if run_id else None
+        cfg, raw, run_dir = _config(config, resume, run_id, repeats, llm_cache, max_cost_usd)
         from harness.run.shard import parse_shard
 
         sh = parse_shard(shard) if shard else None
@@ -49,12 +42,18 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
                     shard=sh)
     except (ConfigError, EvalSetError, FileNotFoundError, ValueError) as e:
         fail(str(e))
+    from harness.llm.ledger import BudgetExceeded
     from harness.llm.transport import ReplayMiss
 
     try:
         out = rp.run()
     except (FileExistsError, ReplayMiss) as e:
         fail(str(e))
+    except BudgetExceeded as e:  # infrastructure, not bad input: the rows so far are kept
+        err.print(f"[red]infrastructure:[/red] {escape(str(e))}. The run stopped with the turns it finished; the "
+                  "replies paid for are in the LLM cache, a new run does not pay for them again; `harness run --resume "
+                  f"{rp.run_dir} --max-cost-usd N` continues it under a new cap. Exit 3.", highlight=False)
+        raise typer.Exit(3)
     console.print(f"run folder: {out}", highlight=False)
     if metrics:
         _metrics(out)
@@ -64,6 +63,37 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
                   "(an error, or an LLM call that failed after its retries); the rows record why. Exit 3.",
                   highlight=False)
         raise typer.Exit(3)
+
+
+def _config(config: Path | None, resume: Path | None, run_id: str | None, repeats: int | None,
+            llm_cache: str | None, max_cost_usd: float | None = None):
+    """(config, raw config, run folder or None) of `harness run`: from the file, or the manifest of
+    the run to resume; --repeats, --llm-cache and --max-cost-usd written into the raw config (the
+    manifest says what ran)."""
+    from harness.config import load_config, parse_config
+    from harness.llm.cache import MODES
+    from harness.run.replay import resume_config
+
+    if llm_cache is not None and llm_cache not in MODES:
+        fail(f"--llm-cache {llm_cache!r}: expected one of {', '.join(MODES)}")
+    if resume:
+        raw, source, where = resume_config(resume), RunFolder(resume).read_manifest().get("config_dir"), \
+            RunFolder(resume).manifest_path
+    elif config is None:
+        fail("give a CONFIG or --resume RUN")
+    else:
+        _, raw = load_config(config)
+        source, where = None, config
+    if repeats:
+        raw = {**raw, "repeats": repeats}
+    if llm_cache:
+        llm = dict(raw.get("llm") or {})
+        raw = {**raw, "llm": {**llm, "cache": {**(llm.get("cache") or {}), "mode": llm_cache}}}
+    if max_cost_usd is not None:
+        raw = {**raw, "llm": {**(raw.get("llm") or {}), "max_cost_usd": max_cost_usd}}
+    text = Path(where).read_text(encoding="utf-8") if not resume else None
+    cfg = parse_config(raw, where, text, source_dir=source)
+    return cfg, raw, resume or (Path(cfg.runs_dir) / run_id if run_id else None)
 
 
 def _check_metric_names(names: list[str]) -> None:
@@ -88,8 +118,8 @@ def _missing(m, run_dir: Path, res) -> str:
     return why_missing(m, run)
 
 
-def _metrics(run_dir: Path, metric_names: list[str] | None = None):
-    """Score a run folder (every table into the folder), then print them."""
+def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool = False):
+    """Score a run folder (every table into the folder), then print them (or where they are)."""
     from harness.metrics.registry import resolve
     from harness.metrics.score import score_run
     from harness.report import terminal
@@ -97,6 +127,9 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None):
 
     _check_metric_names(metric_names or [])
     scored = score_run(run_dir)
+    if quiet:
+        console.print(f"metrics: {scored.path}", highlight=False)
+        return
     res, folder = scored.result, RunFolder(run_dir)
     man = folder.read_manifest()
     for n in metric_names or []:
@@ -134,14 +167,27 @@ def merge(shards: list[Path] = typer.Argument(..., help="the shard run folders o
 
 
 @app.command()
-def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh", help="'judge': ask the judge again")):
-    """Ask the judge role about every answer of a run (Ragas faithfulness) into the run folder's judgments; cached.
-    The only step after replay that calls a model; without a judge endpoint answers are 'not measured'."""
-    from harness.run.judge import judge_command
+def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh", help="'judge': ask the judge again"),
+          endpoint: Optional[str] = typer.Option(None, "--endpoint", help="the judge's base URL (else the run config's "
+                                                                          "llm.roles.judge)"),
+          model: Optional[str] = typer.Option(None, "--model", help="the judge model (with --endpoint)"),
+          kind: str = typer.Option("openai-compatible", "--kind", help="openai | azure | openai-compatible"),
+          judge_config: Optional[Path] = typer.Option(None, "--config", help="a YAML file with the judge endpoint "
+                                                                            "(the fields of llm.roles.judge)")):
+    """Ask the judge role about every answer of a run (Ragas faithfulness) into the run folder's judgments; cached;
+    then score the run again, so `harness gate` sees the judgments. The only step after replay that calls a model;
+    without a judge endpoint answers are 'not measured'. Exit 3 when more than half of the judgments failed."""
+    from harness.run.judge import judge_command, judge_endpoint
 
     if refresh not in (None, "judge"):
         fail("--refresh takes 'judge'")
-    code = judge_command(run_dir, refresh == "judge")
+    try:
+        ep = judge_endpoint(endpoint, model, kind, judge_config)
+    except ValueError as e:
+        fail(str(e))
+    code = judge_command(run_dir, refresh == "judge", ep)
+    if code in (0, 3) and RunFolder(run_dir).parts():
+        _metrics(run_dir, quiet=True)
     if code:
         raise typer.Exit(code)
 
@@ -157,3 +203,27 @@ def metrics(run_dir: Path, metric: list[str] = typer.Option([], "--metric", "-m"
         _metrics(run_dir, metric or None)
     except TraceError as e:
         fail(str(e))
+
+
+@app.command()
+def serve(script: Path, port: Optional[int] = typer.Option(None, "--port", help="the port (else the script's; 0: any)")):
+    """Serve a scripted OpenAI-compatible endpoint on 127.0.0.1 from SCRIPT.yaml (rules matching the role and the
+    content of its prompt to replies, latency, faults; docs/gate.md) until interrupted. Prints its base URL first."""
+    import signal
+    import threading
+
+    from harness.testing.script import ScriptError, serve as start
+
+    try:
+        srv = start(script, port)
+    except (ScriptError, OSError) as e:
+        fail(str(e))
+    print(srv.base_url, flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        srv.stop()

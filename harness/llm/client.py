@@ -28,9 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from openai.types.chat import ChatCompletion
 
 from harness.llm.cache import LLMCache, prompt_hash, request_key
-from harness.llm.ledger import CallRecord, cost_usd, load_prices
+from harness.llm.ledger import CallRecord, SpendCap, cost_usd, load_prices
 from harness.llm.schema import response_format
-from harness.llm.transport import (CACHE_HEADER, LATENCY_HEADER, PENDING, ROLE_HEADER, CachingTransport, Pending, ReplayMiss,
+from harness.llm.transport import (CACHE_HEADER, LATENCY_HEADER, PENDING, ROLE_HEADER, CachingTransport, Pending, StopRun,
                                    aiohttp_transport)
 
 CHAT_PATH = "/chat/completions"
@@ -122,8 +122,9 @@ class LLMClient:
 
     def __init__(self, endpoint: EndpointConfig, cache: LLMCache | None = None,
                  semaphore: asyncio.Semaphore | None = None, prices: dict | None = None, seed: int | None = None,
-                 connections: int = 16):
+                 connections: int = 16, spend: SpendCap | None = None):
         self.endpoint = endpoint
+        self.spend = spend  # llm.max_cost_usd: shared by the run's clients
         self.cache = cache
         self.semaphore = semaphore
         self.prices = prices if prices is not None else load_prices()
@@ -132,10 +133,11 @@ class LLMClient:
         key_env = endpoint.key_env()
         key = os.environ.get(key_env) if key_env else None
         if not key:
-            if endpoint.kind == "openai-compatible":
-                key = "none"
+            if endpoint.kind == "openai-compatible" or (cache is not None and cache.mode == "replay"):
+                key = "none"  # replay mode never sends a request: CI without the secret (a fork's pull request)
             else:
-                raise ValueError(f"{endpoint.kind} endpoint: set {key_env} in the environment")
+                raise ValueError(f"{endpoint.kind} endpoint: set {key_env} in the environment "
+                                 "(or replay the LLM cache: --llm-cache replay)")
         self.sdk = openai.AsyncOpenAI(
             api_key=key, base_url=endpoint.resolved_base_url(), max_retries=0, timeout=endpoint.timeout,
             http_client=httpx2.AsyncClient(transport=self.transport, timeout=endpoint.timeout))
@@ -184,6 +186,11 @@ class LLMClient:
                 role, payload, sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4 + body.get("max_tokens", 0))
         finally:
             PENDING.reset(token)
+        if self.spend is not None and headers.get(CACHE_HEADER) != "hit":  # the endpoint answered: paid for
+            u = completion.usage
+            cached = getattr(getattr(u, "prompt_tokens_details", None), "cached_tokens", 0) or 0 if u else 0
+            self.spend.add(cost_usd(self.prices, self.endpoint.model, u.prompt_tokens if u else 0,
+                                    u.completion_tokens if u else 0, cached))
         return Call(completion, headers, attempts, pending if pending.body is not None else None)
 
     def _keep(self, call: "Call", first: "Call | None" = None, reason: str | None = None) -> None:
@@ -208,6 +215,8 @@ class LLMClient:
         while True:
             attempts += 1
             await self.budget.acquire(est_tokens)
+            if self.spend is not None:
+                self.spend.check()
             try:
                 async with self.semaphore if self.semaphore is not None else contextlib.nullcontext():
                     raw = await self.sdk.post(CHAT_PATH, cast_to=httpx2.Response, content=payload, options=options)
@@ -237,7 +246,7 @@ class LLMClient:
         for attempt in range(2 if repair else 1):
             try:
                 call = await self._create(role, body)
-            except ReplayMiss:
+            except StopRun:  # a replay miss or the spend cap: stop the run, no fallback
                 raise
             except Exception as e:  # recorded; the caller falls back
                 rec.error = _err(e)

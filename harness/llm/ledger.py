@@ -7,6 +7,8 @@ from pathlib import Path
 
 import yaml
 
+from harness.llm.transport import StopRun
+
 DEFAULT_PRICES = Path(__file__).with_name("prices.yaml")
 
 
@@ -38,3 +40,36 @@ class CallRecord:
     error: str | None = None
     fallback: str | None = None
     prompt_hash: str | None = None
+
+
+class BudgetExceeded(StopRun):
+    """llm.max_cost_usd reached: the run stops (exit 3); `--resume` continues from the cache."""
+
+
+@dataclass
+class SpendCap:
+    """`llm.max_cost_usd`: what one run may spend on requests the cache did not answer (cached
+    replies are free). Checked before every request; requests already in flight finish, so the
+    spend can pass the cap by what those cost (at most `concurrency` calls)."""
+
+    max_usd: float
+    spent: float = 0.0
+    requests: int = 0
+
+    def check(self) -> None:
+        if self.spent >= self.max_usd:
+            raise BudgetExceeded(f"budget exceeded: spent ${self.spent:.4f} of llm.max_cost_usd ${self.max_usd:.4f} on "
+                                 f"{self.requests} request(s) the cache did not answer; raise llm.max_cost_usd or "
+                                 "refresh the cache by hand")
+
+    def add(self, usd: float | None) -> None:
+        self.requests += 1
+        self.spent += usd or 0.0
+
+
+def check_priced(prices: dict, models: dict[str, str]) -> None:
+    """A spend cap needs a price for every model it pays for: {role: model} without one raises."""
+    unpriced = {r: m for r, m in models.items() if m not in prices}
+    if unpriced:
+        raise ValueError("llm.max_cost_usd: no price for " + ", ".join(f"role {r} model {m!r}" for r, m in unpriced.items())
+                         + " in the price table (llm.prices); a cap cannot count what it cannot price")

@@ -49,7 +49,12 @@ class Pending:
 PENDING: contextvars.ContextVar[Pending | None] = contextvars.ContextVar("harness_pending", default=None)
 
 
-class ReplayMiss(openai.OpenAIError):
+class StopRun(openai.OpenAIError):
+    """Not a failed call but a reason to stop the run (no offline stand-in, no row): the run
+    folder records why and `harness run --resume` continues it."""
+
+
+class ReplayMiss(StopRun):
     """Replay mode and no cached reply: the run must not call out."""
 
 

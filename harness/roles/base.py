@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.llm.cache import LLMCache
 from harness.llm.client import EndpointConfig, LLMClient
-from harness.llm.ledger import CallRecord, load_prices
+from harness.llm.ledger import CallRecord, SpendCap, check_priced, load_prices
 from harness.roles.prompts import Prompt, load_prompt
 from harness.run.workers import off_loop
 
@@ -23,7 +23,7 @@ OFFLINE = "offline"
 
 
 class RoleEndpoint(EndpointConfig):
-    prompt: str | None = None  # a packaged prompt ("grade.strict") or a file ("prompts/grade.md"); default ROLE.v1
+    prompt: str | None = None  # a packaged prompt ("grade.v1") or a file ("prompts/grade.md"); default ROLE.v1
 
 
 class CacheConfig(BaseModel):
@@ -39,6 +39,8 @@ class LLMConfig(BaseModel):
     roles: dict[str, RoleEndpoint] = Field(default_factory=dict)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     prices: str | None = None
+    # what one run may spend on requests the cache did not answer; past it the run stops (exit 3)
+    max_cost_usd: float | None = Field(default=None, ge=0)
 
 
 @dataclass
@@ -70,8 +72,13 @@ class Roles:
         unknown = set(self.config.roles) - set(ROLES)
         if unknown:
             raise ValueError(f"llm.roles: unknown role(s) {sorted(unknown)}; known: {', '.join(ROLES)}")
+        self.spend = None
+        if self.config.max_cost_usd is not None:
+            check_priced(prices, {r: ep.model for r, ep in self.config.roles.items()})
+            self.spend = SpendCap(self.config.max_cost_usd)
         for role, ep in self.config.roles.items():
-            self.clients[role] = LLMClient(ep, self.cache, self.semaphore, prices, connections=self.concurrency)
+            self.clients[role] = LLMClient(ep, self.cache, self.semaphore, prices, connections=self.concurrency,
+                                           spend=self.spend)
 
     def backend(self, role: str) -> str:
         ep = self.config.roles.get(role)

@@ -1,5 +1,5 @@
 """The system prompt of an LLM role: a prompt packaged in harness/prompts (`grade.v1`,
-`grade.strict`) or a team's own file (`prompts/grade.md`: anything containing `/` or ending in
+`rewrite.v1`) or a team's own file (`prompts/grade.md`: anything containing `/` or ending in
 `.md`, relative to the run config's folder). A prompt is known by its name and the hash of its
 content; both are part of the id of every arm whose role calls an LLM with it, so a prompt change
 is an arm change people see when runs are paired."""
@@ -41,17 +41,29 @@ def packaged() -> list[str]:
     return sorted(p.name[:-3] for p in resources.files("harness.prompts").iterdir() if p.name.endswith(".md"))
 
 
-@functools.lru_cache(maxsize=None)
 def load_prompt(spec: str, base_dir: str | None = None) -> Prompt:
-    """A prompt by packaged name or by path (relative to `base_dir`); read once per process."""
+    """A prompt by packaged name or by path (relative to `base_dir`); a file is read again when it
+    changed (its modification time or size), so an edited prompt is never served from memory."""
     if is_path(spec):
         p = Path(spec)
         if not p.is_absolute() and base_dir:
             p = Path(base_dir) / p
         try:
-            return Prompt(p.stem, p.read_text(encoding="utf-8"), str(p))
+            st = p.stat()
+            return _read_file(str(p), st.st_mtime_ns, st.st_size)
         except (OSError, UnicodeDecodeError) as e:
             raise PromptError(f"prompt file {spec!r} ({p}): cannot read: {e}") from None
+    return _packaged(spec)
+
+
+@functools.lru_cache(maxsize=256)
+def _read_file(path: str, mtime_ns: int, size: int) -> Prompt:
+    p = Path(path)
+    return Prompt(p.stem, p.read_text(encoding="utf-8"), path)
+
+
+@functools.lru_cache(maxsize=None)
+def _packaged(spec: str) -> Prompt:
     f = resources.files("harness.prompts").joinpath(f"{spec}.md")
     if not f.is_file():
         raise PromptError(f"no packaged prompt {spec!r}; packaged: {', '.join(packaged())} "

@@ -190,7 +190,28 @@ def judge_run(run_dir: Path, refresh: bool = False, endpoint: EndpointConfig | N
     return asyncio.run(ajudge_run(run_dir, refresh, endpoint, concurrency, cache_folder)).path
 
 
-def judge_command(run_dir: Path, refresh: bool) -> int:
+def judge_endpoint(url: str | None, model: str | None, kind: str = "openai-compatible",
+                   config: Path | None = None) -> EndpointConfig | None:
+    """The judge endpoint given on the command line (`--endpoint URL --model M`, or `--config
+    FILE` with the fields of llm.roles.judge), overriding the run's; None: the run's own."""
+    import yaml
+    from pydantic import ValidationError
+
+    if config is not None:
+        try:
+            raw = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
+            raw = (raw.get("llm") or {}).get("roles", {}).get("judge", raw) if "llm" in raw else raw
+            return EndpointConfig.model_validate(raw)
+        except (OSError, yaml.YAMLError, ValidationError, AttributeError) as e:
+            raise ValueError(f"--config {config}: not a judge endpoint: {first_lines(e, 3)}") from None
+    if url is None and model is None:
+        return None
+    if not url or not model:
+        raise ValueError("--endpoint and --model go together")
+    return EndpointConfig(kind=kind, base_url=url, model=model)
+
+
+def judge_command(run_dir: Path, refresh: bool, endpoint: EndpointConfig | None = None) -> int:
     """`harness judge RUN_DIR [--refresh]`: 0 done (a few judge errors are rows, not failures), 2 not
     a run folder or an unusable judge configuration, 3 more than half of the judgments failed
     (the endpoint is down or broken; the rows are written all the same). Prints one summary line."""
@@ -201,7 +222,7 @@ def judge_command(run_dir: Path, refresh: bool) -> int:
         print(f"error: {run_dir}: not a run folder", file=sys.stderr)
         return 2
     try:
-        summary = asyncio.run(ajudge_run(folder.path, refresh))
+        summary = asyncio.run(ajudge_run(folder.path, refresh, endpoint))
     except (ValueError, FileNotFoundError, RuntimeError, EvalSetError) as e:
         print(f"error: {run_dir}: {first_lines(e, 3)}", file=sys.stderr)
         return 2

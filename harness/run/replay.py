@@ -17,7 +17,7 @@ import pyarrow as pa
 from harness.arms import BaseArm, expand_grid, make_arm
 from harness.arms.base import ArmResult, TurnContext
 from harness.config import RunConfig, canonical_hash
-from harness.llm.transport import ReplayMiss
+from harness.llm.transport import StopRun
 from harness.run.shard import in_shard
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
 from harness.run.folder import RunFolder
@@ -225,7 +225,7 @@ class Replay:
             async with sem:
                 try:
                     results = await job.arm.run(job.ctx)
-                except ReplayMiss:  # not a failed call: the cache does not cover this run
+                except StopRun:  # not a failed call: the cache does not cover this run, or the spend cap
                     raise
                 except Exception as e:  # a run never dies because one turn failed: the row records it
                     results = [ArmResult(error=f"{type(e).__name__}: {e}")]
@@ -247,6 +247,8 @@ class Replay:
                 await asyncio.gather(*(one(j) for j in jobs))
         finally:
             counts["http_calls"] = self.roles.http_calls()
+            if self.roles.spend is not None:
+                counts["llm_spent_usd"] = round(self.roles.spend.spent, 6)
             await self.roles.aclose()
             if self.roles.workers is not None:
                 self.roles.workers.close()
