@@ -93,10 +93,27 @@ def test_import_agrees_line_by_line_with_the_committed_set(tmp_path):
     committed = ROOT / "eval_sets/mtrag-un"
     for name in ("eval_set.yaml", "LICENSE", "SOURCE.txt"):
         assert (out / name).read_bytes() == (committed / name).read_bytes(), name
-    for name in ("corpus.jsonl", "sessions.jsonl"):
+    for name in ("corpus.jsonl", "sessions.jsonl", "sessions.test.jsonl"):
+        if not (out / name).exists():
+            continue
         lines = set((committed / name).read_text(encoding="utf-8").splitlines())
         new = (out / name).read_text(encoding="utf-8").splitlines()
         assert new and not [ln[:80] for ln in new if ln not in lines], f"{name}: a line the committed set lacks"
+
+
+def test_a_held_out_split_by_the_hash_of_the_conversation():
+    """30% of MTRAG-UN's conversations are held out by hash: the committed split is that rule's,
+    tasks of one conversation never straddle it, and both sides are large enough to report."""
+    from harness.importers.mtrag import held_out
+
+    es = load_eval_set(ROOT / "eval_sets/mtrag-un")
+    sides = {}
+    for s in es.sessions:
+        assert (es.split_of[s.session_id] == "test") == held_out(s.session_id), s.session_id
+        sides.setdefault(s.session_id.split("<::>")[0], set()).add(es.split_of[s.session_id])
+    assert all(len(v) == 1 for v in sides.values())
+    share = sum(1 for s in es.sessions if es.split_of[s.session_id] == "test") / len(es.sessions)
+    assert 0.25 <= share <= 0.40, share
 
 
 def test_a_task_whose_turn_disagrees_with_its_history_is_refused(tmp_path, raw_tasks):

@@ -3,6 +3,7 @@ unlabelled history, the last user turn is labelled with turn_index = the task's 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -70,7 +71,7 @@ def _session(task: dict, qrels: dict[str, int] | None) -> dict:
 
 INFO = {
     "name": "mtrag-un",
-    "version": "1.0",
+    "version": "1.1",
     "description": "MTRAG-UN human multi-turn RAG tasks (507 tasks from 507 conversations); one session "
     "per task, earlier turns as history, the task's turn labelled. Corpus: the pooled passages that ship "
     "with the tasks (1,504), not the full upstream corpora.",
@@ -80,12 +81,27 @@ INFO = {
     "written_here": False,
     "pooled_corpus": True,
     "notes": "No reference rewrites exist: the oracle arm is n/a on this set. Tasks without qrels are "
-    "unmeasured for IR metrics (qrels_measured: false) and stay in for answer metrics.",
+    "unmeasured for IR metrics (qrels_measured: false) and stay in for answer metrics. Split: 30% of the "
+    "conversations by the hash of their id are held out (sessions.test.jsonl); no offline rule or "
+    "threshold is tuned on them.",
     "filters": [],
 }
+
+
+HELD_OUT_PERCENT = 30  # of the conversations, by hash: sessions.test.jsonl, never tuned on
+
+
+def held_out(session_id: str) -> bool:
+    """Whether a task belongs to the held-out split: by the sha256 of its conversation id (the
+    part before `<::>`), so every task of one conversation stays on one side and the split is
+    the same on every machine and import."""
+    conversation = session_id.split("<::>")[0]
+    return int(hashlib.sha256(conversation.encode("utf-8")).hexdigest(), 16) % 100 < HELD_OUT_PERCENT
 
 
 def import_mtrag(src: Path, out: Path) -> Path:
     docs, sessions = convert(src)
     notices = [p for p in (Path(src) / "LICENSE", Path(src) / "SOURCE.txt") if p.exists()]
-    return write_eval_set(out, INFO, docs, sessions, notices=notices)
+    main = [s for s in sessions if not held_out(s["session_id"])]
+    test = [s for s in sessions if held_out(s["session_id"])]
+    return write_eval_set(out, INFO, docs, main, test_sessions=test, notices=notices)
