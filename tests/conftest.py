@@ -14,6 +14,9 @@ os.environ.setdefault("HARNESS_HOME", str(ROOT))
 os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
 os.environ["RAGAS_DO_NOT_TRACK"] = "true"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Output without a terminal is 120 columns wide (the documented default); a COLUMNS the CI machine or a
+# developer's shell exports must not rewrap what the tests read. Tests of COLUMNS set it themselves.
+os.environ["COLUMNS"] = "120"
 # New embeddings of the runs tests make go to a folder of this session: never to eval_sets/ (which
 # runs only read) nor to the working folder's .cache/embeddings, whose warm vectors would hide a cold path.
 EMBEDDINGS = Path(tempfile.mkdtemp(prefix="harness-test-embeddings-"))
