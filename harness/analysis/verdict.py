@@ -29,6 +29,9 @@ N_RESAMPLES = 5000  # bootstrap resamples of each CI
 # permutations of each randomization test: p can be as small as 1/20001, so Holm across a block of
 # up to ~1000 comparisons can still reach ALPHA (with 5000 it could not past ~250)
 N_PERMUTATIONS = 20000
+TURN_METRICS = ("recall@10", "ndcg@10")  # per turn, candidate against baseline, for the drill-down
+JUDGED = "faithfulness"
+EPS = 1e-12
 CELL = ("diff", "ci_lo", "ci_hi", "p", "p_holm", "n_turns", "n_sessions", "n_unmeasured", "mean_ref", "mean_arm")
 
 
@@ -105,6 +108,44 @@ def _metrics(base: RunData, cand: RunData, policy: Policy | None, extra: list[st
     return list(dict.fromkeys(names))
 
 
+def unmeasured(base: RunData, cand: RunData) -> dict[str, str]:
+    """Default metrics a run did not measure -> why, in words (faithfulness: no judgments)."""
+    out = {}
+    for m in VERDICT_METRICS:
+        lack = [r.name for r in (base, cand) if m not in r.metrics]
+        if lack:
+            why = (f"no judgments in {' and '.join(lack)} (`harness judge RUN`, then `harness metrics RUN`)"
+                   if m == JUDGED else f"not measured in {' and '.join(lack)}")
+            out[m] = f"{m} n/a: {why}"
+    return out
+
+
+def turn_pairs(base: RunData, cand: RunData, pairs: list) -> list[dict]:
+    """Per paired arm, session and turn: the baseline's and the candidate's value of TURN_METRICS
+    (repeats averaged, unmeasured turns left out) and whether the candidate is worse in the
+    metric's direction (the drill-down shows them and filters the turns where one is)."""
+    back = {p.baseline.arm_id: p.candidate.arm_id for p in pairs}
+    keys = ["arm_id", "session_id", "turn_index"]
+    out = []
+    for m in TURN_METRICS:
+        if m not in base.metrics or m not in cand.metrics:
+            continue
+        up = resolve(m).direction != "lower"
+
+        def mean(r: RunData, arms) -> pd.DataFrame:
+            t = r.per_turn[(r.per_turn["metric"] == m) & r.per_turn["arm_id"].isin(arms)]
+            return t.groupby(keys)["value"].mean().dropna().reset_index()
+
+        b = mean(base, back).assign(arm_id=lambda x: x["arm_id"].map(back))
+        j = mean(cand, set(back.values())).merge(b, on=keys, suffixes=("", "_base"))
+        for r in j.itertuples():
+            worse = r.value < r.value_base - EPS if up else r.value > r.value_base + EPS
+            out.append({"candidate_arm": r.arm_id, "session_id": str(r.session_id), "turn_index": int(r.turn_index),
+                        "metric": m, "baseline": float(r.value_base), "candidate": float(r.value),
+                        "worse": bool(worse)})
+    return out
+
+
 def segments(labels: pd.DataFrame) -> tuple[list[str], str | None]:
     """The turn-index segments that hold labelled turns; a note when the set has single
     questions only (t=1 is then all) or when a segment holds none."""
@@ -133,7 +174,7 @@ def _labels(table: pd.DataFrame, pairs: dict, metrics: list[str], segs: list[str
     (None where the metric does not apply to the pair)."""
     out = []
     by = {(r["label"], r["metric"], r["segment"]): r for r in table.to_dict("records")}
-    for label in dict.fromkeys(table["label"]):
+    for label in dict.fromkeys(table["label"] if "label" in table else []):
         p = pairs[label]
         rows = [{"segment": s, "cells": {m: (_cell(by[(label, m, s)]) if (label, m, s) in by else None)
                                          for m in metrics}} for s in segs]
@@ -155,12 +196,17 @@ def block(base: RunData, cand: RunData, policy: Policy | None, extra_metrics: li
         pairing = pair_runs(base, cand, specs or None)
     except PairingError as e:
         raise CompareError(str(e)) from None
-    labels = _labels(c.table, {p.label: p for p in pairing.pairs}, ms, segs)
+    na = unmeasured(base, cand)  # shown as n/a columns, with the reason
+    shown = ms + [m for m in na if m not in ms]
+    labels = _labels(c.table, {p.label: p for p in pairing.pairs}, shown, segs)
+    compared = {lab["label"] for lab in labels}
     marks = [(lab["label"], row["segment"], m, cell["mark"]) for lab in labels for row in lab["rows"]
              for m, cell in row["cells"].items() if cell and cell["mark"]]
     return {"baseline": base.name, "candidate": cand.name, "baseline_dir": str(base.path.resolve()),
             "candidate_dir": str(cand.path.resolve()),
-            "metrics": [{"name": m, "direction": resolve(m).direction, "unit": resolve(m).unit} for m in ms],
+            "metrics": [{"name": m, "direction": resolve(m).direction, "unit": resolve(m).unit, "na": na.get(m)}
+                        for m in shown],
+            "turns": turn_pairs(base, cand, [p for p in pairing.pairs if p.label in compared]),
             "segments": segs, "segment_note": seg_note, "labels": labels, "notes": c.notes, "alpha": ALPHA,
             "n_tests": int(c.table["p"].notna().sum()), "n_resamples": n_resamples,
             "n_permutations": max(n_resamples, N_PERMUTATIONS),

@@ -24,8 +24,8 @@ FILES = {"metrics": METRICS, "judgments": JUDGMENTS, **TABLES}  # the run-folder
 
 
 def run_context(run: ReportRun, plots: bool = True, index: int = 0, against=None) -> dict:
-    """One run's part of every section; `against`: its baseline run and arm pairs when it is a
-    verdict block's candidate (the drill-down marks the turns where it regressed)."""
+    """One run's part of every section; `against`: its baseline run's key and per-turn values when
+    it is a verdict block's candidate (the drill-down marks the turns where it regressed)."""
     es = run.manifest.get("eval_set") or {}
     return {
         "key": run.key, "dir": shown_path(run.dir), "eval_set": f"{es.get('name')} {es.get('version')}",

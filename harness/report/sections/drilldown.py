@@ -5,7 +5,7 @@ labels and relevant documents, with titles and text from the eval set's corpus (
 manifest names it: RunFolder.eval_set_path). Turns carry what the page's CSS-only filters select:
 arms disagree (their recall@10 or nDCG@10 differ, or their top-5 lists do), and for a candidate
 run of a verdict block, the candidate regressed (an arm's recall@10 or nDCG@10 below its paired
-baseline arm's on that turn, read from both runs' per-turn values)."""
+baseline arm's on that turn, as the verdict block's per-turn values say)."""
 from __future__ import annotations
 
 import json
@@ -21,8 +21,6 @@ PAGE_SIZE = 20  # sessions per page (a <details> each; the first open)
 TOP_HITS = 5
 CORPUS = "corpus.jsonl"  # of the eval set folder
 SCORES = ("recall@10", "ndcg@10", "faithfulness")  # shown per arm and turn, where measured
-REGRESS = ("recall@10", "ndcg@10")  # a candidate regressed on a turn when one of these is below the baseline's
-EPS = 1e-12
 
 
 def corpus_root(run: ReportRun) -> Path | None:
@@ -81,22 +79,17 @@ def disagreement(run: ReportRun, per_turn: pd.Series | None = None) -> pd.DataFr
     return score.rename("score").reset_index().sort_values(["score", "session_id"], ascending=[False, True])
 
 
-def against_baseline(run: ReportRun, base: ReportRun, pairs: dict[str, str]) -> tuple[dict, set]:
-    """For a candidate run: (candidate arm, session, turn) -> {metric: (baseline value, lower)} of
-    its paired baseline arm, and the (session, turn) keys where some arm is below the baseline."""
-    back = {b: c for c, b in pairs.items()}
+def against_baseline(turns: list[dict]) -> tuple[dict, set]:
+    """For a candidate run, from its verdict block's per-turn values (harness.analysis.verdict):
+    (candidate arm, session, turn) -> {metric: (baseline value, worse)}, and the (session, turn)
+    keys where some arm is worse than its paired baseline arm."""
     cells: dict[tuple, dict] = {}
     regressed: set = set()
-    for m in REGRESS:
-        b = base.turn_values(m)
-        b = b[b["arm_id"].isin(back)].assign(arm_id=lambda x: x["arm_id"].map(back))
-        j = run.turn_values(m).merge(b[["arm_id", "session_id", "turn_index", "value"]],
-                                     on=["arm_id", "session_id", "turn_index"], suffixes=("", "_base"))
-        for r in j.itertuples():
-            lower = r.value < r.value_base - EPS
-            cells.setdefault((r.arm_id, r.session_id, r.turn_index), {})[m] = (fmt(r.value_base), lower)
-            if lower:
-                regressed.add((r.session_id, r.turn_index))
+    for t in turns:
+        key = (t["session_id"], int(t["turn_index"]))
+        cells.setdefault((t["candidate_arm"], *key), {})[t["metric"]] = (fmt(t["baseline"]), bool(t["worse"]))
+        if t["worse"]:
+            regressed.add(key)
     return cells, regressed
 
 
@@ -109,14 +102,14 @@ class Drill:
     scores: dict  # (arm, session, turn) -> {metric: value text}
     entitlement: set  # filter fields the account sets
     disagree: set  # (session, turn) where the arms disagree
-    base: dict = field(default_factory=dict)  # (arm, session, turn) -> {metric: (baseline value, lower)}
+    base: dict = field(default_factory=dict)  # (arm, session, turn) -> {metric: (baseline value, worse)}
     regressed: set = field(default_factory=set)  # (session, turn) where the candidate regressed
 
 
 def _scores(d: Drill, arm: str, key: tuple) -> list[dict]:
     """An arm's scores on a turn, each with its paired baseline arm's value when there is one."""
     base = d.base.get((arm, *key), {})
-    return [{"metric": m, "value": v, "baseline": base.get(m, (None, False))[0], "lower": base.get(m, (None, False))[1]}
+    return [{"metric": m, "value": v, "baseline": base.get(m, (None, False))[0], "worse": base.get(m, (None, False))[1]}
             for m, v in sorted(d.scores.get((arm, *key), {}).items())]
 
 
@@ -235,11 +228,11 @@ def _pages(sessions: list[dict], size: int) -> list[dict]:
     return out
 
 
-def build(run: ReportRun, index: int = 0, against: tuple[ReportRun, dict[str, str]] | None = None,
+def build(run: ReportRun, index: int = 0, against: tuple[str, list[dict]] | None = None,
           page_size: int = PAGE_SIZE) -> dict:
     """Every session of the run, in pages, turn by turn, every arm side by side (repeat 0 of
-    multi-repeat runs). `against`: the baseline run and candidate arm -> baseline arm, when this
-    run is a verdict block's candidate; `index` keeps the page's filter ids unique."""
+    multi-repeat runs). `against`: the baseline run's key and the per-turn values of the verdict
+    block this run is the candidate of; `index` keeps the page's filter ids unique."""
     per_turn = turn_disagreement(run)
     order = disagreement(run, per_turn)
     by_key, rep0 = _by_key(run)
@@ -247,11 +240,11 @@ def build(run: ReportRun, index: int = 0, against: tuple[ReportRun, dict[str, st
     entitlement = {f.get("field") for f in run.manifest.get("filter_schema") or [] if f.get("kind") == "entitlement"}
     d = Drill(run, by_key, docs, turn_scores(run), entitlement, set(per_turn[per_turn > 0].index))
     if against is not None:
-        d.base, d.regressed = against_baseline(run, *against)
+        d.base, d.regressed = against_baseline(against[1])
     sessions = _sessions(d, order)
     return {"pages": _pages(sessions, page_size), "total": len(sessions), "page_size": page_size, "repeat": rep0,
             "n_turns": sum(len(s["turns"]) for s in sessions),
             "n_disagree": sum(s["n_disagree"] for s in sessions), "n_regressed": sum(s["n_regressed"] for s in sessions),
-            "baseline": against[0].key if against is not None else None, "fid": f"drill-{index}",
+            "baseline": against[0] if against is not None else None, "fid": f"drill-{index}",
             "arms": [{"label": run.label[a], "arm": a} for a in run.arms],
             "repeats": int(run.manifest.get("repeats") or 1), "corpus": shown_path(root) if root else None}

@@ -1,4 +1,4 @@
-"""Headline across runs: recall@10 and nDCG@10 (and faithfulness when a run was judged) over all
+"""Headline across runs: recall@10, nDCG@10 and faithfulness (n/a, said why, for a run not judged) over all
 labelled turns (segment all) per arm, one column group per run, as the runs' metrics tables hold
 them, each with a session-level bootstrap 95% CI of the arm's own per-turn values (the plots'
 bands) and the best arm of each run and metric marked in the metric's direction (oracle arms,
@@ -15,14 +15,20 @@ JUDGED = "faithfulness"
 
 
 def headline_metrics(runs: list[ReportRun]) -> list[str]:
-    judged = any(r.aggregate(a, JUDGED) is not None for r in runs for a in r.arms)
-    return list(HEADLINE_METRICS) + ([JUDGED] if judged else [])
+    """The headline's metrics: faithfulness always (n/a, said why, where a run was not judged)."""
+    return [*HEADLINE_METRICS, JUDGED]
+
+
+def judged(run: ReportRun) -> bool:
+    return any(run.aggregate(a, JUDGED) is not None for a in run.arms)
 
 
 def _cell(run: ReportRun, arm: str | None, metric: str) -> dict:
-    c = {"best": False, "ci": None, "value": None, "arm": arm}
+    c = {"best": False, "ci": None, "value": None, "arm": arm, "na": False}
     if arm is None:
         return {**c, "present": False}
+    if metric == JUDGED and not judged(run):
+        return {**c, "present": False, "na": True}
     c.update(cell(run.key, arm, metric, "all", run.aggregate(arm, metric, "all")))
     if c.get("present") and c["n"]:
         tv = run.turn_values(metric)
@@ -60,4 +66,7 @@ def build(runs: list[ReportRun]) -> dict:
         rows.append({"arm": present[0], "label": lab, "cells": cells, "ids": present,
                      "differs": len(set(present)) > 1, "oracle": bool(oracles & set(present))})
     _mark_best(rows, len(runs), metrics)
-    return {"metrics": metrics, "rows": rows}
+    unjudged = [r.key for r in runs if not judged(r)]
+    na = (f"{JUDGED} n/a for {', '.join(unjudged)}: no judgments (`harness judge RUN`, then `harness metrics RUN`)"
+          if unjudged else None)
+    return {"metrics": metrics, "rows": rows, "na": na}

@@ -13,7 +13,8 @@ from harness.report.table import TURN_SEGMENTS, bucket
 
 BUCKETS = ["1", "2", "3", "4+"]
 PLOT_METRICS = ("recall@10", "ndcg@10", "mrr@10", "faithfulness")  # faithfulness when the run was judged
-SHOWN = ("recall@", "ndcg@", "mrr@", "faithfulness")
+JUDGED = "faithfulness"
+SHOWN = ("recall@", "ndcg@", "mrr@", JUDGED)
 BOOTSTRAP_RESAMPLES = 1000
 
 
@@ -74,4 +75,6 @@ def build(run: ReportRun, plots: bool = True) -> dict:
             if series and buckets:
                 plot = P.metric_by_turn(series, buckets, m, f"{m} by turn index — {run.key} (95% session bootstrap CI)")
         tables.append({**metric_table(run, m), "plot": plot})
-    return {"tables": tables}
+    na = None if JUDGED in ir else (f"{JUDGED} n/a: this run has no judgments (`harness judge RUN`, then "
+                                    "`harness metrics RUN`), so no turn is measured")
+    return {"tables": tables, "na": na}

@@ -30,7 +30,8 @@ def _signed(v, digits: int) -> str:
 
 def _cell(metric: dict, c: dict | None, row_n: tuple | None) -> dict:
     if c is None:
-        return {"present": False, "metric": metric["name"]}
+        return {"present": False, "metric": metric["name"],
+                "why": metric.get("na") or "the metric does not apply to the pair"}
     d = DIGITS.get(metric["unit"], 3)
     n = (c["n_turns"], c["n_sessions"])
     means = "" if missing(c["mean_ref"]) else f"baseline {c['mean_ref']:.{d}f} → candidate {c['mean_arm']:.{d}f}; "
@@ -88,6 +89,7 @@ def _block(b: dict, keys: dict[str, str], policy: str | None) -> dict:
             "labels": [{**{k: lab[k] for k in ("label", "how", "baseline_arm", "candidate_arm", "changes")},
                         "rows": [_row(r, b["metrics"]) for r in lab["rows"]]} for lab in b["labels"]],
             "notes": scrub(b["notes"]), "gate": gate(b["gate"], policy),
+            "na": [m["na"] for m in b["metrics"] if m.get("na")],
             "n_resamples": b["n_resamples"], "n_permutations": b["n_permutations"]}
 
 
@@ -100,8 +102,9 @@ def build(inputs: dict | None, runs: list[ReportRun]) -> dict:
             "why_not": scrub(list(inputs["why_not"]))}
 
 
-def pairs_of(inputs: dict | None, runs: list[ReportRun]) -> dict[str, tuple[ReportRun, dict[str, str]]]:
-    """For the drill-down: candidate run key -> (its baseline run, candidate arm id -> baseline arm id)."""
+def pairs_of(inputs: dict | None, runs: list[ReportRun]) -> dict[str, tuple[str, list[dict]]]:
+    """For the drill-down: candidate run key -> (its baseline run's key, the block's per-turn
+    values of paired arms as the analysis stage computed them)."""
     if not inputs:
         return {}
     by_dir = {str(Path(r.dir).resolve()): r for r in runs}
@@ -109,5 +112,5 @@ def pairs_of(inputs: dict | None, runs: list[ReportRun]) -> dict[str, tuple[Repo
     for b in inputs["blocks"]:
         base, cand = by_dir.get(b["baseline_dir"]), by_dir.get(b["candidate_dir"])
         if base is not None and cand is not None:
-            out[cand.key] = (base, {lab["candidate_arm"]: lab["baseline_arm"] for lab in b["labels"]})
+            out[cand.key] = (base.key, b.get("turns") or [])
     return out
