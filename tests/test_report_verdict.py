@@ -234,3 +234,32 @@ def test_eight_arms_fit_1400_px_with_every_detail_open(reported, tmp_path):
     assert m, p.stderr[-2000:]
     width, tables = int(m.group(1)), int(m.group(2))
     assert tables >= 2 * 204 and width <= 1400, (width, tables)
+
+
+def test_judged_runs_show_faithfulness_per_turn_index_with_unmeasured_counts(tmp_path):
+    """Constructed runs (tests.test_compare_gate.make_run): the candidate is 0.1 worse everywhere and
+    its judge failed on 10 of 60 sessions; the block computed by the analysis stage, rendered."""
+    from harness.analysis.verdict import plan, verdicts
+    from harness.report.render import environment
+    from harness.report.sections import verdict as section_
+    from tests.test_compare_gate import ARM, make_run
+
+    base = make_run(tmp_path, "base", {ARM: {"rewrite": "offline"}})
+    cand = make_run(tmp_path, "cand", {ARM: {"rewrite": "offline"}}, shift=-0.1)
+    m = pd.read_parquet(cand / METRICS)
+    failed = (m["metric"] == "faithfulness") & m["session_id"].isin([f"s{i}" for i in range(10)])
+    m.loc[failed, "value"], m.loc[failed, "unmeasured"] = None, "error: APIConnectionError"
+    m.to_parquet(cand / METRICS)
+    v = verdicts(plan([base, cand]), n_resamples=500)
+    (b,) = v["blocks"]
+    assert b["segments"] == ["all", "turn_index=1", "turn_index=2", "turn_index>=2"]
+    assert b["segment_note"] == "no labelled turn in turn_index=3, turn_index>=4"
+    rows = {r["segment"]: r["cells"] for r in b["labels"][0]["rows"]}
+    for seg, n in (("all", 120), ("turn_index=1", 60), ("turn_index=2", 60), ("turn_index>=2", 60)):
+        f = rows[seg]["faithfulness"]
+        assert (f["n_turns"], f["n_unmeasured"], f["mark"]) == (n - n // 6, n // 6, "regression"), seg
+        assert rows[seg]["latency_total_ms"]["mark"] == ""
+    html = environment().get_template("sections/verdict.html.j2").render(verdict=section_.build(v, []))
+    assert html.count('data-metric="faithfulness" data-mark="regression"') == 4
+    assert '<span class="n unm">20 unmeasured</span>' in html and '<span class="n unm">10 unmeasured</span>' in html
+    assert "mrr@10 n/a: not measured in base and cand" in html
