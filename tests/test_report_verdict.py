@@ -263,3 +263,21 @@ def test_judged_runs_show_faithfulness_per_turn_index_with_unmeasured_counts(tmp
     assert html.count('data-metric="faithfulness" data-mark="regression"') == 4
     assert '<span class="n unm">20 unmeasured</span>' in html and '<span class="n unm">10 unmeasured</span>' in html
     assert "mrr@10 n/a: not measured in base and cand" in html
+
+
+def test_which_runs_get_a_block(reported, tmp_path):
+    """--baseline with several candidates: one block each, the baseline first; several runs without
+    --baseline: none, and the reason (other eval sets, or no baseline named)."""
+    from harness.analysis.verdict import plan
+
+    cand, _, _ = reported
+    other = tmp_path / "other"
+    shutil.copytree(cand, other, ignore=shutil.ignore_patterns("traces", "*.parquet"))
+    p = plan([cand, other, ROOT / BASELINE], baseline=ROOT / BASELINE)
+    assert p.runs == [ROOT / BASELINE, cand, other] and p.candidates == [cand, other] and not p.why_not
+    assert plan([ROOT / BASELINE, cand]).candidates == [cand]
+    assert "name the baseline with --baseline RUN" in plan([ROOT / BASELINE, cand, other]).why_not[0]
+    m = json.loads((other / MANIFEST).read_text(encoding="utf-8"))
+    m["eval_set"]["version"] = "2.0"
+    (other / MANIFEST).write_text(json.dumps(m), encoding="utf-8")
+    assert "on 2 eval sets (b2b-shop 1.0, b2b-shop 2.0)" in plan([ROOT / BASELINE, cand, other]).why_not[0]
