@@ -51,9 +51,9 @@ gate: setup  # make gate BASELINE=runs/baselines/b2b CANDIDATE=runs/X [POLICY=co
 gate-demo: setup  # a demonstration of the gate's mechanics, offline: harness serve plays a scripted model (docs/gate.md)
 	$(BIN)/python scripts/gate_demo.py
 
-report: setup  # make report RUNS="runs/X runs/Y" [NAME=review]
+report: setup  # make report RUNS="runs/X runs/Y" [BASELINE=runs/B] [POLICY=configs/gate.yaml] [NAME=review]
 	@test -n "$(RUNS)" || { echo 'make report: set RUNS= (run folders), e.g. make report RUNS="runs/baselines/b2b runs/X"'; exit 2; }
-	$(BIN)/harness report $(RUNS) -o reports/$(or $(NAME),review).html
+	$(BIN)/harness report $(RUNS) $(if $(BASELINE),--baseline $(BASELINE)) $(if $(POLICY),--policy $(POLICY)) -o reports/$(or $(NAME),review).html
 
 baseline: setup  # refresh the committed baseline of the b2b demo config
 	rm -rf runs/baselines/b2b

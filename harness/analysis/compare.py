@@ -76,12 +76,15 @@ def combined(base: RunData, cand: RunData) -> pd.DataFrame:
 
 
 def compare_pair(base: RunData, cand: RunData, pair: Pair, metric: str, segment: str, n_resamples: int = 5000,
-                 seed: int = 0, alpha: float = 0.05, pt: pd.DataFrame | None = None, direction: str | None = None) -> dict:
-    """`pt`: `combined(base, cand)`, when the caller compares the pair on several metrics."""
+                 seed: int = 0, alpha: float = 0.05, pt: pd.DataFrame | None = None, direction: str | None = None,
+                 n_permutations: int | None = None) -> dict:
+    """`pt`: `combined(base, cand)`, when the caller compares the pair on several metrics;
+    `n_permutations` of the randomization test, `n_resamples` unless given."""
     pt = combined(base, cand) if pt is None else pt
     keys = segment_keys(base.labels, segment)
     df = compare_arms(pt, metric, "A:" + pair.baseline.arm_id, ["B:" + pair.candidate.arm_id], segment_keys=keys,
-                      n_resamples=n_resamples, n_permutations=n_resamples, seed=seed, alpha=alpha, direction=direction)
+                      n_resamples=n_resamples, n_permutations=n_permutations or n_resamples, seed=seed, alpha=alpha,
+                      direction=direction)
     row = df.iloc[0].to_dict()  # one row per candidate, its smallest detectable change (mde) included
     row.update({"metric": metric, "segment": segment, "label": pair.label, "baseline_arm": pair.baseline.arm_id,
                 "candidate_arm": pair.candidate.arm_id, "changes": "; ".join(pair.changes),
@@ -108,7 +111,7 @@ def _checked(runs: list[RunData], metrics: list[str], segments: list[str], arms:
 
 
 def _rows(base: RunData, cand: RunData, pairs: list[Pair], ms: list[Metric], segments: list[str], notes: list[str],
-          n_resamples: int, seed: int) -> list[dict]:
+          n_resamples: int, seed: int, n_permutations: int | None = None) -> list[dict]:
     pt = combined(base, cand)
     rows = []
     for p in pairs:
@@ -116,7 +119,8 @@ def _rows(base: RunData, cand: RunData, pairs: list[Pair], ms: list[Metric], seg
             if not (m.applies_to(p.baseline.capabilities) and m.applies_to(p.candidate.capabilities)):
                 notes.append(f"{m.name} is n/a for {p.label} (needs {', '.join(sorted(m.needs))})")
                 continue
-            rows += [compare_pair(base, cand, p, m.name, s, n_resamples, seed, pt=pt) for s in segments]
+            rows += [compare_pair(base, cand, p, m.name, s, n_resamples, seed, pt=pt, n_permutations=n_permutations)
+                     for s in segments]
     return rows
 
 
@@ -134,7 +138,14 @@ def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arm
     """Each run against the first, arm pair by arm pair (pairing by label)."""
     if len(paths) < 2:
         raise CompareError("compare needs at least two run folders, or one with --reference LABEL")
-    runs = [load_run(p) for p in paths]
+    return compare_data([load_run(p) for p in paths], metrics, segments, arms, pairs, allow_different_evalsets,
+                        n_resamples, seed)
+
+
+def compare_data(runs: list[RunData], metrics: list[str], segments: list[str], arms: list[str] | None = None,
+                 pairs: list[str] | None = None, allow_different_evalsets: bool = False,
+                 n_resamples: int = 5000, seed: int = 0, n_permutations: int | None = None) -> Comparison:
+    """compare_runs on loaded, scored runs."""
     check_same_evalset(runs, allow_different_evalsets)
     ms = _checked(runs, metrics, segments, arms)
     rows, notes = [], []
@@ -149,7 +160,7 @@ def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arm
                                + "); name pairs with --pair BASELINE=CANDIDATE")
         if pairing.only_baseline or pairing.only_candidate:
             notes.append(f"not compared: {pairing.unpaired(base.name, cand.name)}")
-        rows += _rows(base, cand, chosen, ms, segments, notes, n_resamples, seed)
+        rows += _rows(base, cand, chosen, ms, segments, notes, n_resamples, seed, n_permutations)
     return _finish(rows, notes)
 
 

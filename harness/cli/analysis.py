@@ -109,15 +109,43 @@ def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typ
 
 
 @app.command()
-def report(runs: list[Path] = typer.Argument(..., help="run folders, side by side"),
+def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CANDIDATE, or candidates with --baseline, "
+                                                        "or any runs side by side"),
+           baseline: Optional[Path] = typer.Option(None, "--baseline", help="the baseline run: the report opens with each "
+                                                   "run given against it"),
+           policy: Optional[Path] = typer.Option(None, "--policy", help="a gate policy: its verdict heads each block"),
+           metric: list[str] = typer.Option([], "--metric", "-m", help="more metrics for the verdict block"),
+           arm: list[str] = typer.Option([], "--arm", help="only these labels (or arm ids) in the verdict block"),
+           pair: list[str] = typer.Option([], "--pair", help="BASELINE=CANDIDATE (labels or arm ids)"),
            out: Path = typer.Option(Path("reports/review.html"), "--out", "-o")):
-    """One self-contained HTML review report (plots embedded, no network at view time) from run folders."""
+    """One self-contained HTML review report (plots embedded, no network at view time) from run folders. Given
+    BASELINE CANDIDATE (or --baseline RUN and candidates) it opens with candidate − baseline per label, metric and
+    turn index (95% CI, Holm p, regressions marked), and with --policy the gate's verdict; runs on different eval
+    sets are shown side by side. Exit 0 whatever the verdict; 2 for bad input."""
+    from harness.analysis.compare import CompareError
+    from harness.analysis.policy import GateUsageError
+    from harness.analysis.verdict import plan, verdicts
+    from harness.metrics.segments import SegmentError
     from harness.report.render import render_report
 
-    for r in runs:
+    for r in [*runs, *([baseline] if baseline else [])]:
         if not RunFolder(r).is_run():
             fail(f"{r}: not a run folder")
-    path = render_report(list(runs), out)
+    if policy is not None and not policy.is_file():
+        fail(f"{policy}: no such policy file")
+    p = plan(list(runs), baseline)
+    try:
+        v = verdicts(p, policy, list(metric), list(arm) or None, list(pair) or None)
+    except (CompareError, GateUsageError, SegmentError) as e:
+        fail(str(e))
+    path = render_report(p.runs, out, verdicts=v)
+    for b in v["blocks"]:
+        gate = f"; gate: {b['gate']['verdict']}" if b["gate"] else ""
+        console.print(f"{b['candidate']} against {b['baseline']}: {len(b['regressions'])} regression(s), "
+                      f"{len(b['improvements'])} improvement(s) (Holm p < {b['alpha']}){gate}", highlight=False,
+                      markup=False)
+    for why in v["why_not"]:
+        console.print(f"no verdict block: {why}", highlight=False, markup=False)
     console.print(f"report: {path}", highlight=False)
 
 

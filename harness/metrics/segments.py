@@ -15,6 +15,8 @@ _IN = re.compile(r"^\s*([A-Za-z_][\w.]*)\s+in\s+\[(.*)\]\s*$")
 _CMP = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(>=|<=|=)\s*(.+?)\s*$")
 
 FIELDS = ("turn_index", "query_type", "language", "domain", "answerability", "multi_turn_type", "split")
+# the turn-index segments every table by turn index shows (terminal, report, the report's verdict block)
+TURN_SEGMENTS = ("all", "turn_index=1", "turn_index=2", "turn_index=3", "turn_index>=4", "turn_index>=2")
 
 
 class SegmentError(ValueError):

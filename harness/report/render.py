@@ -1,6 +1,8 @@
 """The HTML review report of one or more run folders: one self-contained file (plots as base64
-PNG, no script, no external URL). Loads the runs (harness.report.load), asks each section
-(harness.report.sections) for its plain data, and renders templates/report.html.j2 and its
+PNG, no script, no external URL, no absolute path of the machine that built it). It opens with
+the verdict blocks (candidate − baseline, computed by the analysis stage and handed in), then the
+headline, warnings, metrics and plots, the drill-down, and the manifests last. Loads the runs
+(harness.report.load), asks each section (harness.report.sections) for its plain data, and renders templates/report.html.j2 and its
 partials templates/sections/*.html.j2 with jinja2, autoescape on, so every text from eval sets,
 corpora, traces and models is escaped. Reads run folders only; never writes into them, and
 computes no metric: what a folder lacks is a warning."""
@@ -11,20 +13,22 @@ from pathlib import Path
 
 from harness import env as _env  # noqa: F401  (offline-safe environment first)
 from harness.metrics.families.answers import SHOULD_ABSTAIN
+from harness.report.format import shown_path
 from harness.report.load import ReportRun, load_runs
 from harness.report.sections import (abstention, agreement, comparisons, drilldown, guards, headline, manifests,
-                                     metrics, rounds, tradeoff, warnings)
+                                     metrics, rounds, tradeoff, verdict, warnings)
 from harness.run.folder import JUDGMENTS, METRICS, TABLES
 
 TEMPLATES = Path(__file__).with_name("templates")
 FILES = {"metrics": METRICS, "judgments": JUDGMENTS, **TABLES}  # the run-folder files the text names
 
 
-def run_context(run: ReportRun, plots: bool = True) -> dict:
-    """One run's part of every section."""
+def run_context(run: ReportRun, plots: bool = True, index: int = 0, against=None) -> dict:
+    """One run's part of every section; `against`: its baseline run's key and per-turn values when
+    it is a verdict block's candidate (the drill-down marks the turns where it regressed)."""
     es = run.manifest.get("eval_set") or {}
     return {
-        "key": run.key, "dir": str(run.dir), "eval_set": f"{es.get('name')} {es.get('version')}",
+        "key": run.key, "dir": shown_path(run.dir), "eval_set": f"{es.get('name')} {es.get('version')}",
         "n_sessions": int(run.labels["session_id"].nunique()), "n_turns": int(len(run.labels)),
         "metrics": metrics.build(run, plots),
         "tradeoff": tradeoff.build(run, plots),
@@ -32,15 +36,18 @@ def run_context(run: ReportRun, plots: bool = True) -> dict:
         "guards": guards.build(run),
         "abstention": abstention.build(run),
         "comparisons": comparisons.build(run),
-        "drill": drilldown.build(run),
+        "drill": drilldown.build(run, index, against),
         "warnings": warnings.build(run),
         "agreement": agreement.build(run),
     }
 
 
-def build_context(run_dirs: list[Path], plots: bool = True) -> dict:
+def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | None = None) -> dict:
+    """`verdicts`: the verdict blocks the analysis stage computed for these runs
+    (harness.analysis.verdict.verdicts), or None (the report then says how to get them)."""
     runs = load_runs([Path(d) for d in run_dirs])
     keys = [r.key for r in runs]
+    against = verdict.pairs_of(verdicts, runs)
     return {
         "title": "Review report: " + ", ".join(keys),
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -48,9 +55,10 @@ def build_context(run_dirs: list[Path], plots: bool = True) -> dict:
         "files": FILES,
         "top_hits": drilldown.TOP_HITS,
         "abstention_should": sorted(SHOULD_ABSTAIN),
+        "verdict": verdict.build(verdicts, runs),
         "manifests": manifests.build(runs),
         "headline": headline.build(runs),
-        "runs": [run_context(r, plots) for r in runs],
+        "runs": [run_context(r, plots, i, against.get(r.key)) for i, r in enumerate(runs)],
     }
 
 
@@ -65,9 +73,10 @@ def render_html(context: dict) -> str:
     return environment().get_template("report.html.j2").render(**context)
 
 
-def render_report(run_dirs: list[Path], out: Path) -> Path:
-    """Write one self-contained HTML report of the run folders to `out`; returns `out`."""
-    html = render_html(build_context(run_dirs))
+def render_report(run_dirs: list[Path], out: Path, verdicts: dict | None = None) -> Path:
+    """Write one self-contained HTML report of the run folders to `out`; returns `out`.
+    `verdicts`: see build_context."""
+    html = render_html(build_context(run_dirs, verdicts=verdicts))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

@@ -8,13 +8,27 @@ import math
 import pandas as pd
 from rich.table import Table
 
-TURN_SEGMENTS = ["all", "turn_index=1", "turn_index=2", "turn_index=3", "turn_index>=4", "turn_index>=2"]
+from harness.metrics.segments import TURN_SEGMENTS  # noqa: F401  (re-exported for the report and the terminal)
 
 
 def bucket(turn_index) -> str:
     """The turn bucket of a turn index: "1", "2", "3" or "4+"."""
     t = int(turn_index)
     return "4+" if t >= 4 else str(t)
+
+
+def coinciding_text(co: pd.DataFrame | None, labels: dict[str, str]) -> list[str]:
+    """Arms whose top-10 lists are identical on every measured turn, one plain sentence per group
+    with the reasons the traces record (the terminal and the HTML report say it so)."""
+    if co is None or co.empty:
+        return []
+    out = []
+    for r in co.to_dict("records"):
+        same = list(r["same_as"])
+        names = " = ".join(labels.get(a, a) for a in [*same, r["arm_id"]])
+        why = "; ".join(f"{labels.get(a, a)}: {w}" for a, w in zip(same, r["reasons"]) if w)
+        out.append(f"{names} on all {r['n_turns']} turns (identical top 10)" + (f": {why}" if why else ""))
+    return out
 
 
 def _fmt(v) -> str:

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness.report.table import TURN_SEGMENTS, bucket
+from harness.report.table import TURN_SEGMENTS, bucket, coinciding_text
 
 DEFAULT_WIDTH = 120
 
@@ -114,16 +114,7 @@ def rounds(per_turn, labels_df, labels: dict[str, str], run: str) -> Table | Non
 
 def coinciding(co, labels: dict[str, str]) -> list[str]:
     """Arms whose top-10 lists are identical on every measured turn, said once per group."""
-    if co is None or co.empty:
-        return []
-    out = []
-    for r in co.to_dict("records"):
-        same = list(r["same_as"])
-        names = escape(" = ".join(labels.get(a, a) for a in [*same, r["arm_id"]]))
-        why = escape("; ".join(f"{labels.get(a, a)}: {w}" for a, w in zip(same, r["reasons"]) if w))
-        out.append(f"[yellow]note:[/yellow] {names} on all {r['n_turns']} turns (identical top 10)"
-                   + (f": {why}" if why else ""))
-    return out
+    return [f"[yellow]note:[/yellow] {escape(line)}" for line in coinciding_text(co, labels)]
 
 
 def notes(res, manifest: dict, labels: dict[str, str], judged: bool) -> list[str]:

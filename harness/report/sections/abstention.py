@@ -1,4 +1,4 @@
-"""6. Abstention by answerability: per arm, turns, abstentions, precision and recall, and per
+"""Abstention by answerability: per arm, turns, abstentions, precision and recall, and per
 answerability label the share abstained (k of n), as the abstention table of the scoring step
 holds them (harness.metrics.families.answers.abstention_table)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""7. Paired comparisons: the rows of the comparisons table the scoring step wrote (arm against the
+"""Paired comparisons: the rows of the comparisons table the scoring step wrote (arm against the
 run's reference arm per metric and segment), formatted; significant rows classed better/worse."""
 from __future__ import annotations
 

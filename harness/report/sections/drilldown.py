@@ -1,20 +1,26 @@
-"""8. Per-session drill-down, the counterfactual view: sessions where the arms disagree most first
-(ties by id), turn by turn, every arm side by side (its rounds' queries and verdicts, filters, top
-hits, answer, scores) beside the turn's labels and relevant documents, with titles and text from
-the eval set's corpus (the run folder's manifest names it: RunFolder.eval_set_path)."""
+"""Per-session drill-down, the counterfactual view: every session (in pages, each session
+collapsed), sessions where the arms disagree most first (ties by id), turn by turn, every arm side
+by side (its rounds' queries and verdicts, filters, top hits, answer, scores) beside the turn's
+labels and relevant documents, with titles and text from the eval set's corpus (the run folder's
+manifest names it: RunFolder.eval_set_path). Turns carry what the page's CSS-only filters select:
+arms disagree (their recall@10 or nDCG@10 differ, or their top-5 lists do), and for a candidate
+run of a verdict block, the candidate regressed (an arm's recall@10 or nDCG@10 below its paired
+baseline arm's on that turn, as the verdict block's per-turn values say)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from harness.report.format import as_list, filter_text, fmt, loads, missing, text
+from harness.report.format import as_list, filter_text, fmt, loads, missing, shown_path, text
 from harness.report.load import ReportRun
 
-DRILL_CAP = 30
+PAGE_SIZE = 20  # sessions per page (a <details> each; the first open)
 TOP_HITS = 5
 CORPUS = "corpus.jsonl"  # of the eval set folder
+SCORES = ("recall@10", "ndcg@10", "faithfulness")  # shown per arm and turn, where measured
 
 
 def corpus_root(run: ReportRun) -> Path | None:
@@ -44,41 +50,84 @@ def corpus_docs(root: Path | None, doc_ids: set[str], snippet: int = 240) -> dic
     return out
 
 
-def disagreement(run: ReportRun) -> pd.DataFrame:
-    """Per session: how much the arms disagree (sum over turns of the spread of recall@10 across
-    arms, plus half that of ndcg@10, plus distinct top-5 lists beyond the first / 10)."""
-    score = pd.Series(0.0, index=pd.Index(sorted(set(run.labels["session_id"])), name="session_id"))
+def turn_disagreement(run: ReportRun) -> pd.Series:
+    """Per (session_id, turn_index): how much the arms disagree (spread of recall@10 across arms,
+    plus half that of ndcg@10, plus distinct top-5 lists beyond the first / 10); 0 where they agree."""
+    parts = []
     for m, w in (("recall@10", 1.0), ("ndcg@10", 0.5)):
         tv = run.turn_values(m)
-        if tv.empty:
-            continue
-        spread = tv.groupby(["session_id", "turn_index"])["value"].agg(lambda v: v.max() - v.min())
-        score = score.add(w * spread.groupby(level="session_id").sum(), fill_value=0.0)
+        if not tv.empty:
+            g = tv.groupby(["session_id", "turn_index"])["value"]
+            parts.append(w * (g.max() - g.min()))
     tr = run.traces
     if not tr.empty:
         fin = tr[tr["is_final"] & (tr["repeat"] == tr["repeat"].min())]
         top = fin.assign(top=fin["ranking"].map(lambda r: tuple(as_list(r)[:TOP_HITS])))
-        distinct = top.groupby(["session_id", "turn_index"])["top"].nunique() - 1
-        score = score.add(0.1 * distinct.groupby(level="session_id").sum(), fill_value=0.0)
-    score = score.round(6)  # ties by session id, not by float noise
+        parts.append(0.1 * (top.groupby(["session_id", "turn_index"])["top"].nunique() - 1))
+    if not parts:
+        return pd.Series(dtype=float)
+    return pd.concat(parts, axis=1).fillna(0.0).sum(axis=1).round(6)  # ties by session id, not by float noise
+
+
+def disagreement(run: ReportRun, per_turn: pd.Series | None = None) -> pd.DataFrame:
+    """Per session: the sum of its turns' disagreement, most first, ties by session id."""
+    per_turn = turn_disagreement(run) if per_turn is None else per_turn
+    score = pd.Series(0.0, index=pd.Index(sorted(set(run.labels["session_id"])), name="session_id"))
+    if len(per_turn):
+        score = score.add(per_turn.groupby(level=0).sum(), fill_value=0.0).round(6)
+    score.index.name = "session_id"
     return score.rename("score").reset_index().sort_values(["score", "session_id"], ascending=[False, True])
 
 
-def _arm_cell(run: ReportRun, arm: str, rows: list[dict] | None, relevant: dict[str, int], docs: dict,
-              scores: dict, entitlement: set[str]) -> dict:
+def against_baseline(turns: list[dict]) -> tuple[dict, set]:
+    """For a candidate run, from its verdict block's per-turn values (harness.analysis.verdict):
+    (candidate arm, session, turn) -> {metric: (baseline value, worse)}, and the (session, turn)
+    keys where some arm is worse than its paired baseline arm."""
+    cells: dict[tuple, dict] = {}
+    regressed: set = set()
+    for t in turns:
+        key = (t["session_id"], int(t["turn_index"]))
+        cells.setdefault((t["candidate_arm"], *key), {})[t["metric"]] = (fmt(t["baseline"]), bool(t["worse"]))
+        if t["worse"]:
+            regressed.add(key)
+    return cells, regressed
+
+
+@dataclass
+class Drill:
+    """What the turns of one run's drill-down are built from."""
+    run: ReportRun
+    by_key: dict  # (arm, session, turn) -> its trace rows, by round
+    docs: dict  # doc_id -> title, snippet
+    scores: dict  # (arm, session, turn) -> {metric: value text}
+    entitlement: set  # filter fields the account sets
+    disagree: set  # (session, turn) where the arms disagree
+    base: dict = field(default_factory=dict)  # (arm, session, turn) -> {metric: (baseline value, worse)}
+    regressed: set = field(default_factory=set)  # (session, turn) where the candidate regressed
+
+
+def _scores(d: Drill, arm: str, key: tuple) -> list[dict]:
+    """An arm's scores on a turn, each with its paired baseline arm's value when there is one."""
+    base = d.base.get((arm, *key), {})
+    return [{"metric": m, "value": v, "baseline": base.get(m, (None, False))[0], "worse": base.get(m, (None, False))[1]}
+            for m, v in sorted(d.scores.get((arm, *key), {}).items())]
+
+
+def _arm_cell(d: Drill, arm: str, key: tuple, relevant: dict[str, int]) -> dict:
     """One arm on one turn: its rounds (trace rows, sorted by round), final hits, answer, scores."""
+    rows = d.by_key.get((arm, *key))
     if not rows:
-        return {"label": run.label[arm], "arm": arm, "missing": True}
+        return {"label": d.run.label[arm], "arm": arm, "missing": True}
     final = rows[-1]
     rounds = [{"round": int(r["round"]), "queries": [str(q) for q in as_list(r["issued_queries"])],
                "verdict": text(r["verdict"]),
                "verdict_reason": text(r["verdict_reason"])} for r in rows]
-    hits = [{"doc_id": str(d), "relevant": d in relevant,
-             "title": (docs.get(d) or {}).get("title", "")} for d in as_list(final["ranking"])[:TOP_HITS]]
+    hits = [{"doc_id": str(x), "relevant": x in relevant,
+             "title": (d.docs.get(x) or {}).get("title", "")} for x in as_list(final["ranking"])[:TOP_HITS]]
     clarify = loads(final["clarify"], None)
     return {
-        "label": run.label[arm], "arm": arm, "missing": False, "rounds": rounds, "multi_round": len(rounds) > 1,
-        "filters": [{"text": filter_text(f), "account": f.get("field") in entitlement}
+        "label": d.run.label[arm], "arm": arm, "missing": False, "rounds": rounds, "multi_round": len(rounds) > 1,
+        "filters": [{"text": filter_text(f), "account": f.get("field") in d.entitlement}
                     for f in loads(final["applied_filters"], []) if isinstance(f, dict)],
         "filters_removed": [str(x) for x in as_list(final["filters_removed"])],
         "violations": [str(x) for x in as_list(final["filter_violations"])],
@@ -88,73 +137,114 @@ def _arm_cell(run: ReportRun, arm: str, rows: list[dict] | None, relevant: dict[
         "clarify": json.dumps(clarify, ensure_ascii=False) if clarify else None,
         "hits": hits,
         "answer": text(final["answer"]), "abstained": None if missing(final["abstained"]) else bool(final["abstained"]),
-        "scores": scores,
+        "scores": _scores(d, arm, key),
     }
 
 
-def _turn(run: ReportRun, lab: dict, by_key: dict, docs: dict, turn_scores: dict, entitlement: set[str]) -> dict:
+def _account_filters(arms: list[dict]) -> list[str]:
+    """The account's filters when every arm applied the same ones (said once for the turn, and
+    left out of the arms' cells); [] otherwise."""
+    present = [a for a in arms if not a["missing"]]
+    sets = {tuple(f["text"] for f in a["filters"] if f["account"]) for a in present}
+    if len(sets) != 1 or not next(iter(sets)):
+        return []
+    for a in present:
+        a["filters"] = [f for f in a["filters"] if not f["account"]]
+    return list(next(iter(sets)))
+
+
+def _turn(d: Drill, lab: dict) -> dict:
     """One labelled turn of a session: its labels, relevant documents and every arm's cell."""
-    sid, tix = lab["session_id"], int(lab["turn_index"])
-    qrels = {str(d): int(g) for d, g in loads(lab["qrels"], {}).items()}
-    relevant = {d: g for d, g in qrels.items() if g >= 1}
-    arms = [_arm_cell(run, a, by_key.get((a, sid, tix)), relevant, docs,
-                      turn_scores.get((a, sid, tix), {}), entitlement) for a in run.arms]
-    found = {d: [c["label"] for c in arms if not c["missing"] and d in {h["doc_id"] for h in c["hits"]}]
-             for d in relevant}
+    key = (lab["session_id"], int(lab["turn_index"]))
+    qrels = {str(x): int(g) for x, g in loads(lab["qrels"], {}).items()}
+    relevant = {x: g for x, g in qrels.items() if g >= 1}
+    arms = [_arm_cell(d, a, key, relevant) for a in d.run.arms]
+    found = {x: [c["label"] for c in arms if not c["missing"] and x in {h["doc_id"] for h in c["hits"]}]
+             for x in relevant}
     return {
-        "turn_index": tix, "user": text(lab["user"]) or "", "query_type": text(lab.get("query_type")),
+        "turn_index": key[1], "user": text(lab["user"]) or "", "query_type": text(lab.get("query_type")),
         "language": text(lab.get("language")), "answerability": text(lab.get("answerability")),
         "reference_rewrite": text(lab.get("reference_rewrite")),
         "identifiers": [str(i) for i in as_list(lab.get("identifiers"))],
         "expected_filters": [filter_text(f) for f in loads(lab.get("expected_filters"), []) if isinstance(f, dict)],
         "qrels_measured": bool(lab.get("qrels_measured", True)),
-        "relevant": [{"doc_id": d, "grade": g, "title": (docs.get(d) or {}).get("title", ""),
-                      "snippet": (docs.get(d) or {}).get("snippet", ""), "found_by": found[d]}
-                     for d, g in sorted(relevant.items(), key=lambda x: (-x[1], x[0]))],
-        "arms": arms,
+        "relevant": [{"doc_id": x, "grade": g, "title": (d.docs.get(x) or {}).get("title", ""),
+                      "snippet": (d.docs.get(x) or {}).get("snippet", ""), "found_by": found[x]}
+                     for x, g in sorted(relevant.items(), key=lambda x: (-x[1], x[0]))],
+        "account_filters": _account_filters(arms), "arms": arms,
+        "disagree": key in d.disagree, "regressed": key in d.regressed,
     }
 
 
-def _scores(run: ReportRun, chosen_ids: set) -> dict[tuple, dict]:
-    """(arm, session, turn) -> {recall@10, ndcg@10} as shown (repeats averaged)."""
-    turn_scores: dict[tuple, dict] = {}
-    for m in ("recall@10", "ndcg@10"):
-        tv = run.turn_values(m)
-        tv = tv[tv["session_id"].isin(chosen_ids)]
-        for r in tv.itertuples():
-            turn_scores.setdefault((r.arm_id, r.session_id, r.turn_index), {})[m] = fmt(r.value)
-    return turn_scores
+def turn_scores(run: ReportRun) -> dict[tuple, dict]:
+    """(arm, session, turn) -> {metric: value text} of SCORES as shown (repeats averaged)."""
+    out: dict[tuple, dict] = {}
+    for m in SCORES:
+        for r in run.turn_values(m).itertuples():
+            out.setdefault((r.arm_id, r.session_id, r.turn_index), {})[m] = fmt(r.value)
+    return out
 
 
-def build(run: ReportRun, cap: int = DRILL_CAP) -> dict:
-    """The sessions where the arms disagree most (up to `cap`), turn by turn, every arm side by
-    side (repeat 0 of multi-repeat runs)."""
-    order = disagreement(run)
-    chosen = order.head(cap)
+def _by_key(run: ReportRun) -> tuple[dict, int]:
+    """The trace rows of the first repeat by (arm, session, turn), rounds in order."""
     tr = run.traces
     rep0 = int(tr["repeat"].min()) if not tr.empty else 0
-    chosen_ids = set(chosen["session_id"])
-    tr = tr[(tr["repeat"] == rep0) & tr["session_id"].isin(chosen_ids)]
     by_key: dict[tuple, list[dict]] = {}
-    for r in tr.sort_values("round").to_dict("records"):
+    for r in tr[tr["repeat"] == rep0].sort_values("round").to_dict("records"):
         by_key.setdefault((r["arm_id"], r["session_id"], int(r["turn_index"])), []).append(r)
-    labs = run.labels[run.labels["session_id"].isin(chosen_ids)]
-    turn_scores = _scores(run, chosen_ids)
+    return by_key, rep0
+
+
+def _docs(run: ReportRun, by_key: dict) -> tuple[dict, Path | None]:
     needed = set()
-    for r in labs.itertuples():
+    for r in run.labels.itertuples():
         needed |= set(loads(r.qrels, {}))
     for rows in by_key.values():
         for r in rows:
-            needed |= {str(d) for d in as_list(r["ranking"])[:TOP_HITS]}
-    es_root = corpus_root(run)
-    docs = corpus_docs(es_root, needed)
-    entitlement = {f.get("field") for f in run.manifest.get("filter_schema") or [] if f.get("kind") == "entitlement"}
-    sessions = []
-    for s in chosen.itertuples():
-        turns = [_turn(run, lab, by_key, docs, turn_scores, entitlement)
-                 for lab in labs[labs["session_id"] == s.session_id].sort_values("turn_index").to_dict("records")]
+            needed |= {str(x) for x in as_list(r["ranking"])[:TOP_HITS]}
+    root = corpus_root(run)
+    return corpus_docs(root, needed), root
+
+
+def _sessions(d: Drill, order: pd.DataFrame) -> list[dict]:
+    labs = d.run.labels.sort_values(["session_id", "turn_index"])
+    by_session = {sid: g.to_dict("records") for sid, g in labs.groupby("session_id", sort=False)}
+    out = []
+    for s in order.itertuples():
+        turns = [_turn(d, lab) for lab in by_session.get(s.session_id, [])]
         first = turns[0]["user"] if turns else ""
-        sessions.append({"session_id": s.session_id, "score": f"{s.score:.2f}", "turns": turns,
-                         "preview": first[:90] + ("…" if len(first) > 90 else "")})
-    return {"sessions": sessions, "total": int(len(order)), "cap": cap, "repeat": rep0,
-            "repeats": int(run.manifest.get("repeats") or 1), "corpus": str(es_root) if es_root else None}
+        out.append({"session_id": s.session_id, "score": f"{s.score:.2f}", "turns": turns,
+                    "n_disagree": sum(t["disagree"] for t in turns), "n_regressed": sum(t["regressed"] for t in turns),
+                    "preview": first[:90] + ("…" if len(first) > 90 else "")})
+    return out
+
+
+def _pages(sessions: list[dict], size: int) -> list[dict]:
+    out = []
+    for i in range(0, len(sessions), size):
+        part = sessions[i:i + size]
+        out.append({"first": i + 1, "last": i + len(part), "sessions": part,
+                    "n_disagree": sum(s["n_disagree"] for s in part), "n_regressed": sum(s["n_regressed"] for s in part)})
+    return out
+
+
+def build(run: ReportRun, index: int = 0, against: tuple[str, list[dict]] | None = None,
+          page_size: int = PAGE_SIZE) -> dict:
+    """Every session of the run, in pages, turn by turn, every arm side by side (repeat 0 of
+    multi-repeat runs). `against`: the baseline run's key and the per-turn values of the verdict
+    block this run is the candidate of; `index` keeps the page's filter ids unique."""
+    per_turn = turn_disagreement(run)
+    order = disagreement(run, per_turn)
+    by_key, rep0 = _by_key(run)
+    docs, root = _docs(run, by_key)
+    entitlement = {f.get("field") for f in run.manifest.get("filter_schema") or [] if f.get("kind") == "entitlement"}
+    d = Drill(run, by_key, docs, turn_scores(run), entitlement, set(per_turn[per_turn > 0].index))
+    if against is not None:
+        d.base, d.regressed = against_baseline(against[1])
+    sessions = _sessions(d, order)
+    return {"pages": _pages(sessions, page_size), "total": len(sessions), "page_size": page_size, "repeat": rep0,
+            "n_turns": sum(len(s["turns"]) for s in sessions),
+            "n_disagree": sum(s["n_disagree"] for s in sessions), "n_regressed": sum(s["n_regressed"] for s in sessions),
+            "baseline": against[0] if against is not None else None, "fid": f"drill-{index}",
+            "arms": [{"label": run.label[a], "arm": a} for a in run.arms],
+            "repeats": int(run.manifest.get("repeats") or 1), "corpus": shown_path(root) if root else None}

@@ -1,4 +1,4 @@
-"""5. Identifiers and filters: the guard metrics' aggregates (segment all) per arm and, from the
+"""Identifiers and filters: the guard metrics' aggregates (segment all) per arm and, from the
 filter-field table scoring wrote, precision / recall per filter field (applied / expected)."""
 from __future__ import annotations
 

@@ -1,22 +1,72 @@
-"""Headline across runs: recall@10 and nDCG@10 over all labelled turns (segment all) per arm, one
-column group per run, as the runs' metrics tables hold them."""
+"""Headline across runs: recall@10, nDCG@10 and faithfulness (n/a, said why, for a run not judged) over all
+labelled turns (segment all) per arm, one column group per run, as the runs' metrics tables hold
+them, each with a session-level bootstrap 95% CI of the arm's own per-turn values (the plots'
+bands) and the best arm of each run and metric marked in the metric's direction (oracle arms,
+an upper bound, are not ranked)."""
 from __future__ import annotations
 
-from harness.report.format import cell
+from harness.metrics.registry import direction_of
+from harness.report.format import cell, fmt
 from harness.report.load import ReportRun
+from harness.report.sections.metrics import ci_point
 
 HEADLINE_METRICS = ("recall@10", "ndcg@10")
+JUDGED = "faithfulness"
+
+
+def headline_metrics(runs: list[ReportRun]) -> list[str]:
+    """The headline's metrics: faithfulness always (n/a, said why, where a run was not judged)."""
+    return [*HEADLINE_METRICS, JUDGED]
+
+
+def judged(run: ReportRun) -> bool:
+    return any(run.aggregate(a, JUDGED) is not None for a in run.arms)
+
+
+def _cell(run: ReportRun, arm: str | None, metric: str) -> dict:
+    c = {"best": False, "ci": None, "value": None, "arm": arm, "na": False}
+    if arm is None:
+        return {**c, "present": False}
+    if metric == JUDGED and not judged(run):
+        return {**c, "present": False, "na": True}
+    c.update(cell(run.key, arm, metric, "all", run.aggregate(arm, metric, "all")))
+    if c.get("present") and c["n"]:
+        tv = run.turn_values(metric)
+        pt = ci_point(tv[tv["arm_id"] == arm], "all")
+        c.update(ci=f"[{fmt(pt['lo'])}, {fmt(pt['hi'])}]" if pt["n"] else None, value=pt["mean"] if pt["n"] else None)
+    return c
+
+
+def _mark_best(rows: list[dict], n_runs: int, metrics: list[str]) -> None:
+    """Set `best` on the cell of the best arm per run and metric (ties all marked)."""
+    for i in range(n_runs * len(metrics)):
+        d = direction_of(metrics[i % len(metrics)])
+        if d == "none":
+            continue
+        sign = -1.0 if d == "lower" else 1.0
+        vals = [(sign * r["cells"][i]["value"], r) for r in rows
+                if not r["oracle"] and r["cells"][i].get("value") is not None]
+        if vals:
+            top = max(v for v, _ in vals)
+            for v, r in vals:
+                r["cells"][i]["best"] = abs(v - top) < 1e-12
 
 
 def build(runs: list[ReportRun]) -> dict:
-    arms = list(dict.fromkeys(a for r in runs for a in r.arms))
+    """Rows by label (runs pair arms by label: one row is one arm as people read it, whatever its
+    id in each run); `differs` when the label's arm id is not the same in every run having it."""
+    metrics = headline_metrics(runs)
+    labels = list(dict.fromkeys(r.label[a] for r in runs for a in r.arms))
+    oracles = {a.arm_id for r in runs for a in r.data.arms if "oracle" in a.capabilities}
     rows = []
-    for a in arms:
-        cells = [cell(r.key, a, m, "all", r.aggregate(a, m, "all")) for r in runs for m in HEADLINE_METRICS]
-        rows.append({"arm": a, "label": next((r.label[a] for r in runs if a in r.label), a), "cells": cells})
-    seen: dict[str, int] = {}
-    for row in rows:
-        seen[row["label"]] = seen.get(row["label"], 0) + 1
-    for row in rows:  # the same label for different arm ids (e.g. other defaults): show the id
-        row["show_id"] = seen[row["label"]] > 1
-    return {"metrics": list(HEADLINE_METRICS), "rows": rows}
+    for lab in labels:
+        ids = [next((a for a in r.arms if r.label[a] == lab), None) for r in runs]
+        cells = [_cell(r, a, m) for r, a in zip(runs, ids) for m in metrics]
+        present = [a for a in ids if a is not None]
+        rows.append({"arm": present[0], "label": lab, "cells": cells, "ids": present,
+                     "differs": len(set(present)) > 1, "oracle": bool(oracles & set(present))})
+    _mark_best(rows, len(runs), metrics)
+    unjudged = [r.key for r in runs if not judged(r)]
+    na = (f"{JUDGED} n/a for {', '.join(unjudged)}: no judgments (`harness judge RUN`, then `harness metrics RUN`)"
+          if unjudged else None)
+    return {"metrics": metrics, "rows": rows, "na": na}

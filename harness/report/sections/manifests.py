@@ -1,10 +1,12 @@
-"""1. Run manifests side by side: what defines each run (run, eval set, git, retrieval, models and
-prompts per role, arms, versions, counts), rows that differ between runs highlighted; per run its
-arms with their labels and backends, and its config."""
+"""Run manifests side by side (the report's last section): what defines each run (run, eval set,
+git, retrieval, models and prompts per role, arms, versions, counts), rows that differ between
+runs highlighted; per run its arms with their labels and backends, and its config. Paths are
+shown relative to the working folder (format.scrub), never as absolute paths of the machine."""
 from __future__ import annotations
 
 import json
 
+from harness.report.format import scrub
 from harness.report.load import ReportRun
 
 
@@ -114,10 +116,10 @@ def run_details(run: ReportRun) -> dict:
                       "backends": json.dumps(next((x.get("backends") for x in run.manifest.get("arms", [])
                                                   if x["arm_id"] == a), {}) or {}, sort_keys=True)}
                      for a in run.arms],
-            "config": json.dumps(run.manifest.get("config"), indent=2, sort_keys=True, ensure_ascii=False,
+            "config": json.dumps(scrub(run.manifest.get("config")), indent=2, sort_keys=True, ensure_ascii=False,
                                  default=str)}
 
 
 def build(runs: list[ReportRun]) -> dict:
-    rows = manifest_rows([r.manifest for r in runs])
+    rows = manifest_rows([scrub(r.manifest) for r in runs])
     return {"groups": group_rows(rows), "differing": differing(rows), "runs": [run_details(r) for r in runs]}

@@ -1,6 +1,6 @@
-"""2. Metrics by turn index: per IR metric of the run, the exact aggregates of its metrics table
-(turn-index segments as columns, every other segment in a details table) and, for the main
-metrics, a plot of the mean per turn bucket with a session-level bootstrap 95% CI
+"""Metrics by turn index: per IR metric of the run (and faithfulness when judged), the exact
+aggregates of its metrics table (turn-index segments as columns, every other segment in a details
+table) and, for the main metrics, a plot of the mean per turn bucket with a session-level bootstrap 95% CI
 (harness.analysis.stats)."""
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from harness.report.load import ReportRun
 from harness.report.table import TURN_SEGMENTS, bucket
 
 BUCKETS = ["1", "2", "3", "4+"]
-PLOT_METRICS = ("recall@10", "ndcg@10", "mrr@10")
+PLOT_METRICS = ("recall@10", "ndcg@10", "mrr@10", "faithfulness")  # faithfulness when the run was judged
+JUDGED = "faithfulness"
+SHOWN = ("recall@", "ndcg@", "mrr@", JUDGED)
 BOOTSTRAP_RESAMPLES = 1000
 
 
@@ -31,7 +33,9 @@ def metric_table(run: ReportRun, metric: str) -> dict:
             "arms": [{"arm": a, "label": run.label[a]} for a in arms]}
 
 
-def _point(gb: pd.DataFrame, b: str, n_resamples: int) -> dict:
+def ci_point(gb: pd.DataFrame, b: str, n_resamples: int = BOOTSTRAP_RESAMPLES) -> dict:
+    """The mean of one arm's per-turn values (session_id, turn_index, value) with a session-level
+    bootstrap 95% CI (no pairing: one arm's spread, for bands and the headline)."""
     if gb.empty:
         return {"bucket": b, "mean": None, "lo": None, "hi": None, "n": 0}
     frame = pd.DataFrame({"session_id": gb["session_id"].to_numpy(), "turn_index": gb["turn_index"].to_numpy(),
@@ -51,16 +55,17 @@ def turn_series(run: ReportRun, metric: str, n_resamples: int = BOOTSTRAP_RESAMP
         g = tv[tv["arm_id"] == arm]
         if g.empty:
             continue
-        pts = [_point(g[g["bucket"] == b], b, n_resamples) for b in buckets]
+        pts = [ci_point(g[g["bucket"] == b], b, n_resamples) for b in buckets]
         series.append({"arm": arm, "label": run.label[arm], "color_index": i, "points": pts})
     return series, buckets
 
 
 def build(run: ReportRun, plots: bool = True) -> dict:
-    """{tables: [metric table with its plot or None]} for every recall@, ndcg@ and mrr@ metric."""
+    """{tables: [metric table with its plot or None]} for every recall@, ndcg@ and mrr@ metric and
+    faithfulness (a judged run's), its unmeasured turns counted in every cell."""
     from harness.report import plots as P
 
-    ir = [m for m in dict.fromkeys(run.agg["metric"]) if m.startswith(("recall@", "ndcg@", "mrr@"))]
+    ir = [m for m in dict.fromkeys(run.agg["metric"]) if m.startswith(SHOWN)]
     ir = [m for m in PLOT_METRICS if m in ir] + [m for m in ir if m not in PLOT_METRICS]
     tables = []
     for m in ir:
@@ -70,4 +75,6 @@ def build(run: ReportRun, plots: bool = True) -> dict:
             if series and buckets:
                 plot = P.metric_by_turn(series, buckets, m, f"{m} by turn index — {run.key} (95% session bootstrap CI)")
         tables.append({**metric_table(run, m), "plot": plot})
-    return {"tables": tables}
+    na = None if JUDGED in ir else (f"{JUDGED} n/a: this run has no judgments (`harness judge RUN`, then "
+                                    "`harness metrics RUN`), so no turn is measured")
+    return {"tables": tables, "na": na}

@@ -1,4 +1,4 @@
-"""4. Rounds of the corrective arms: how many rounds each arm used (overall and per turn index),
+"""Rounds of the corrective arms: how many rounds each arm used (overall and per turn index),
 from the per-turn values of `rounds_used`, and the loop metrics' aggregates."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""3. Recall@10 versus cost and latency: per arm over all turns, recall@10, mean cost per turn, LLM
+"""Recall@10 versus cost and latency: per arm over all turns, recall@10, mean cost per turn, LLM
 calls per turn and latency p50/p95 from the metrics table's aggregates, and their plot."""
 from __future__ import annotations
 

@@ -1,9 +1,11 @@
 """Warnings: what limits the reading of a run (what the folder lacks, status, pooled corpus, dirty
-work tree, unmeasured turns, n/a arms, errors, no judgments, repeats, no comparisons)."""
+work tree, unmeasured turns, n/a arms, errors, no judgments, repeats, no comparisons) and arms
+whose top-10 lists coincide, said once with the reason the traces record."""
 from __future__ import annotations
 
-from harness.report.format import text
+from harness.report.format import scrub, text
 from harness.report.load import ReportRun
+from harness.report.table import coinciding_text
 from harness.run.folder import JUDGMENTS, TABLES
 
 
@@ -85,4 +87,5 @@ def build(run: ReportRun) -> dict:
     if run.table("comparisons") is None:
         out.append({"level": "info", "text": f"no {TABLES['comparisons']} (no `original` arm, or metrics not run): "
                     "no paired comparisons."})
-    return {"entries": out}
+    out += [{"level": "info", "text": line} for line in coinciding_text(run.table("coinciding"), run.label)]
+    return {"entries": [{**e, "text": scrub(e["text"])} for e in out]}

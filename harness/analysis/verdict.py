@@ -1,0 +1,239 @@
+"""The report's verdict blocks, computed: for a baseline run and each candidate run, candidate −
+baseline per arm label, metric and turn-index segment with the statistics of `harness compare`
+(harness.analysis.compare: arms paired by label, session bootstrap 95% CI, randomization p, Holm
+across the block), each cell marked a regression or an improvement in its metric's direction,
+what changed between the paired arms (models, parameters, prompts), and with a policy the gate's
+verdict (harness.analysis.gate). Also which runs get a block: `--baseline RUN` names the
+baseline; without it exactly two runs mean BASELINE CANDIDATE; runs on different eval sets (or
+not scored) cannot be paired and get the reason instead. Returns plain data (dicts, lists,
+numbers) that the report renders (harness/report/sections/verdict.py); writes nothing."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from harness.analysis.compare import CompareError, check_metrics, compare_data
+from harness.analysis.gate import SECTIONS, evaluate
+from harness.analysis.pairing import PairingError, pair_runs
+from harness.analysis.policy import GateUsageError, Policy, load_policy
+from harness.metrics.registry import resolve
+from harness.metrics.segments import TURN_SEGMENTS, segment_keys
+from harness.run.folder import RunData, RunFolder
+
+VERDICT_METRICS = ("recall@10", "ndcg@10", "mrr@10", "faithfulness", "latency_total_ms")
+ALPHA = 0.05  # a cell is marked when its Holm-adjusted p is below this
+N_RESAMPLES = 5000  # bootstrap resamples of each CI
+# permutations of each randomization test: p can be as small as 1/20001, so Holm across a block of
+# up to ~1000 comparisons can still reach ALPHA (with 5000 it could not past ~250)
+N_PERMUTATIONS = 20000
+TURN_METRICS = ("recall@10", "ndcg@10")  # per turn, candidate against baseline, for the drill-down
+JUDGED = "faithfulness"
+EPS = 1e-12
+CELL = ("diff", "ci_lo", "ci_hi", "p", "p_holm", "n_turns", "n_sessions", "n_unmeasured", "mean_ref", "mean_arm")
+
+
+def mark(direction: str, diff: float, p_holm: float, alpha: float = ALPHA) -> str:
+    """'regression' when candidate − baseline goes the metric's bad way with Holm p < alpha,
+    'improvement' when it goes the good way likewise, '' otherwise (always for a metric without
+    a direction of its own)."""
+    if direction not in ("higher", "lower") or diff is None or p_holm is None:
+        return ""
+    if math.isnan(diff) or math.isnan(p_holm) or not p_holm < alpha or diff == 0:
+        return ""
+    return "improvement" if (diff > 0) == (direction == "higher") else "regression"
+
+
+@dataclass
+class Plan:
+    """The report's runs in order (the baseline first) and which of them get a verdict block."""
+    runs: list[Path]
+    baseline: Path | None = None
+    candidates: list[Path] = field(default_factory=list)
+    why_not: list[str] = field(default_factory=list)  # why runs have no block, in words
+
+
+def _same(a: Path, b: Path) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def evalset_of(path: Path) -> tuple[tuple, str]:
+    """The identity of a run's eval set (name, version, hash) and how to name it."""
+    es = RunFolder(path).read_manifest().get("eval_set") or {}
+    return (es.get("name"), es.get("version"), es.get("hash")), f"{es.get('name')} {es.get('version')}"
+
+
+def plan(paths: list[Path], baseline: Path | None = None) -> Plan:
+    paths = [Path(p) for p in paths]
+    if baseline is not None:
+        cands = [p for p in paths if not _same(p, baseline)]
+        why = [] if cands else [f"--baseline {Path(baseline).name} is the only run: name candidate runs too"]
+        return Plan([Path(baseline), *cands], Path(baseline), cands, why)
+    if len(paths) == 2:
+        return Plan(paths, paths[0], [paths[1]])
+    if len(paths) == 1:
+        return Plan(paths, why_not=["one run: there is no baseline to compare it with (`harness report BASELINE "
+                                    "CANDIDATE`, or --baseline RUN with candidates, opens with candidate − baseline)"])
+    sets = list(dict.fromkeys(evalset_of(p)[1] for p in paths))
+    if len(sets) > 1:
+        return Plan(paths, why_not=[f"{len(paths)} runs on {len(sets)} eval sets ({', '.join(sets)}): runs on "
+                                    "different eval sets have no turns in common to pair, so they are shown side by "
+                                    "side only"])
+    return Plan(paths, why_not=[f"{len(paths)} runs and no --baseline: name the baseline with --baseline RUN to "
+                                "compare the others with it"])
+
+
+def unpairable(base: RunData, cand: RunData) -> str | None:
+    """Why a candidate cannot be compared with the baseline turn by turn, or None."""
+    (b_id, b_name), (c_id, c_name) = evalset_of(base.path), evalset_of(cand.path)
+    if b_id != c_id:
+        return (f"no verdict block for {cand.name}: it uses eval set {c_name}, the baseline {base.name} uses {b_name}; "
+                "runs on different eval sets have no turns in common to pair")
+    for r in (base, cand):
+        if r.per_turn is None:
+            return f"no verdict block for {cand.name}: {r.name} is not scored (run `harness metrics` on it)"
+    return None
+
+
+def _metrics(base: RunData, cand: RunData, policy: Policy | None, extra: list[str]) -> list[str]:
+    """The default metrics both runs measured, then those of -m/--metric (checked: unknown or
+    unmeasured is bad input) and of the policy."""
+    both = base.metrics & cand.metrics
+    names = [m for m in VERDICT_METRICS if m in both]
+    names += [m.name for m in check_metrics(list(extra), [base, cand])]
+    if policy is not None:
+        names += [i.metric for s in SECTIONS for i in getattr(policy, s) if i.metric in both]
+    return list(dict.fromkeys(names))
+
+
+def unmeasured(base: RunData, cand: RunData) -> dict[str, str]:
+    """Default metrics a run did not measure -> why, in words (faithfulness: no judgments)."""
+    out = {}
+    for m in VERDICT_METRICS:
+        lack = [r.name for r in (base, cand) if m not in r.metrics]
+        if lack:
+            why = (f"no judgments in {' and '.join(lack)} (`harness judge RUN`, then `harness metrics RUN`)"
+                   if m == JUDGED else f"not measured in {' and '.join(lack)}")
+            out[m] = f"{m} n/a: {why}"
+    return out
+
+
+def turn_pairs(base: RunData, cand: RunData, pairs: list) -> list[dict]:
+    """Per paired arm, session and turn: the baseline's and the candidate's value of TURN_METRICS
+    (repeats averaged, unmeasured turns left out) and whether the candidate is worse in the
+    metric's direction (the drill-down shows them and filters the turns where one is)."""
+    back = {p.baseline.arm_id: p.candidate.arm_id for p in pairs}
+    keys = ["arm_id", "session_id", "turn_index"]
+    out = []
+    for m in TURN_METRICS:
+        if m not in base.metrics or m not in cand.metrics:
+            continue
+        up = resolve(m).direction != "lower"
+
+        def mean(r: RunData, arms) -> pd.DataFrame:
+            t = r.per_turn[(r.per_turn["metric"] == m) & r.per_turn["arm_id"].isin(arms)]
+            return t.groupby(keys)["value"].mean().dropna().reset_index()
+
+        b = mean(base, back).assign(arm_id=lambda x: x["arm_id"].map(back))
+        j = mean(cand, set(back.values())).merge(b, on=keys, suffixes=("", "_base"))
+        for r in j.itertuples():
+            worse = r.value < r.value_base - EPS if up else r.value > r.value_base + EPS
+            out.append({"candidate_arm": r.arm_id, "session_id": str(r.session_id), "turn_index": int(r.turn_index),
+                        "metric": m, "baseline": float(r.value_base), "candidate": float(r.value),
+                        "worse": bool(worse)})
+    return out
+
+
+def segments(labels: pd.DataFrame) -> tuple[list[str], str | None]:
+    """The turn-index segments that hold labelled turns; a note when the set has single
+    questions only (t=1 is then all) or when a segment holds none."""
+    have = [s for s in TURN_SEGMENTS if segment_keys(labels, s)]
+    if set(have) <= {"all", "turn_index=1"}:
+        return ["all"], "every session of this eval set has one question (all turns are t=1): no rows per turn index"
+    empty = [s for s in TURN_SEGMENTS if s not in have]
+    return have, (f"no labelled turn in {', '.join(empty)}" if empty else None)
+
+
+COUNTS = ("n_turns", "n_sessions", "n_unmeasured")
+
+
+def _cell(r: dict) -> dict:
+    out = {}
+    for k in CELL:
+        v = r.get(k)
+        v = None if v is None or pd.isna(v) else float(v)
+        out[k] = int(v) if v is not None and k in COUNTS else v
+    out["mark"] = mark(r["direction"], r["diff"], r["p_holm"])
+    return out
+
+
+def _labels(table: pd.DataFrame, pairs: dict, metrics: list[str], segs: list[str]) -> list[dict]:
+    """One entry per compared label: its pair and one row per segment with a cell per metric
+    (None where the metric does not apply to the pair)."""
+    out = []
+    by = {(r["label"], r["metric"], r["segment"]): r for r in table.to_dict("records")}
+    for label in dict.fromkeys(table["label"] if "label" in table else []):
+        p = pairs[label]
+        rows = [{"segment": s, "cells": {m: (_cell(by[(label, m, s)]) if (label, m, s) in by else None)
+                                         for m in metrics}} for s in segs]
+        out.append({"label": label, "how": p.how, "baseline_arm": p.baseline.arm_id,
+                    "candidate_arm": p.candidate.arm_id, "changes": list(p.changes), "rows": rows})
+    return out
+
+
+def block(base: RunData, cand: RunData, policy: Policy | None, extra_metrics: list[str], arms: list[str] | None,
+          pairs: list[str] | None, n_resamples: int = N_RESAMPLES) -> dict:
+    """One candidate against the baseline (CompareError, GateUsageError: bad input)."""
+    gate = evaluate(base.path, cand.path, policy, pairs) if policy is not None else None
+    ms = _metrics(base, cand, policy, extra_metrics)
+    segs, seg_note = segments(base.labels)
+    specs = [f"{b}={c}" for b, c in (policy.pairs if policy else {}).items()] + list(pairs or [])
+    c = compare_data([base, cand], ms, segs, arms, specs or None, n_resamples=n_resamples,
+                     n_permutations=max(n_resamples, N_PERMUTATIONS))
+    try:
+        pairing = pair_runs(base, cand, specs or None)
+    except PairingError as e:
+        raise CompareError(str(e)) from None
+    na = unmeasured(base, cand)  # shown as n/a columns, with the reason
+    shown = ms + [m for m in na if m not in ms]
+    labels = _labels(c.table, {p.label: p for p in pairing.pairs}, shown, segs)
+    compared = {lab["label"] for lab in labels}
+    marks = [(lab["label"], row["segment"], m, cell["mark"]) for lab in labels for row in lab["rows"]
+             for m, cell in row["cells"].items() if cell and cell["mark"]]
+    return {"baseline": base.name, "candidate": cand.name, "baseline_dir": str(base.path.resolve()),
+            "candidate_dir": str(cand.path.resolve()),
+            "metrics": [{"name": m, "direction": resolve(m).direction, "unit": resolve(m).unit, "na": na.get(m)}
+                        for m in shown],
+            "turns": turn_pairs(base, cand, [p for p in pairing.pairs if p.label in compared]),
+            "segments": segs, "segment_note": seg_note, "labels": labels, "notes": c.notes, "alpha": ALPHA,
+            "n_tests": int(c.table["p"].notna().sum()), "n_resamples": n_resamples,
+            "n_permutations": max(n_resamples, N_PERMUTATIONS),
+            "regressions": [x[:3] for x in marks if x[3] == "regression"],
+            "improvements": [x[:3] for x in marks if x[3] == "improvement"], "gate": gate}
+
+
+def verdicts(p: Plan, policy_path: Path | None = None, extra_metrics: list[str] = (), arms: list[str] | None = None,
+             pairs: list[str] | None = None, n_resamples: int = N_RESAMPLES) -> dict:
+    """{blocks: [one per candidate that can be paired], why_not: [reasons], policy: its name}.
+    Bad input (a policy, metric, arm or pair that does not fit these runs) raises
+    GateUsageError or CompareError with the file:line or option it concerns."""
+    policy = load_policy(policy_path) if policy_path is not None else None
+    why, blocks = list(p.why_not), []
+    if p.baseline is not None:
+        try:
+            base = RunData.load(p.baseline, scored=False)
+            cands = [RunData.load(c, scored=False) for c in p.candidates]
+        except ValueError as e:
+            raise CompareError(str(e)) from None
+        for cand in cands:
+            reason = unpairable(base, cand)
+            if reason:
+                why.append(reason)
+                continue
+            blocks.append(block(base, cand, policy, list(extra_metrics), arms, pairs, n_resamples))
+    if policy is not None and not blocks:
+        raise GateUsageError(f"--policy {Path(policy_path).name}: no candidate to gate against a baseline ("
+                             + "; ".join(why) + ")")
+    return {"blocks": blocks, "why_not": why, "policy": Path(policy_path).name if policy_path else None}

@@ -1,0 +1,283 @@
+"""A report that opens with the answer: `harness report runs/baselines/b2b CANDIDATE` puts a verdict
+block first (candidate − baseline per label, metric and turn-index segment, 95% CI, Holm p,
+regressions marked in the metric's direction, what changed between paired arms), then the
+headline, the plots, the drill-down and the manifests last; no absolute path of the machine; the
+drill-down reaches every session and filters the turns where arms disagree or the candidate
+regressed; eight arms fit 1,400 px (Chromium, where installed).
+
+The candidate is the committed b2b baseline, copied and changed where its effect is known, then
+scored by `harness metrics`: the rewrite arm is 400 ms slower on turns 2 and later (latency is
+lower-is-better), the concat arm's top 10 is pushed down on turns 2 and later (recall drops), the
+rewrite arm's prompt hash changes, and an eighth arm (concat's rows under another id) has no
+partner in the baseline."""
+import json
+import os
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.run.folder import MANIFEST, METRICS, RunFolder
+from tests.conftest import ROOT
+
+BASELINE = Path("runs/baselines/b2b")
+SEGMENTS = ("all", "turn_index=1", "turn_index=2", "turn_index=3", "turn_index>=4", "turn_index>=2")
+EIGHTH = "concat(answer=false,depth=100,id_lane=true,lane=hybrid,max_turns=2)"
+PROMPT = "rewrite@1a2b3c4d"
+
+
+def invoke(*args):
+    r = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "120"})
+    assert "Traceback" not in r.output and (r.exception is None or isinstance(r.exception, SystemExit)), r.output
+    return r
+
+
+def make_candidate(dst: Path) -> Path:
+    shutil.copytree(ROOT / BASELINE, dst)
+    folder = RunFolder(dst)
+    (dst / METRICS).unlink()
+    for part in folder.parts():
+        t = pd.read_parquet(part)
+        later = t["turn_index"] >= 2
+        t.loc[(t["arm"] == "rewrite") & later, "ms_total"] += 400.0
+        cc = (t["arm"] == "concat") & later
+        t.loc[cc, "ranking"] = t.loc[cc, "ranking"].map(lambda r: list(r)[10:] + list(r)[:10])
+        extra = t[t["arm"] == "concat"].assign(arm_id=EIGHTH)
+        pd.concat([t, extra]).to_parquet(part, index=False)
+    m = json.loads((dst / MANIFEST).read_text(encoding="utf-8"))
+    m["run_id"] = "candidate"
+    for a in m["arms"]:
+        if a["arm"] == "rewrite":
+            a["prompts"] = {"rewrite": PROMPT}
+    concat = next(a for a in m["arms"] if a["arm"] == "concat")
+    m["arms"].append({**concat, "arm_id": EIGHTH, "label": "concat last two",
+                      "params": {**concat["params"], "max_turns": 2}})
+    (dst / MANIFEST).write_text(json.dumps(m, indent=2), encoding="utf-8")
+    r = invoke("metrics", dst)
+    assert r.exit_code == 0, r.output
+    return dst
+
+
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory):
+    """(candidate folder, report html, CLI output) of `harness report runs/baselines/b2b CANDIDATE`,
+    run from the project folder as a user would."""
+    tmp = tmp_path_factory.mktemp("verdict")
+    cand = make_candidate(tmp / "runs" / "candidate")
+    here = Path.cwd()
+    os.chdir(ROOT)
+    try:
+        r = invoke("report", BASELINE, cand, "-o", tmp / "review.html")
+    finally:
+        os.chdir(here)
+    assert r.exit_code == 0, r.output
+    return cand, (tmp / "review.html").read_text(encoding="utf-8"), r.output
+
+
+class Verdict(HTMLParser):
+    """Rows of the verdict table (label, segment) and their cells (metric -> mark)."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.rows: list[tuple[str, str]] = []
+        self.cells: dict[tuple[str, str, str], str] = {}
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "tr" and a.get("class") == "vrow":
+            self.rows.append((a["data-label"], a["data-segment"]))
+        elif tag == "td" and "data-metric" in a and self.rows:
+            self.cells[(*self.rows[-1], a["data-metric"])] = a.get("data-mark") or ""
+
+
+def section(html: str, name: str) -> str:
+    return html[html.index(f'<section id="{name}">'):].split("</section>", 1)[0]
+
+
+def test_the_verdict_block_is_the_first_section_and_the_manifests_the_last(reported):
+    _, html, out = reported
+    order = re.findall(r'<section id="([a-z]+)">', html)
+    assert order[0] == "verdict" and order[1] == "headline" and order[-1] == "manifests"
+    assert order.index("metrics") > order.index("headline")  # the plots after the headline
+    assert html.index('<section id="verdict">') < html.index("<img")  # nothing plotted before the answer
+    assert "candidate against b2b: 11 regression(s)" in out
+
+
+def test_one_row_per_label_and_turn_index_segment(reported):
+    _, html, _ = reported
+    p = Verdict()
+    p.feed(section(html, "verdict"))
+    labels = ["original", "concat", "rewrite", "multi_query_rrf", "rewrite_adaptive", "rewrite_hyde", "oracle"]
+    assert p.rows == [(lab, s) for lab in labels for s in SEGMENTS]  # one row each, in order
+    for s in ("t=1", "t=2", "t=3", "t≥4", "t≥2"):
+        assert f"<strong>{s}</strong>" in section(html, "verdict")
+    assert "concat last two" in section(html, "verdict")  # the unpaired arm is named, not compared
+
+
+def test_regressions_are_marked_in_the_metrics_direction(reported):
+    _, html, _ = reported
+    p = Verdict()
+    p.feed(section(html, "verdict"))
+    # latency is lower-is-better: +400 ms on turns 2 and later is a regression, never an improvement
+    for s in ("all", "turn_index=2", "turn_index=3", "turn_index>=4", "turn_index>=2"):
+        assert p.cells[("rewrite", s, "latency_total_ms")] == "regression", s
+    assert p.cells[("rewrite", "turn_index=1", "latency_total_ms")] == ""
+    for m in ("recall@10", "ndcg@10"):
+        assert p.cells[("concat", "turn_index>=2", m)] == "regression"
+        assert p.cells[("concat", "turn_index=1", m)] == ""
+    assert not [k for k, v in p.cells.items() if k[0] == "original" and v]  # unchanged: nothing marked
+    assert "improvement" not in p.cells.values()
+    v = section(html, "verdict")
+    assert "latency_total_ms ↓" in v and "lower is better" in v and "recall@10 ↑" in v
+    assert "latency_total_ms: rewrite (all, t=2, t=3, t≥4, t≥2)" in v
+
+
+def test_prompt_changes_between_paired_arms_are_shown(reported):
+    _, html, _ = reported
+    v = section(html, "verdict")
+    assert f"prompt.rewrite (none) → {PROMPT}" in v
+    assert v.count("no change in parameters, models or prompts") == 6  # every other label
+
+
+def test_faithfulness_is_na_where_no_run_was_judged_and_says_so(reported):
+    _, html, _ = reported
+    p = Verdict()
+    p.feed(section(html, "verdict"))
+    assert {v for k, v in p.cells.items() if k[2] == "faithfulness"} == {""}
+    assert len([k for k in p.cells if k[2] == "faithfulness"]) == 7 * len(SEGMENTS)
+    assert "faithfulness n/a: no judgments in b2b and candidate" in section(html, "verdict")
+    assert "faithfulness n/a for b2b, candidate: no judgments" in section(html, "headline")
+    assert "faithfulness n/a: this run has no judgments" in section(html, "metrics")
+
+
+def test_no_absolute_path_of_the_machine(reported, tmp_path):
+    cand, html, _ = reported
+    for root in {str(ROOT), str(ROOT.resolve()), str(cand.parent.parent), str(Path.home()), "/tmp/"}:
+        assert root not in html, root
+    assert not re.search(r"(?<![\w.~/-])/(tmp|home|root|work|Users|var|private)/", html)
+    assert "<code>runs/baselines/b2b</code>" in html and "<code>…/runs/candidate</code>" in html
+
+
+def test_the_drill_down_reaches_every_session_and_filters_turns(reported):
+    cand, html, _ = reported
+    d = section(html, "drilldown")
+    sessions = sorted(set(RunFolder(cand).labels()["session_id"]))
+    assert d.count('<details class="session"') == 2 * len(sessions)  # both runs, every session
+    for sid in sessions:
+        assert d.count(f"<strong>{sid}</strong>") == 2
+    assert d.count('type="radio" class="f-dis"') == 2 and d.count('type="radio" class="f-reg"') == 1
+    base, cand_part = d.split("<h3>", 2)[1:]
+    assert "data-reg" not in base and "data-reg" in cand_part
+    turns = re.findall(r'<details class="turn"([^>]*)><summary>turn (\d+)', cand_part)
+    regressed = [int(t) for attrs, t in turns if "data-reg" in attrs]
+    assert regressed and min(regressed) >= 2  # concat's drops, on turns 2 and later only
+    assert "(baseline " in cand_part  # each candidate score beside its paired baseline arm's
+    assert ">concat last two</th>" in cand_part  # labels in the rows, full ids in details
+    assert f'<td class="mono">{EIGHTH}</td>' in cand_part
+
+
+def test_policy_adds_the_gates_verdict_and_bad_input_exits_2(reported, tmp_path):
+    cand, _, _ = reported
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("unpaired: warn\nrules:\n  - {metric: latency_total_ms, segment: all, arm: '*', max_drop: 100, "
+                      "alpha: 0.05, test: regression}\n", encoding="utf-8")
+    r = invoke("report", "--baseline", ROOT / BASELINE, cand, "--policy", policy, "-m", "recall@5",
+               "-o", tmp_path / "gated.html")
+    assert r.exit_code == 0 and "gate: regression" in r.output, r.output
+    v = section((tmp_path / "gated.html").read_text(encoding="utf-8"), "verdict")
+    assert "Gate (policy.yaml): REGRESSION" in v and "latency_total_ms" in v and "recall@5" in v
+    strict = tmp_path / "strict.yaml"
+    strict.write_text("rules:\n  - {metric: recall@10, max_drop: 0.05}\n", encoding="utf-8")
+    r = invoke("report", ROOT / BASELINE, cand, "--policy", strict, "-o", tmp_path / "x.html")
+    assert r.exit_code == 2 and "concat last two" in r.output and "Traceback" not in r.output
+    r = invoke("report", ROOT / BASELINE, cand, "-m", "recal@10", "-o", tmp_path / "x.html")
+    assert r.exit_code == 2 and "recall@10" in r.output
+
+
+def test_one_run_says_why_there_is_no_verdict_block(reported, tmp_path):
+    cand, _, _ = reported
+    r = invoke("report", cand, "-o", tmp_path / "one.html")
+    assert r.exit_code == 0, r.output
+    html = (tmp_path / "one.html").read_text(encoding="utf-8")
+    assert re.findall(r'<section id="([a-z]+)">', html)[0] == "verdict"
+    assert "No verdict block: one run: there is no baseline" in section(html, "verdict")
+
+
+def test_eight_arms_fit_1400_px_with_every_detail_open(reported, tmp_path):
+    """The page as shipped runs no script (its CSP forbids one); this copy opens every <details>,
+    drops the CSP and adds a probe that writes the page's width into the body."""
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but no chromium on PATH")
+        pytest.skip("chromium not installed")
+    _, html, _ = reported
+    assert html.count('<th class="rowhead"></th>') and "<th>concat last two</th>" in html
+    page = re.sub(r"<details(?![^>]* open)", "<details open", html)
+    page = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page)
+    probe = ("<script>var w=document.documentElement.scrollWidth;var d=document.querySelectorAll('table.drill');"
+             "document.body.setAttribute('data-probe',w+' '+d.length);</script></body>")
+    (tmp_path / "probe.html").write_text(page.replace("</body>", probe), encoding="utf-8")
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+           f"--user-data-dir={profile}", "--window-size=1400,900", "--virtual-time-budget=10000", "--dump-dom",
+           (tmp_path / "probe.html").as_uri()]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env={**os.environ, "HOME": str(tmp_path)})
+    m = re.search(r'data-probe="(\d+) (\d+)"', p.stdout)
+    assert m, p.stderr[-2000:]
+    width, tables = int(m.group(1)), int(m.group(2))
+    assert tables >= 2 * 204 and width <= 1400, (width, tables)
+
+
+def test_judged_runs_show_faithfulness_per_turn_index_with_unmeasured_counts(tmp_path):
+    """Constructed runs (tests.test_compare_gate.make_run): the candidate is 0.1 worse everywhere and
+    its judge failed on 10 of 60 sessions; the block computed by the analysis stage, rendered."""
+    from harness.analysis.verdict import plan, verdicts
+    from harness.report.render import environment
+    from harness.report.sections import verdict as section_
+    from tests.test_compare_gate import ARM, make_run
+
+    base = make_run(tmp_path, "base", {ARM: {"rewrite": "offline"}})
+    cand = make_run(tmp_path, "cand", {ARM: {"rewrite": "offline"}}, shift=-0.1)
+    m = pd.read_parquet(cand / METRICS)
+    failed = (m["metric"] == "faithfulness") & m["session_id"].isin([f"s{i}" for i in range(10)])
+    m.loc[failed, "value"], m.loc[failed, "unmeasured"] = None, "error: APIConnectionError"
+    m.to_parquet(cand / METRICS)
+    v = verdicts(plan([base, cand]), n_resamples=500)
+    (b,) = v["blocks"]
+    assert b["segments"] == ["all", "turn_index=1", "turn_index=2", "turn_index>=2"]
+    assert b["segment_note"] == "no labelled turn in turn_index=3, turn_index>=4"
+    rows = {r["segment"]: r["cells"] for r in b["labels"][0]["rows"]}
+    for seg, n in (("all", 120), ("turn_index=1", 60), ("turn_index=2", 60), ("turn_index>=2", 60)):
+        f = rows[seg]["faithfulness"]
+        assert (f["n_turns"], f["n_unmeasured"], f["mark"]) == (n - n // 6, n // 6, "regression"), seg
+        assert rows[seg]["latency_total_ms"]["mark"] == ""
+    html = environment().get_template("sections/verdict.html.j2").render(verdict=section_.build(v, []))
+    assert html.count('data-metric="faithfulness" data-mark="regression"') == 4
+    assert '<span class="n unm">20 unmeasured</span>' in html and '<span class="n unm">10 unmeasured</span>' in html
+    assert "mrr@10 n/a: not measured in base and cand" in html
+
+
+def test_which_runs_get_a_block(reported, tmp_path):
+    """--baseline with several candidates: one block each, the baseline first; several runs without
+    --baseline: none, and the reason (other eval sets, or no baseline named)."""
+    from harness.analysis.verdict import plan
+
+    cand, _, _ = reported
+    other = tmp_path / "other"
+    shutil.copytree(cand, other, ignore=shutil.ignore_patterns("traces", "*.parquet"))
+    p = plan([cand, other, ROOT / BASELINE], baseline=ROOT / BASELINE)
+    assert p.runs == [ROOT / BASELINE, cand, other] and p.candidates == [cand, other] and not p.why_not
+    assert plan([ROOT / BASELINE, cand]).candidates == [cand]
+    assert "name the baseline with --baseline RUN" in plan([ROOT / BASELINE, cand, other]).why_not[0]
+    m = json.loads((other / MANIFEST).read_text(encoding="utf-8"))
+    m["eval_set"]["version"] = "2.0"
+    (other / MANIFEST).write_text(json.dumps(m), encoding="utf-8")
+    assert "on 2 eval sets (b2b-shop 1.0, b2b-shop 2.0)" in plan([ROOT / BASELINE, cand, other]).why_not[0]
