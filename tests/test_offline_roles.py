@@ -109,9 +109,19 @@ def test_grade_answer_rerank_offline():
     weak = [("Reisekosten werden mit 28 EUR Tagespauschale erstattet.", Support("hb-reise", 3.6, 0.4))]
     g = grade_offline(q, good, z_min=6.0)  # 7.5 sd in all
     assert g.sufficient and g.new_query == "" and "hb-urlaub: support 7.50 sd (4.00 meaning + 3.50 concepts)" in g.reason
-    g = grade_offline(q, weak, z_min=6.0)  # on topic, but none of the question's concepts
-    assert not g.sufficient and g.new_query and "urlaubstage" in g.new_query and "needs 6.00" in g.reason
-    assert grade_offline(q, weak, z_min=6.0, tried=[g.new_query]).new_query == ""  # no repeat of a tried query
+    # on topic, but none of the question's concepts; nothing below the hits: stop, no repeat of the rejected topic
+    g = grade_offline(q, weak, z_min=6.0)
+    assert not g.sufficient and g.new_query == "" and "needs 6.00" in g.reason and "no candidate below" in g.reason
+    # the next query learns from the round: terms of the best-supported passage below the hits, less the
+    # rejected hits' terms
+    below = [("Kantine. Das Mittagessen kostet 4 EUR.", Support("hb-kantine", 1.0, 0.2)),
+             ("Resturlaub aus dem Vorjahr verfällt am 31. März; Urlaubsanträge im Personalportal.",
+              Support("hb-urlaub", 3.0, 2.5))]
+    g = grade_offline(q, weak, z_min=6.0, below=below)
+    assert not g.sufficient and "urlaubstage" in g.new_query and "resturlaub" in g.new_query
+    assert "reisekosten" not in g.new_query and "kantine" not in g.new_query.split()
+    assert "next: terms of hb-urlaub (5.50)" in g.reason
+    assert grade_offline(q, weak, z_min=6.0, tried=[g.new_query], below=below).new_query == ""  # never repeat
     assert grade_offline(q, weak + good, z_min=6.0).sufficient  # the best hit counts, wherever it ranks
     assert not grade_offline(q, [], z_min=6.0).sufficient
     # each view is judged against the question's own baseline: compressed cross-lingual

@@ -57,8 +57,8 @@ def test_retrieval_and_offline_roles_run_on_workers_not_on_the_event_loop(world,
     monkeypatch.setattr(index, "embed_queries", lambda *a, **k: seen["embed"].add(threading.current_thread().name) or embed(*a, **k))
     import harness.arms.rewrite as rewrite_mod
 
-    offline = rewrite_mod.rewrite_offline
-    monkeypatch.setattr(rewrite_mod, "rewrite_offline",
+    offline = rewrite_mod.offline_rewrite  # the method's work (HQE: BM25 scoring) belongs on a worker too
+    monkeypatch.setattr(rewrite_mod, "offline_rewrite",
                         lambda *a: seen["rewrite_offline"].add(threading.current_thread().name) or offline(*a))
     replay(world, tmp_path, "r", arms=("original", "rewrite"))  # every role offline
     assert seen["lexical"] and all(n.startswith("harness-retrieval") for n in seen["lexical"]), seen

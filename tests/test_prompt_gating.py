@@ -131,9 +131,16 @@ def test_a_cache_recorded_from_serve_replays_with_zero_http_calls(team, served, 
 
 
 def test_offline_arm_ids_are_those_of_the_commit_before_prompts_entered_ids():
+    """Offline roles have no prompt: their ids are those recorded before prompts entered ids, but
+    for the parameters added since (the offline rewrite's `method`, HyDE's `hyde_scope`)."""
+    import re
+
     recorded = json.loads((ROOT / "tests/fixtures/offline_arm_ids.json").read_text())
+    added = re.compile(r"(method|hyde_scope)=[a-z]+,")
     for spec, arm_id in recorded["ids"]:
-        assert make_arm(spec).arm_id == arm_id
+        now = make_arm(spec).arm_id
+        assert "prompt." not in now and added.sub("", now) == arm_id, (now, arm_id)
+    assert "method=hqe," in make_arm("rewrite").arm_id and "hyde_scope=vague," in make_arm("rewrite_hyde").arm_id
 
 
 def capped(tmp_path, srv, max_cost, prices: str | None):

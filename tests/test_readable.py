@@ -137,3 +137,24 @@ def test_an_arm_is_called_na_only_when_no_metric_measures_it():
     res = SimpleNamespace(aggregates=agg, per_turn=pd.DataFrame({"metric": []}))
     said = notes(res, {"arms": []}, {"a": "corrective", "b": "hyde"}, judged=False)
     assert not any("corrective is n/a" in s for s in said) and any("hyde is n/a on every turn" in s for s in said)
+
+
+def test_the_paired_table_prints_no_nan_for_an_arm_measured_nowhere():
+    """mtrag-un's oracle has no reference rewrites: its paired row said `+nan [+nan, +nan] nan`."""
+    import io
+
+    import pandas as pd
+    from rich.console import Console
+
+    from harness.report import terminal
+
+    nan = float("nan")
+    row = dict(reference="original(x)", metric="recall@10", segment="turn_index>=2", n_sessions=0, diff=nan,
+               ci_lo=nan, ci_hi=nan, p_holm=nan, wins=0, ties=0, losses=0, oracle_gap_closed=None)
+    pt = pd.DataFrame([{**row, "arm": "oracle(x)", "n_turns": 0},
+                       {**row, "arm": "rewrite(x)", "n_turns": 8, "n_sessions": 3, "diff": 0.1, "ci_lo": 0.0,
+                        "ci_hi": 0.2, "p_holm": 0.04, "wins": 3}])
+    out = io.StringIO()
+    Console(file=out, width=120).print(terminal.paired(pt, {"oracle(x)": "oracle", "rewrite(x)": "rewrite"}))
+    text = out.getvalue()
+    assert "nan" not in text and "not measured" in text and "+0.100" in text

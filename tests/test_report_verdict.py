@@ -30,6 +30,7 @@ BASELINE = Path("runs/baselines/b2b")
 SEGMENTS = ("all", "turn_index=1", "turn_index=2", "turn_index=3", "turn_index>=4", "turn_index>=2")
 EIGHTH = "concat(answer=false,depth=100,id_lane=true,lane=hybrid,max_turns=2)"
 PROMPT = "rewrite@1a2b3c4d"
+REWRITE = "rewrite"  # the offline HQE rewrite (beside the catalogue rules, labelled `rewrite rules` in configs/b2b.yaml)
 
 
 def invoke(*args):
@@ -42,18 +43,19 @@ def make_candidate(dst: Path) -> Path:
     shutil.copytree(ROOT / BASELINE, dst)
     folder = RunFolder(dst)
     (dst / METRICS).unlink()
+    m = json.loads((dst / MANIFEST).read_text(encoding="utf-8"))
+    rewrite = next(a["arm_id"] for a in m["arms"] if a["label"] == REWRITE)
     for part in folder.parts():
         t = pd.read_parquet(part)
         later = t["turn_index"] >= 2
-        t.loc[(t["arm"] == "rewrite") & later, "ms_total"] += 400.0
+        t.loc[(t["arm_id"] == rewrite) & later, "ms_total"] += 400.0
         cc = (t["arm"] == "concat") & later
         t.loc[cc, "ranking"] = t.loc[cc, "ranking"].map(lambda r: list(r)[10:] + list(r)[:10])
         extra = t[t["arm"] == "concat"].assign(arm_id=EIGHTH)
         pd.concat([t, extra]).to_parquet(part, index=False)
-    m = json.loads((dst / MANIFEST).read_text(encoding="utf-8"))
     m["run_id"] = "candidate"
     for a in m["arms"]:
-        if a["arm"] == "rewrite":
+        if a["arm_id"] == rewrite:
             a["prompts"] = {"rewrite": PROMPT}
     concat = next(a for a in m["arms"] if a["arm"] == "concat")
     m["arms"].append({**concat, "arm_id": EIGHTH, "label": "concat last two",
@@ -113,7 +115,8 @@ def test_one_row_per_label_and_turn_index_segment(reported):
     _, html, _ = reported
     p = Verdict()
     p.feed(section(html, "verdict"))
-    labels = ["original", "concat", "rewrite", "multi_query_rrf", "rewrite_adaptive", "rewrite_hyde", "oracle"]
+    labels = ["original", "concat", REWRITE, "rewrite rules", "multi_query_rrf", "rewrite_adaptive",
+              "rewrite_hyde", "oracle"]
     assert p.rows == [(lab, s) for lab in labels for s in SEGMENTS]  # one row each, in order
     for s in ("t=1", "t=2", "t=3", "t≥4", "t≥2"):
         assert f"<strong>{s}</strong>" in section(html, "verdict")
@@ -126,8 +129,8 @@ def test_regressions_are_marked_in_the_metrics_direction(reported):
     p.feed(section(html, "verdict"))
     # latency is lower-is-better: +400 ms on turns 2 and later is a regression, never an improvement
     for s in ("all", "turn_index=2", "turn_index=3", "turn_index>=4", "turn_index>=2"):
-        assert p.cells[("rewrite", s, "latency_total_ms")] == "regression", s
-    assert p.cells[("rewrite", "turn_index=1", "latency_total_ms")] == ""
+        assert p.cells[(REWRITE, s, "latency_total_ms")] == "regression", s
+    assert p.cells[(REWRITE, "turn_index=1", "latency_total_ms")] == ""
     for m in ("recall@10", "ndcg@10"):
         assert p.cells[("concat", "turn_index>=2", m)] == "regression"
         assert p.cells[("concat", "turn_index=1", m)] == ""
@@ -135,14 +138,14 @@ def test_regressions_are_marked_in_the_metrics_direction(reported):
     assert "improvement" not in p.cells.values()
     v = section(html, "verdict")
     assert "latency_total_ms ↓" in v and "lower is better" in v and "recall@10 ↑" in v
-    assert "latency_total_ms: rewrite (all, t=2, t=3, t≥4, t≥2)" in v
+    assert f"latency_total_ms: {REWRITE} (all, t=2, t=3, t≥4, t≥2)" in v
 
 
 def test_prompt_changes_between_paired_arms_are_shown(reported):
     _, html, _ = reported
     v = section(html, "verdict")
     assert f"prompt.rewrite (none) → {PROMPT}" in v
-    assert v.count("no change in parameters, models or prompts") == 6  # every other label
+    assert v.count("no change in parameters, models or prompts") == 7  # every other label
 
 
 def test_faithfulness_is_na_where_no_run_was_judged_and_says_so(reported):
@@ -150,7 +153,7 @@ def test_faithfulness_is_na_where_no_run_was_judged_and_says_so(reported):
     p = Verdict()
     p.feed(section(html, "verdict"))
     assert {v for k, v in p.cells.items() if k[2] == "faithfulness"} == {""}
-    assert len([k for k in p.cells if k[2] == "faithfulness"]) == 7 * len(SEGMENTS)
+    assert len([k for k in p.cells if k[2] == "faithfulness"]) == 8 * len(SEGMENTS)
     assert "faithfulness n/a: no judgments in b2b and candidate" in section(html, "verdict")
     assert "faithfulness n/a for b2b, candidate: no judgments" in section(html, "headline")
     assert "faithfulness n/a: this run has no judgments" in section(html, "metrics")

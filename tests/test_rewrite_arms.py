@@ -148,10 +148,15 @@ def test_arm_ids_name_every_parameter_and_each_role_model():
             return {"rewrite": "gpt-4o-mini"}.get(role, "offline")
 
     arm = make_arm({"name": "rewrite_hyde", "hyde_weight": 0.5}, R())
-    assert arm.arm_id.startswith("rewrite_hyde(answer=false,budget_ms=0,decide=false,depth=100,hyde_weight=0.5,")
+    assert arm.arm_id.startswith("rewrite_hyde(answer=false,budget_ms=0,decide=false,depth=100,hyde_scope=vague,"
+                                 "hyde_weight=0.5,")
+    assert "method=" not in arm.arm_id  # the offline method changes nothing when an LLM writes the rewrite
     assert "model.decide=offline" in arm.arm_id and "model.rewrite=gpt-4o-mini" in arm.arm_id
     assert "model.hyde=offline" in arm.arm_id
-    assert make_arm("rewrite").arm_id.endswith("model=offline,pool=100,rerank=false,rrf_k=60)")
+    assert make_arm("rewrite").arm_id.endswith("method=hqe,model=offline,pool=100,rerank=false,rrf_k=60)")
+    assert "method=rules," in make_arm({"name": "rewrite", "method": "rules"}).arm_id
+    assert "method=" not in make_arm("corrective").arm_id  # start: original writes no rewrite
+    assert "method=hqe," in make_arm({"name": "corrective", "start": "rewrite"}).arm_id
 
 
 def near_names(field: str) -> list[str]:

@@ -81,8 +81,10 @@ def test_a_changed_arm_is_gated_and_unpaired_labels_are_refused(b2b_candidate, t
     assert "unpaired: warn" in r.output
     warn = policy_file(tmp_path, POLICY.read_text() + "\nunpaired: warn\n")
     r = gate(tmp_path, BASELINE, b2b_candidate, warn)
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # HQE with one turn of history loses follow-ups: compared, and caught
     v = json.loads((tmp_path / "gate/gate.json").read_text())
+    failed = [(x["label"], x["metric"]) for x in v["results"] if x["status"] == "fail"]
+    assert failed == [("rewrite", "recall@10")], failed
     pairs = {p["label"]: p for p in v["pairs"]}
     assert set(pairs) == {"original", "rewrite"} and pairs["rewrite"]["changes"] == ["last_n 4 → 1"]
     assert any("rewrite" in x["name"] and x["kind"] == "rule" for x in v["results"])
@@ -106,12 +108,12 @@ def _with_rewrite_changed(src: Path, dst: Path) -> Path:
     return dst
 
 
-def test_the_full_arm_list_with_one_change_gates_all_seven_labels(tmp_path):
+def test_the_full_arm_list_with_one_change_gates_all_eight_labels(tmp_path):
     cand = _with_rewrite_changed(BASELINE, tmp_path / "cand")
     r = gate(tmp_path, BASELINE, cand, POLICY)
     assert r.exit_code == 0, r.output
     v = json.loads((tmp_path / "gate/gate.json").read_text())
-    assert len(v["pairs"]) == 7 and {p["label"] for p in v["pairs"]} >= {"rewrite", "oracle", "concat"}
+    assert len(v["pairs"]) == 8 and {p["label"] for p in v["pairs"]} >= {"rewrite", "oracle", "concat"}
     changed = [p for p in v["pairs"] if p["changes"]]
     assert [(p["label"], p["changes"]) for p in changed] == [("rewrite", ["last_n 4 → 1"])]
     assert {x["label"] for x in v["results"] if x["kind"] == "rule"} == {p["label"] for p in v["pairs"]}

@@ -88,8 +88,67 @@ def test_b2b_concat_beats_original_on_follow_ups(b2b, split):
     assert mean(pt, "concat", "recall@10", **where) > mean(pt, "original", "recall@10", **where)
 
 
-def test_b2b_offline_rewrite_beats_original_on_held_out_follow_ups(b2b):
-    """The offline rules were written against the main split only."""
-    _, pt = b2b
-    where = dict(split="test", turn_index=lambda s: s >= 2)
-    assert mean(pt, "rewrite", "recall@10", **where) > mean(pt, "original", "recall@10", **where) + 0.2
+def paired(run, pt, ref_arm: str, arm: str, metric: str, segment: str):
+    """(diff, ci_lo, ci_hi) of `arm` against `ref_arm` (arm ids) on a segment: the harness's own
+    paired statistics (session bootstrap)."""
+    from harness.analysis.stats import compare_arms
+    from harness.metrics.segments import parse_segment, segment_keys
+
+    res = compute_metrics(run)
+    keys = segment_keys(load_labels(run), parse_segment(segment))
+    r = compare_arms(res.per_turn, metric, ref_arm, [arm], segment_keys=keys, n_resamples=2000,
+                     n_permutations=2000, seed=0).iloc[0]
+    return r["diff"], r["ci_lo"], r["ci_hi"]
+
+
+def arm_ids(run, name: str, **params) -> list[str]:
+    man = json.loads((run / "manifest.json").read_text())
+    return [a["arm_id"] for a in man["arms"] if a["arm"] == name
+            and all(a["params"].get(k) == v for k, v in params.items())]
+
+
+@pytest.mark.parametrize("method", ["hqe", "rules"])
+def test_b2b_offline_rewrites_beat_original_on_held_out_follow_ups(b2b, method):
+    """Neither offline method was tuned on the held-out split (HQE: published thresholds; the rules:
+    written against the main split only)."""
+    run, pt = b2b
+    (arm,), (orig,) = arm_ids(run, "rewrite", method=method), arm_ids(run, "original")
+    diff, lo, _ = paired(run, pt, orig, arm, "recall@10", "split=test & turn_index>=2")
+    assert lo > 0 and diff > 0.2, (method, diff, lo)
+
+
+def final_rows(run, arm: str) -> pd.DataFrame:
+    t = read_traces(run).to_pandas()
+    t = t[t["arm_id"] == arm]
+    return t[t["is_final"]].set_index("session_id")
+
+
+def test_handbook_corrective_answers_the_holiday_question_in_round_1_and_abstains_on_the_pension(handbook):
+    run, _ = handbook
+    arms = arm_ids(run, "corrective")
+    assert len(arms) == 4
+    for arm in arms:
+        t = read_traces(run).to_pandas()
+        t = t[t["arm_id"] == arm]
+        holiday = t[t["session_id"] == "hb-q001"]
+        assert list(holiday["round"]) == [1] and holiday["verdict"].iloc[0] == "sufficient"
+        assert "hb-urlaub" in list(holiday["answer_doc_ids"].iloc[0]) and not holiday["abstained"].iloc[0]
+        final = final_rows(run, arm)
+        for pension in ("hb-q062", "hb-q063"):  # company pension: the handbook does not say (EN and DE)
+            assert final.loc[pension, "abstained"], (arm, pension)
+
+
+@pytest.mark.parametrize("top_k", [1, 3])
+def test_handbook_more_rounds_are_not_significantly_worse_and_rescue_questions(handbook, top_k):
+    """Three rounds against one: recall@10 not significantly worse on either split, and questions
+    rescued (answered from a relevant section in a later round) on each split. (Misleading
+    questions are not rescued yet: the offline grader accepts their surface section in round 1 or
+    rejects the right one below z_min; docs/roles.md.)"""
+    run, pt = handbook
+    (one,), (three,) = (arm_ids(run, "corrective", top_k=top_k, max_rounds=n) for n in (1, 3))
+    for split in ("main", "test"):
+        _, _, hi = paired(run, pt, one, three, "recall@10", f"split={split}")
+        assert hi >= 0, (top_k, split, hi)  # the CI of three rounds against one reaches 0 or above
+    rescued = pt[(pt["metric"] == "rescued") & (pt["value"] == 1)]
+    by_split = rescued[rescued["arm_id"] == three].groupby("split").size()
+    assert by_split.get("main", 0) >= 1 and by_split.get("test", 0) >= 1, by_split.to_dict()

@@ -25,6 +25,9 @@ def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list, refer
         return pd.DataFrame()
     oracle = next((a.arm_id for a in arms if "oracle" in a.capabilities), None)
     others = [a for a in ids if a != ref]
+    if tuple(segments) == DEFAULT_SEGMENTS and "split" in labels and labels["split"].nunique() > 1:
+        # tuned on one split, held out on another: every figure on each split
+        segments = (*segments, *[f"split={s} & turn_index>=2" for s in sorted(labels["split"].unique())])
     frames = []
     measured = set(per_turn["metric"])
     for seg_text in segments:

@@ -130,6 +130,15 @@ class BaseArm:
 
         return {r: (self.roles.backend(r) if self.roles is not None else OFFLINE) for r in self.uses}
 
+    def unused_params(self) -> set[str]:
+        """Parameters that change nothing as the arm is configured, kept out of its id (the
+        manifest keeps them): the offline rewrite's `method` when an LLM writes the rewrite."""
+        from harness.roles.base import OFFLINE
+
+        if "method" in type(self.params).model_fields and self.backends().get("rewrite", OFFLINE) != OFFLINE:
+            return {"method"}
+        return set()
+
     def prompts(self) -> dict[str, str]:
         """`name@hash` of the prompt of each LLM role this arm calls (offline roles have none)."""
         return self.roles.prompts(self.uses) if hasattr(self.roles, "prompts") else {}
@@ -137,8 +146,9 @@ class BaseArm:
     @property
     def arm_id(self) -> str:
         fields = type(self.params).model_fields
+        unused = self.unused_params()
         parts = {k: _fmt(v) for k, v in self.params.model_dump().items()
-                 if k not in self.params.LATE or v != fields[k].default}
+                 if k not in unused and (k not in self.params.LATE or v != fields[k].default)}
         b = self.backends()
         if b:
             models = set(b.values())

@@ -25,7 +25,8 @@ from harness.guards.filters import validate_filters
 from harness.guards.identifiers import restore_identifiers
 from harness.roles.answer import abstention
 from harness.roles.base import OFFLINE
-from harness.roles.grade import Z_MIN, GradeOutput, grade_offline
+from harness.corpus.fusion import rrf
+from harness.roles.grade import BELOW, Z_MIN, GradeOutput, grade_offline
 from harness.roles.lang import detect_language
 from harness.run.workers import off_loop
 
@@ -34,6 +35,7 @@ class CorrectiveParams(Params):
     top_k: int = 3
     max_rounds: int = 3
     start: Literal["original", "rewrite"] = "original"
+    method: Literal["hqe", "rules"] = "hqe"  # the offline rewrite of `start: rewrite` (docs/roles.md)
     route: Literal["none", "simple_first"] = "none"
     strong: float = 9.75  # simple_first: support that counts as strong (scripts/calibrate_grader.py)
     support: Literal["sentence", "doc"] = "sentence"  # evidence units: a hit's sentences, or its chunks
@@ -60,6 +62,9 @@ class Corrective(BaseArm):
         start = {"proposes_filters"} if self.params.start == "rewrite" else set()
         return self.base_capabilities | {"loops", "answers"} | start
 
+    def unused_params(self) -> set[str]:
+        return super().unused_params() | ({"method"} if self.params.start != "rewrite" else set())
+
     @property
     def hits_per_round(self) -> int:
         return self.params.top_k
@@ -70,7 +75,7 @@ class Corrective(BaseArm):
         st = _Start(ctx.turn.user, list(ctx.inherited_filters), list(ctx.identifiers))
         if self.params.start != "rewrite":
             return st
-        rw = await ask_rewrite(ctx, self.params.last_n)
+        rw = await ask_rewrite(ctx, self.params.last_n, method=self.params.method)
         st.outcomes.append(rw)
         st.ms["rewrite"] = rw.ms
         proposed = [f.model_dump() for f in rw.value.filters] if rw.value else []
@@ -97,18 +102,46 @@ class Corrective(BaseArm):
         if self.params.retry_query == "grader":
             return (g.value.new_query or "").strip()
         retry = {"previous_queries": list(tried), "reason": g.value.reason}
-        rw = await ask_rewrite(ctx, self.params.last_n, retry=retry,
+        rw = await ask_rewrite(ctx, self.params.last_n, retry=retry, method=self.params.method,
                                offline=lambda: RewriteOutput(standalone=g.value.new_query or " ", must_keep=[],
                                                              filters=[], confidence=0.5, variants=[], clarify=None))
         carry.outcomes.append(rw)
         carry.ms["rewrite"] = rw.ms
         return rw.value.standalone.strip() if rw.value is not None else (g.value.new_query or "").strip()
 
-    async def _round(self, ctx, st: "_Start", rnd: int, query: str, tried: list[str], scorer, carry: "_Start"):
+    def _fuse(self, r: ArmResult, seen: "_Seen") -> None:
+        """A later round learns from the earlier ones: its ranking is fused (RRF) with theirs, so
+        what they found stays in the list, and the hits already graded insufficient move below
+        `top_k`, so the grader reads new passages."""
+        k = self.params.top_k
+        if seen.ranking:
+            fused = [d for d, _ in rrf([seen.ranking, r.ranking])]
+            fresh = [d for d in fused if d not in seen.graded][:k]
+            r.ranking = fresh + [d for d in fused if d not in fresh]
+            r.lanes.append(f"fused with round {len(seen.rounds)}'s ranking (RRF); {len(seen.graded)} hit(s) "
+                           f"graded insufficient before moved below top_k={k}")
+        seen.ranking = list(r.ranking)
+        seen.rounds.append(r)
+        seen.graded.update(r.ranking[:k])
+
+    async def _below(self, ctx, r: ArmResult, seen: "_Seen", scorer) -> list:
+        """The offline grader's feedback pool: (text, support) of the passages below the hits,
+        never graded yet (support of the question, as the hits')."""
+        k = self.params.top_k
+        cand = [d for d in r.ranking[k:k + BELOW] if d not in seen.graded]
+        if not cand or ctx.roles.backend("grade") != OFFLINE:
+            return []
+        (support, _), ms = await off_loop(ctx.workers, scorer.score, cand)
+        r.ms.support += ms
+        return [(ctx.index.docs[d].text, support[d]) for d in cand if d in support]
+
+    async def _round(self, ctx, st: "_Start", rnd: int, query: str, tried: list[str], scorer, carry: "_Start",
+                     seen: "_Seen"):
         """One round: search, support, the router or the grader. Returns (row, grade outcome or
         None when the row is final already)."""
         p = self.params
         r = await search_async(ctx, [query], st.filters, lane=p.lane, depth=max(p.depth, p.top_k), must_keep=st.ids)
+        self._fuse(r, seen)
         r.must_keep, r.fallback_reason = st.ids, st.note
         r.proposed_filters, r.filter_violations, r.filters_removed = st.proposed
         hits = r.ranking[: p.top_k]
@@ -123,11 +156,13 @@ class Corrective(BaseArm):
         if rnd == 1 and p.route == "simple_first" and best and best.z >= p.strong:
             r.verdict, r.verdict_reason = "routed", f"simple_first: best support {best.describe()} >= {p.strong}"
             return await self._answer(ctx, st, r, outcomes, evidence), None
+        below = await self._below(ctx, r, seen, scorer)
         user = json.dumps({"question": st.question,
                            "passages": [{"doc_id": d, "text": ctx.index.docs[d].text[:1500]} for d in hits],
                            "previous_queries": tried[:-1]}, ensure_ascii=False)
         g = await ctx.roles.call("grade", user, GradeOutput, lambda: grade_offline(
-            st.question, [(ctx.index.docs[d].text, support[d]) for d in hits], p.z_min, tried), seed=ctx.seed)
+            st.question, [(ctx.index.docs[d].text, support[d]) for d in hits], p.z_min, tried, below),
+            seed=ctx.seed)
         outcomes.append(g)
         r.ms.grade = g.ms
         if g.value is None:  # a failed grader call: judge nothing, abstain
@@ -148,10 +183,11 @@ class Corrective(BaseArm):
         # the grader judges every round against the same question: its baselines are computed once
         scorer = SupportScorer(ctx.index, st.question, "sentence" if self.params.support == "sentence" else "chunk")
         carry = _Start("", [], [])  # the next round's query: the calls that wrote it
+        seen = _Seen()
         for rnd in range(1, self.params.max_rounds + 1):
             query = restore_identifiers(query, {}, st.ids)  # the guard: every round keeps the identifiers
             tried.append(query)
-            r, g = await self._round(ctx, st, rnd, query, tried, scorer, carry)
+            r, g = await self._round(ctx, st, rnd, query, tried, scorer, carry, seen)
             rows.append(r)
             if g is None:  # answered (routed or sufficient)
                 return rows
@@ -177,3 +213,11 @@ class _Start:
     proposed: tuple = ([], [], [])  # proposed filters, violations, removed
     outcomes: list = field(default_factory=list)
     ms: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Seen:
+    """What the loop's earlier rounds saw: their fused ranking, the hits graded, the rows."""
+    ranking: list[str] = field(default_factory=list)
+    graded: set[str] = field(default_factory=set)
+    rounds: list = field(default_factory=list)

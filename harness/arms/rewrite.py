@@ -22,11 +22,12 @@ from harness.guards.filters import validate_filters
 from harness.arms.common import llm_stats
 from harness.guards.identifiers import mask, restore_identifiers, unmask
 from harness.roles.decide import Decision, decide_offline
-from harness.roles.rewrite import RewriteOutput, rewrite_offline
+from harness.roles.rewrite import RewriteOutput, offline_rewrite
 from harness.roles.state import CompactState, compact_state
 
 
 class RewriteParams(Params):
+    method: Literal["hqe", "rules"] = "hqe"  # the offline rewrite (docs/roles.md); an LLM rewrite ignores it
     lane: Literal["hybrid", "dense", "bm25"] = "hybrid"
     depth: int = 100
     last_n: int = 4  # turns of history in the compact state
@@ -44,11 +45,11 @@ RETRY = ("The queries tried so far did not find what answers the question (grade
 
 
 async def ask_rewrite(ctx: TurnContext, last_n: int, state: CompactState | None = None, retry: dict | None = None,
-                      offline=None):
+                      offline=None, method: str = "hqe"):
     """The rewrite role's outcome, identifiers restored in an LLM's output. `state`: the turn's
     compact state when the caller has built it already (for the decide role). `retry`: a
     corrective loop asking for its next query ({previous_queries, reason}); `offline`: the
-    offline role's answer to it."""
+    offline role's answer to it, else the offline rewrite by `method`."""
     ids = ctx.identifiers
     masked, mapping = mask(ctx.turn.user)
     state = state or compact_state(ctx, last_n)
@@ -56,8 +57,8 @@ async def ask_rewrite(ctx: TurnContext, last_n: int, state: CompactState | None 
         retry = {"instruction": RETRY.format(reason=retry.get("reason") or "insufficient"),
                  "previous_queries": [mask(q)[0] for q in retry.get("previous_queries", [])]}
     masked_state = dataclasses.replace(state, turn=masked, retry=retry)  # a model never sees the identifiers
-    out = await ctx.roles.call("rewrite", masked_state.to_prompt(), RewriteOutput, offline or (lambda: rewrite_offline(state)),
-                               seed=ctx.seed)
+    out = await ctx.roles.call("rewrite", masked_state.to_prompt(), RewriteOutput,
+                               offline or (lambda: offline_rewrite(method, state, ctx.index)), seed=ctx.seed)
     if out.value is not None and out.backend != "offline":
         v = out.value
         out.value = v.model_copy(update={
@@ -154,7 +155,7 @@ class RewriteFamily(BaseArm):
         p = self.params
         t0 = time.perf_counter()
         try:
-            coro = ask_rewrite(ctx, p.last_n, state)
+            coro = ask_rewrite(ctx, p.last_n, state, method=p.method)
             rw = await (asyncio.wait_for(coro, p.budget_ms / 1000) if p.budget_ms else coro)
         except asyncio.TimeoutError:
             ms["rewrite"] = (time.perf_counter() - t0) * 1000

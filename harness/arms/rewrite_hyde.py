@@ -1,10 +1,13 @@
-"""`rewrite_hyde(hyde_weight=0.7)`: the dense query vector is (1 - w)·rewrite + w·hypothetical
-passage. HyDE only on turns the decide role classes as vague application questions, never on
+"""`rewrite_hyde(hyde_weight=0.7, hyde_scope=vague)`: the dense query vector is (1 - w)·rewrite +
+w·hypothetical passage (offline: the Rocchio feedback vector of the top hits, harness/roles/hyde.py).
+`hyde_scope: vague` (the default) applies HyDE only on turns the decide role classes as vague
+application questions; `all` on every turn, so its effect can be measured on any set. Never on
 identifier turns, never where the turn touches an attribute the filter schema marks
 safety-relevant (a guessed pressure rating or concentration is dangerous)."""
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 import numpy as np
 
@@ -18,6 +21,7 @@ from harness.run.workers import off_loop
 
 class HydeParams(RewriteParams):
     hyde_weight: float = 0.7
+    hyde_scope: Literal["vague", "all"] = "vague"
 
 
 def safety_fields_touched(text: str, info) -> list[str]:
@@ -35,7 +39,7 @@ class RewriteHyde(RewriteFamily):
     async def vectors(self, ctx, out, queries, decision, outcomes, notes, fallbacks):
         w = self.params.hyde_weight
         why = None
-        if decision is None or decision.turn_class != "vague_application":
+        if self.params.hyde_scope == "vague" and (decision is None or decision.turn_class != "vague_application"):
             why = f"turn class {decision.turn_class if decision else 'unknown'}"
         elif ctx.identifiers or out.must_keep:
             why = "identifier turn"
@@ -53,11 +57,13 @@ class RewriteHyde(RewriteFamily):
             fallbacks.append(f"{h.fallback}; rewrite vector only")
             return None
         q, _ = await query_vectors(ctx, queries)
-        passage, _ = await off_loop(ctx.workers, ctx.index.cache.get_or_compute, ctx.index.embedder, "passage",
-                                    [h.value.passage])
-        mixed = (1 - w) * q[0] + w * passage[0]
+        passage = h.value.vector
+        if passage is None:  # a model's passage: embedded as a passage
+            passage = (await off_loop(ctx.workers, ctx.index.cache.get_or_compute, ctx.index.embedder, "passage",
+                                      [h.value.passage]))[0][0]
+            passage = passage / (np.linalg.norm(passage) or 1.0)
+        mixed = (1 - w) * q[0] / (np.linalg.norm(q[0]) or 1.0) + w * passage
         q[0] = mixed / (np.linalg.norm(mixed) or 1.0)
-        how = ("(offline: pseudo-relevance feedback, best passage of a first retrieval)" if h.backend == "offline"
-               else f"({h.backend})")
+        how = f"(offline: {h.value.passage})" if h.backend == "offline" else f"({h.backend})"
         notes.append(f"HyDE {how}, weight {w}")
         return q

@@ -112,6 +112,12 @@ class Index:
         """Cosine similarity of a query vector to each document (its best chunk), from the index's vectors."""
         return {d: float((self._vecs[self._rows[d]] @ q).max()) if d in self._rows else 0.0 for d in doc_ids}
 
+    def best_chunk_vectors(self, q: np.ndarray, doc_ids: list[str]) -> np.ndarray:
+        """Each document's chunk vector most similar to the query vector (what a dense hit
+        scored on), normalised, one row per document."""
+        rows = [self._rows[d][int(np.argmax(self._vecs[self._rows[d]] @ q))] for d in doc_ids if d in self._rows]
+        return self._vecs[rows] if rows else np.zeros((0, self._vecs.shape[1]))
+
     def sentence_scores(self, q: np.ndarray, doc_ids: list[str]) -> dict[str, list[tuple[str, float]]]:
         """Cosine similarity of a query vector to every sentence of each document, in document
         order. Sentence vectors go through the embedding cache."""

@@ -78,7 +78,11 @@ def paired(pt, labels: dict[str, str]) -> Table | None:
         t.add_column(c, justify="right" if c not in ("metric", "segment") else "left")
     for r in pt.itertuples():
         gap = getattr(r, "oracle_gap_closed", None)
-        t.add_row(escape(labels.get(r.arm, r.arm)), r.metric, r.segment.replace("turn_index", "t").replace(">=", "≥"),
+        seg = r.segment.replace("turn_index", "t").replace(">=", "≥")
+        if not r.n_turns:  # nothing measured for this arm here: not a number to read
+            t.add_row(escape(labels.get(r.arm, r.arm)), r.metric, seg, "0", "n/a", "not measured", "—", "—", "—")
+            continue
+        t.add_row(escape(labels.get(r.arm, r.arm)), r.metric, seg,
                   f"{r.n_turns}/{r.n_sessions}s", f"{r.diff:+.3f}", f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]",
                   f"{r.p_holm:.3f}", f"{r.wins}/{r.ties}/{r.losses}", "—" if gap is None or gap != gap else f"{gap:.0%}")
     return t

@@ -1,7 +1,8 @@
 """The grade role: do the hits support the turn's standalone question? Offline: the best
 support among the hits (`harness/corpus/support.py`: meaning plus concepts, each in standard
 deviations above the question's own baseline over the knowledge base) against `z_min`; when
-insufficient, a new query from the question's terms and the top passages' salient terms."""
+insufficient, a new query that learns from the round: the question's terms and the salient terms of
+the best-supported passages below the hits, less the rejected hits' terms (docs/roles.md)."""
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
@@ -10,6 +11,9 @@ from harness.corpus.support import Support
 from harness.roles.text import salient_terms, terms
 
 Z_MIN = 6.81  # chosen on handbook-de's main split by scripts/calibrate_grader.py (top_k=3)
+FEEDBACK_DOCS = 2  # the best-supported passages below the hits that feed the next query
+FEEDBACK_TERMS = 4
+BELOW = 10  # how far below `top_k` the offline grader looks for them
 
 
 class GradeOutput(BaseModel):
@@ -19,20 +23,32 @@ class GradeOutput(BaseModel):
 
 
 def grade_offline(question: str, passages: list[tuple[str, Support]], z_min: float = Z_MIN,
-                  tried: list[str] = ()) -> GradeOutput:
+                  tried: list[str] = (), below: list[tuple[str, Support]] = ()) -> GradeOutput:
     """passages: (text, support) per hit, in rank order. Sufficient when the best support
     reaches `z_min`. Neither view alone is enough: dense similarity rewards a sentence on the
     question's topic that does not answer it (a laptop-on-a-train question and "a defective
-    laptop is replaced within a day"), and the concept match alone misses paraphrase."""
+    laptop is replaced within a day"), and the concept match alone misses paraphrase.
+
+    When insufficient, the next query learns from the round (pseudo-relevance feedback with the
+    rejected hits as negatives): the question's terms plus the salient terms of the passages
+    that support the question best among those that sat below `top_k` (`below`: (text,
+    support), not yet graded), less the terms the rejected hits are about. No candidate below:
+    no new query, the loop stops rather than repeat the rejected topic."""
     if not passages:
         return GradeOutput(sufficient=False, reason="no hits", new_query="")
     _, best = max(passages, key=lambda p: p[1].z)
     why = f"best hit {best.doc_id}: support {best.describe()} above the question's baseline (needs {z_min:.2f})"
     if best.z >= z_min:
         return GradeOutput(sufficient=True, reason=why, new_query="")
+    if not below:
+        return GradeOutput(sufficient=False, reason=why + "; no candidate below the hits", new_query="")
     q_terms = terms(question)
-    extra = salient_terms([t for t, _ in passages[:3]], set(q_terms), n=4)
+    rejected = set(salient_terms([t for t, _ in passages], set(q_terms), n=6))
+    lead = sorted(below, key=lambda p: -p[1].z)[:FEEDBACK_DOCS]
+    extra = salient_terms([t for t, _ in lead], set(q_terms) | rejected, n=FEEDBACK_TERMS)
     new = " ".join(q_terms + extra)
-    if not new or new in tried:
-        new = ""
-    return GradeOutput(sufficient=False, reason=why, new_query=new)
+    if not extra or new in tried:
+        return GradeOutput(sufficient=False, reason=why + "; nothing new below the hits", new_query="")
+    src = ", ".join(f"{s.doc_id} ({s.z:.2f})" for _, s in lead)
+    return GradeOutput(sufficient=False, new_query=new,
+                       reason=f"{why}; next: terms of {src} from below the hits ({' '.join(extra)})"[:400])

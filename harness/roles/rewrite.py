@@ -1,7 +1,8 @@
 """The rewrite role and its strict JSON contract.
 
-Offline implementation (rules, no model; documented in docs/roles.md): classify the turn with
-the offline decide role, then
+Offline implementations (no model; documented in docs/roles.md): `method: hqe`, historical
+query expansion (harness/roles/hqe.py, the default), or `method: rules`, this project's rules
+for a product catalogue: classify the turn with the offline decide role, then
 - identifier / self-contained / vague: the turn as typed;
 - topic switch: the turn's content words plus the account's ship country; product filters dropped;
 - ordinal: the n-th item of the assistant's last shown list is the focus;
@@ -152,6 +153,33 @@ def _focused_query(focus, named: dict, text: str, fields: dict) -> tuple[str, di
     used = {w.lower() for v in named.values() for w in WORD.findall(_fmt_attr("x", v))} | negated | {"not"}
     extra = [w for w in _content_words(text, used) if w.lower() not in query.lower()]
     return " ".join((query + " " + " ".join(extra)).split()), attrs
+
+
+METHODS = ("hqe", "rules")  # the offline rewrite: a published method, or this project's catalogue rules
+
+
+def rewrite_hqe(state: CompactState, index) -> RewriteOutput:
+    """Historical query expansion (harness/roles/hqe.py), with the values the turn itself names
+    in the filter schema as filters, and two variants from other strategies: previous-turn
+    expansion and RM3 feedback on the expanded query. Confidence 0.5 when HQE judged the turn
+    ambiguous, else 0.8 (what rewrite_adaptive branches on)."""
+    from harness.roles.hqe import hqe, previous_turn, rm3
+
+    query, ambiguous, _ = hqe(state, index)
+    fields = {f["field"]: f for f in state.schema}
+    named = attributes.extract(state.turn, state.schema)
+    return RewriteOutput(standalone=query, must_keep=find_identifiers(state.turn), filters=_filters_from(named, fields),
+                         confidence=0.5 if ambiguous else 0.8, variants=[previous_turn(state), rm3(index, query)[0]],
+                         clarify=None)
+
+
+def offline_rewrite(method: str, state: CompactState, index) -> RewriteOutput:
+    """The offline rewrite role by method: `hqe` (published) or `rules` (catalogue rules)."""
+    if method == "hqe":
+        return rewrite_hqe(state, index)
+    if method == "rules":
+        return rewrite_offline(state)
+    raise ValueError(f"unknown offline rewrite method {method!r}; known: {', '.join(METHODS)}")
 
 
 def rewrite_offline(state: CompactState, decision: Decision | None = None) -> RewriteOutput:
