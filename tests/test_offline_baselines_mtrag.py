@@ -41,4 +41,4 @@ def test_the_arm_differs_from_rewrite_on_a_third_of_the_follow_ups(finals, arm):
     assert differ >= len(keys) / 3, f"{arm}: {differ} of {len(keys)}"
     if arm == "rewrite_hyde":
         notes = finals[finals["arm"] == arm]["verdict_reason"].dropna()
-        assert len(notes) == len(keys) and notes.str.contains("HyDE (offline: vector feedback").all()
+        assert len(notes) == len(keys) and notes.str.contains("HyDE (offline: vector feedback", regex=False).all()
