@@ -27,9 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from openai.types.chat import ChatCompletion
 
-from harness.llm.cache import LLMCache, prompt_hash, request_key
+from harness.llm.cache import LLMCache, canonical_json, key_of_json, prompt_hash
 from harness.llm.ledger import CallRecord, SpendCap, cost_usd, load_prices
 from harness.llm.schema import response_format
+from harness.llm.sdk import AsyncOpenAI
 from harness.llm.transport import (CACHE_HEADER, LATENCY_HEADER, PENDING, ROLE_HEADER, CachingTransport, Pending, StopRun,
                                    aiohttp_transport)
 
@@ -138,7 +139,7 @@ class LLMClient:
             else:
                 raise ValueError(f"{endpoint.kind} endpoint: set {key_env} in the environment "
                                  "(or replay the LLM cache: --llm-cache replay)")
-        self.sdk = openai.AsyncOpenAI(
+        self.sdk = AsyncOpenAI(
             api_key=key, base_url=endpoint.resolved_base_url(), max_retries=0, timeout=endpoint.timeout,
             http_client=httpx2.AsyncClient(transport=self.transport, timeout=endpoint.timeout))
         self.path = urlparse(str(self.sdk.base_url)).path.rstrip("/") + CHAT_PATH  # as the transport sees it
@@ -155,13 +156,13 @@ class LLMClient:
     async def aclose(self) -> None:
         await self.sdk.close()
 
-    def _cached(self, sent: dict):
+    def _cached(self, sent_json: str):
         """A cached reply looked up before the SDK builds a request (the transport would find the
         same entry: same key), so a warm run pays neither request building nor HTTP. Returns
         (Call or None, the key of a miss the transport may fill without looking it up again)."""
         if self.cache is None or self.cache.mode in ("off", "refresh"):
             return None, None
-        key = request_key(self.endpoint.kind, self.path, sent)
+        key = key_of_json(self.endpoint.kind, self.path, sent_json)
         hit = self.cache.get(key)
         if hit is None:
             return None, (key if self.cache.mode != "replay" else None)  # replay: the transport names the miss
@@ -175,10 +176,11 @@ class LLMClient:
         """One chat completion with retries; a reply from the endpoint comes with what the cache
         needs to keep it (`Call.pending`), once the caller has validated it."""
         sent = {k: v for k, v in body.items() if k != "extra_body"} | (body.get("extra_body") or {})
-        cached, key = self._cached(sent)
+        sent_json = canonical_json(sent)  # the request as sent and as keyed: serialised once
+        cached, key = self._cached(sent_json)
         if cached is not None:
             return cached
-        payload = json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode()
+        payload = sent_json.encode()
         pending = Pending(key=key, model=str(sent.get("model", "")))
         token = PENDING.set(pending)
         try:
@@ -198,6 +200,8 @@ class LLMClient:
         request's key, with what the first exchange cost and why it failed, so a replay of the
         first request takes the same path (two requests, one repair) without the invalid reply."""
         if self.cache is None or call.pending is None or call.pending.key is None:
+            return
+        if "error" in (call.completion.model_extra or {}):  # an error body beside valid choices: never kept
             return
         p = call.pending
         self.cache.put_later(p.key, p.body, p.latency_ms, kind=self.endpoint.kind, model=p.model, role=p.role)
