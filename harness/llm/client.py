@@ -5,8 +5,8 @@ by the whole replay, optional requests/tokens per minute budgets, the cache (loo
 the SDK, filled at the HTTP transport), and a ledger record per call. A failed call never
 raises: the record carries the error and the caller falls back.
 
-The request is serialised once and sent with the SDK's `post` (its auth, base URL, timeouts
-and error classes), so the SDK does not walk the typed parameters of `chat.completions.create`
+The request is serialised once and sent with the SDK's `request` (what its `post` does: its
+auth, base URL, timeouts and error classes; the options built once per role), so the SDK does not walk the typed parameters of `chat.completions.create`
 on every call; the reply is parsed by `ChatCompletion` the same way whether it came from the
 endpoint or from the cache."""
 from __future__ import annotations
@@ -25,6 +25,7 @@ import httpx2
 import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from openai._models import FinalRequestOptions
 from openai.types.chat import ChatCompletion
 
 from harness.llm.cache import LLMCache, canonical_json, key_of_json, prompt_hash
@@ -144,6 +145,7 @@ class LLMClient:
             http_client=httpx2.AsyncClient(transport=self.transport, timeout=endpoint.timeout))
         self.path = urlparse(str(self.sdk.base_url)).path.rstrip("/") + CHAT_PATH  # as the transport sees it
         self.budget = _Budget(endpoint.rpm, endpoint.tpm)
+        self._options: dict[str, FinalRequestOptions] = {}
 
     @property
     def name(self) -> str:
@@ -214,7 +216,10 @@ class LLMClient:
 
     async def _send(self, role: str, payload: bytes, est_tokens: int):
         """POST the serialised request through the SDK, retrying 429/5xx/timeouts/connection errors."""
-        options = {"headers": {ROLE_HEADER: role}}
+        options = self._options.get(role)
+        if options is None:  # what the SDK's `post` builds for every call, built once per role
+            options = self._options[role] = FinalRequestOptions.construct(
+                method="post", url=CHAT_PATH, json_data=None, content=b"", files=None, headers={ROLE_HEADER: role})
         attempts = 0
         while True:
             attempts += 1
@@ -223,7 +228,7 @@ class LLMClient:
                 self.spend.check()
             try:
                 async with self.semaphore if self.semaphore is not None else contextlib.nullcontext():
-                    raw = await self.sdk.post(CHAT_PATH, cast_to=httpx2.Response, content=payload, options=options)
+                    raw = await self.sdk.request(httpx2.Response, options.model_copy(update={"content": payload}))
                 return _completion(raw.content), raw.headers, attempts
             except RETRYABLE as e:  # anything else (ReplayMiss included) propagates unchanged
                 if attempts > self.endpoint.max_retries:
