@@ -53,6 +53,18 @@ def test_the_key_from_the_serialised_request_equals_request_key(body):
            request_key("azure", "/openai/v1/chat/completions", body)
 
 
+def test_a_body_with_a_value_serialised_before_serialises_the_same():
+    from harness.llm.client import _format
+    from harness.roles.rewrite import RewriteOutput
+
+    fmt, text = _format(RewriteOutput, None, None)
+    body = {"model": "m", "messages": [{"role": "user", "content": "ä", "b": {"z": 1, "a": 2}}], "response_format": fmt,
+            "seed": 1, "x": {"k": [{"y": 1, "b": None}]}}
+    assert canonical_json(body, {"response_format": (fmt, text)}) == canonical_json(body)
+    other = {**body, "response_format": dict(fmt)}  # an equal dict, not the one serialised before: serialised again
+    assert canonical_json(other, {"response_format": (fmt, "WRONG")}) == canonical_json(body)
+
+
 def test_replies_written_behind_in_batches_all_reach_the_database(tmp_path):
     cache = LLMCache(tmp_path)
     for i in range(500):

@@ -46,10 +46,21 @@ def prompt_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
-def canonical_json(body: dict) -> str:
+def canonical_json(body: dict, known: dict[str, tuple[object, str]] | None = None) -> str:
     """A request body as the cache key serialises it (keys sorted, no spaces, UTF-8 kept): the
-    LLM client sends this same text, so a request is serialised once."""
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    LLM client sends this same text, so a request is serialised once. `known`: top-level values
+    serialised before, {key: (value, its canonical_json)}, used where the body holds that very
+    object (a role's response_format, the same on every call)."""
+    if not known:
+        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    parts = []
+    for k in sorted(body):
+        v = body[k]
+        obj, text = known.get(k, (None, None))
+        if obj is not v or text is None:
+            text = json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        parts.append(json.dumps(k, ensure_ascii=False) + ":" + text)
+    return "{" + ",".join(parts) + "}"
 
 
 def key_of_json(kind: str, path: str, body_json: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import random
@@ -178,7 +179,9 @@ class LLMClient:
         """One chat completion with retries; a reply from the endpoint comes with what the cache
         needs to keep it (`Call.pending`), once the caller has validated it."""
         sent = {k: v for k, v in body.items() if k != "extra_body"} | (body.get("extra_body") or {})
-        sent_json = canonical_json(sent)  # the request as sent and as keyed: serialised once
+        fmt = sent.get("response_format")  # a role's schema, serialised once per process
+        known = {"response_format": _FORMATS[id(fmt)]} if id(fmt) in _FORMATS and _FORMATS[id(fmt)][0] is fmt else None
+        sent_json = canonical_json(sent, known)  # the request as sent and as keyed: serialised once
         cached, key = self._cached(sent_json)
         if cached is not None:
             return cached
@@ -245,7 +248,7 @@ class LLMClient:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         rec = CallRecord(role=role, model=ep.model, prompt_hash=prompt_hash(system))
         body = {"model": ep.model, "messages": messages, "temperature": ep.temperature, "max_tokens": ep.max_tokens,
-                "response_format": response_format(schema, ep.max_string_length, ep.max_items)}
+                "response_format": _format(schema, ep.max_string_length, ep.max_items)[0]}
         s = seed if seed is not None else self.seed
         if s is not None:
             body["seed"] = s
@@ -325,6 +328,17 @@ def _parse(completion: ChatCompletion, schema: type[BaseModel]):
     except ValidationError as e:
         return None, raw, "schema violation: " + "; ".join(
             f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:3])
+
+
+_FORMATS: dict[int, tuple[dict, str]] = {}  # id(response_format) -> (it, its canonical JSON); kept alive here
+
+
+@functools.lru_cache(maxsize=256)
+def _format(schema: type[BaseModel], max_string_length: int | None, max_items: int | None) -> tuple[dict, str]:
+    """A role's response_format and its canonical JSON (the schema walk costs ~45 us a call)."""
+    fmt = response_format(schema, max_string_length, max_items)
+    _FORMATS[id(fmt)] = (fmt, canonical_json(fmt))
+    return _FORMATS[id(fmt)]
 
 
 def _completion(content: bytes) -> ChatCompletion:
