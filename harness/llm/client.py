@@ -5,10 +5,11 @@ by the whole replay, optional requests/tokens per minute budgets, the cache (loo
 the SDK, filled at the HTTP transport), and a ledger record per call. A failed call never
 raises: the record carries the error and the caller falls back.
 
-The request is serialised once and sent with the SDK's `request` (what its `post` does: its
-auth, base URL, timeouts and error classes; the options built once per role), so the SDK does not walk the typed parameters of `chat.completions.create`
-on every call; the reply is parsed by `ChatCompletion` the same way whether it came from the
-endpoint or from the cache."""
+The request is serialised once (that text is also its cache key's) and sent with the SDK's
+`request`, as its `post` would (its auth, base URL, timeouts and error classes; the options built
+once per role, the HTTP request from a template: harness/llm/sdk.py), so the SDK does not walk
+the typed parameters of `chat.completions.create` on every call; the reply is parsed by
+`ChatCompletion` the same way whether it came from the endpoint or from the cache."""
 from __future__ import annotations
 
 import asyncio
