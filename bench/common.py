@@ -8,12 +8,15 @@ import json
 import os
 import random
 import resource
+import sys
 from pathlib import Path
 
 import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # measure this checkout's harness, not the one the venv's editable install points at
+    sys.path.insert(1, str(ROOT))
 os.environ.setdefault("HARNESS_HOME", str(ROOT))
 os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
 os.environ["RAGAS_DO_NOT_TRACK"] = "true"

@@ -5,7 +5,7 @@ different interpreters, as against a real endpoint, instead of sharing one GIL.
     .venv/bin/python bench/endpoint.py --latency 0.1 [--reply rewrite|rewrite_new]
 
 prints one JSON line `{"base_url": ...}`, then answers commands on stdin, one per line:
-`stats` (a JSON line: calls, peak_in_flight), `reset` (clears them; prints `{}`); it stops at
+`stats` (a JSON line: calls, peak_in_flight, cpu: the process's CPU seconds so far), `reset` (clears them; prints `{}`); it stops at
 the end of stdin. `Endpoint(latency)` in the benchmarks starts and drives it.
 
 Replies (the rewrite role's contract): `rewrite` gives the masked turn back as the standalone
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -80,7 +81,9 @@ def main(argv=None) -> None:
         for line in sys.stdin:
             cmd = line.strip()
             if cmd == "stats":
-                print(json.dumps({"calls": srv.calls, "peak_in_flight": srv.peak_in_flight}), flush=True)
+                r = resource.getrusage(resource.RUSAGE_SELF)
+                print(json.dumps({"calls": srv.calls, "peak_in_flight": srv.peak_in_flight,
+                                  "cpu": r.ru_utime + r.ru_stime}), flush=True)
             elif cmd == "reset":
                 srv.reset_stats()
                 print("{}", flush=True)

@@ -61,13 +61,14 @@ def replay_once(es_root: Path, index, ep: Endpoint, concurrency: int, cache: Pat
            "runs_dir": str(run_dir.parent), "concurrency": concurrency,
            "llm": {"cache": {"folder": str(cache), "mode": "readwrite"}, "roles": {"rewrite": endpoint(ep.base_url)}}}
     ep.reset()
+    server_cpu0 = ep.stats()["cpu"]
     c0, t0 = cpu_seconds(), time.perf_counter()
     rp = TimedReplay(parse_config(raw), raw, run_dir=run_dir, progress=False)
     rp.run(index=index)
     wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
     counts = read_manifest(run_dir)["counts"]
     stats = ep.stats()
-    return {"wall": wall, "loop_wall": rp.loop_wall, "cpu": cpu, "server_calls": stats["calls"],
+    return {"wall": wall, "loop_wall": rp.loop_wall, "cpu": cpu, "server_cpu": stats["cpu"] - server_cpu0, "server_calls": stats["calls"],
             "peak_in_flight": stats["peak_in_flight"], "http_calls": counts["http_calls"],
             "cache_hits": counts["cache_hits"], "errors": counts["errors"], "fallbacks": counts["fallbacks"]}
 
@@ -145,7 +146,7 @@ def measure_point(tmp: Path, latency: float, conc: int, calls: int) -> dict:
     same = not trace_differences(tmp / "runs" / f"cold-{name}", tmp / "runs" / f"warm-{name}")
     return {"latency": latency, "concurrency": conc, "calls": n, "bound": bound, "cold": cold, "warm": warm,
             "efficiency": bound / cold["wall"], "loop_efficiency": bound / cold["loop_wall"],
-            "cpu_per_call_ms": cold["cpu"] / n * 1000, "alone_cpu_ms": alone_cpu / len(prompts) * 1000,
+            "cpu_per_call_ms": cold["cpu"] / n * 1000, "server_cpu_ms": cold["server_cpu"] / max(n, 1) * 1000, "alone_cpu_ms": alone_cpu / len(prompts) * 1000,
             "alone_efficiency": alone_bound / alone_wall, "raw_cpu_ms": raw_cpu / len(prompts) * 1000,
             "raw_efficiency": alone_bound / raw_wall, "warm_equal": same}
 
@@ -169,14 +170,14 @@ def to_markdown(f: dict) -> str:
              "`rewrite(lane=bm25)` with the rewrite role on bench/endpoint.py, the scripted test server in its own "
              f"process on 127.0.0.1 (one LLM call per turn). Machine: {f['note']}.", "",
              "| latency | concurrency | LLM calls | bound (s) | whole run after the index (s) | **efficiency** | job loop (s) | "
-             "loop efficiency | client CPU per call, whole run (ms) | LLM client alone: CPU per call (ms) / efficiency | "
+             "loop efficiency | client CPU per call, whole run (ms) | endpoint CPU per call (ms) | LLM client alone: CPU per call (ms) / efficiency | "
              "aiohttp alone, no SDK: CPU per call (ms) / efficiency | peak in flight |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in f["points"]:
         c = p["cold"]
         lines.append(f"| {p['latency'] * 1000:.0f} ms | {p['concurrency']} | {p['calls']} | {p['bound']:.2f} | {c['wall']:.2f} | "
                      f"**{p['efficiency']:.2f}** | {c['loop_wall']:.2f} | {p['loop_efficiency']:.2f} | {p['cpu_per_call_ms']:.2f} | "
-                     f"{p['alone_cpu_ms']:.2f} / {p['alone_efficiency']:.2f} | {p['raw_cpu_ms']:.2f} / {p['raw_efficiency']:.2f} | "
+                     f"{p['server_cpu_ms']:.2f} | {p['alone_cpu_ms']:.2f} / {p['alone_efficiency']:.2f} | {p['raw_cpu_ms']:.2f} / {p['raw_efficiency']:.2f} | "
                      f"{c['peak_in_flight']} |")
     lines += ["", "Warm re-run (same LLM cache):", "",
               "| latency | concurrency | HTTP calls (transport) | server calls | cache hits | warm run (s) | cold/warm | traces equal to cold |",
@@ -189,7 +190,7 @@ def to_markdown(f: dict) -> str:
               "(Replay built from its config, labels, manifest, the job loop, the trace parts), the index given; loop "
               "efficiency: the same over the job loop alone. Client CPU per call: the benchmark process's CPU time "
               "over the whole run (retrieval, trace rows and the LLM client; the server runs in its own process) per "
-              "call. LLM client alone: LLMClient.structured, the same number of calls at the same concurrency without "
+              "call. Endpoint CPU per call: bench/endpoint.py's process (the scripted server, on the same 2 cores) over the same run. LLM client alone: LLMClient.structured, the same number of calls at the same concurrency without "
               "the replay, no cache. aiohttp alone: the same requests and reply parsing over a bare aiohttp session, "
               "without the openai SDK and httpx2 (a reference for what the SDK's own request handling costs; the "
               "harness does not use it).",

@@ -17,6 +17,11 @@ from harness.roles.rerank import OFFLINE_NOTE, RerankOutput, apply_rerank, reran
 from harness.run.workers import off_loop, timed
 
 
+def _candidates(hits, lane: str) -> list[dict]:
+    """The trace's candidate entries of a lane's hits (as `Hit.as_dict()` with the lane named)."""
+    return [{"doc_id": h.doc_id, "score": float(h.score), "rank": h.rank, "lane": lane} for h in hits]
+
+
 def search(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: str, depth: int, rrf_k: int = 60,
            pool: int = 100, id_lane: bool = True, must_keep: list[str] = (), vectors: np.ndarray | None = None) -> ArmResult:
     """Issue `queries` (the first is the main one) with `filters` plus the account's
@@ -40,10 +45,10 @@ def search(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: s
     for qi in range(per_query):
         lists = []
         if lane in ("hybrid", "dense"):
-            candidates += [{**h.as_dict(), "lane": f"dense:{qi}"} for h in dense[qi]]
+            candidates += _candidates(dense[qi], f"dense:{qi}")
             lists.append([h.doc_id for h in dense[qi]])
         if lane in ("hybrid", "bm25"):
-            candidates += [{**h.as_dict(), "lane": f"bm25:{qi}"} for h in lex[qi]]
+            candidates += _candidates(lex[qi], f"bm25:{qi}")
             lists.append([h.doc_id for h in lex[qi]])
         fused = rrf(lists, k=rrf_k) if len(lists) > 1 else [(d, 0.0) for d in lists[0]]
         rankings.append([d for d, _ in fused])

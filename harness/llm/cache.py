@@ -46,6 +46,30 @@ def prompt_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
+def canonical_json(body: dict, known: dict[str, tuple[object, str]] | None = None) -> str:
+    """A request body as the cache key serialises it (keys sorted, no spaces, UTF-8 kept): the
+    LLM client sends this same text, so a request is serialised once. `known`: top-level values
+    serialised before, {key: (value, its canonical_json)}, used where the body holds that very
+    object (a role's response_format, the same on every call)."""
+    if not known:
+        return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    parts = []
+    for k in sorted(body):
+        v = body[k]
+        obj, text = known.get(k, (None, None))
+        if obj is not v or text is None:
+            text = json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        parts.append(json.dumps(k, ensure_ascii=False) + ":" + text)
+    return "{" + ",".join(parts) + "}"
+
+
+def key_of_json(kind: str, path: str, body_json: str) -> str:
+    """`request_key` of a body given as its `canonical_json` (the same sha256, not serialised again)."""
+    canon = '{"body":' + body_json + ',"kind":' + json.dumps(kind, ensure_ascii=False) + ',"path":' + \
+        json.dumps(path, ensure_ascii=False) + "}"
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
 def request_key(kind: str, path: str, body: dict) -> str:
     canon = json.dumps({"kind": kind, "path": path, "body": body}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
@@ -62,6 +86,9 @@ class LLMCache:
         self._pending: dict[str, CachedReply] = {}  # written behind, not yet in the database
         self._writer: ThreadPoolExecutor | None = None
         self._writes: list[Future] = []
+        self._queue: list[tuple] = []  # rows for the writer, taken in one transaction per batch
+        self._lock = threading.Lock()
+        self._draining = False
         if mode != "off":
             self.folder.mkdir(parents=True, exist_ok=True)
             c = self._conn()
@@ -96,28 +123,68 @@ class LLMCache:
 
     def put_later(self, key: str, body: bytes, latency_ms: float, kind: str = "", model: str = "", role: str = "") -> None:
         """`put` on the cache's writer thread, so the caller (the event loop) never waits for
-        SQLite. `get` sees the reply at once; `flush()` waits until it is in the database."""
+        SQLite. `get` sees the reply at once; `flush()` waits until it is in the database. Replies
+        that come in while the writer is busy are written together, in one transaction."""
         if self.mode in ("off", "replay"):
             return
         reply = CachedReply(body, latency_ms, time.time())
         self._pending[key] = reply
-
-        def write():
-            try:
-                self.put(key, body, latency_ms, kind=kind, model=model, role=role)
-            finally:
-                if self._pending.get(key) is reply:
-                    del self._pending[key]
-
+        with self._lock:
+            self._queue.append((key, kind, model, role, body, latency_ms, reply.created, reply))
+            if self._draining:
+                return
+            self._draining = True
         if self._writer is None:
             self._writer = ThreadPoolExecutor(1, thread_name_prefix="harness-llm-cache")
-        self._writes = [f for f in self._writes if not f.done() or f.exception() is not None] + [self._writer.submit(write)]
+        self._writes = [f for f in self._writes if not f.done() or f.exception() is not None] + [self._writer.submit(self._drain)]
+
+    def _drain(self) -> None:
+        """Write the queued replies, batch by batch, until the queue is empty."""
+        while True:
+            with self._lock:
+                batch, self._queue = self._queue, []
+                if not batch:
+                    self._draining = False
+                    return
+            try:
+                _retry(lambda: self._write_batch([r[:7] for r in batch]))
+            except BaseException:
+                with self._lock:  # rows queued behind this batch: the next put_later or flush writes them
+                    self._draining = False
+                raise
+            finally:
+                for key, *_, reply in batch:
+                    if self._pending.get(key) is reply:
+                        del self._pending[key]
+
+    def _write_batch(self, rows: list[tuple]) -> None:
+        c = self._conn()
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.executemany("INSERT OR REPLACE INTO replies VALUES (?,?,?,?,?,?,?)", rows)
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
 
     def flush(self) -> None:
-        """Wait for the writes behind; the first failed one raises here."""
+        """Wait for the writes behind; the first failed one raises here (after the rows queued
+        behind it are written)."""
         writes, self._writes = self._writes, []
+        error = None
         for f in writes:
-            f.result()
+            try:
+                f.result()
+            except BaseException as e:
+                error = error or e
+        with self._lock:
+            leftover = bool(self._queue) and not self._draining
+            self._draining = self._draining or leftover
+        if leftover:
+            self._writer.submit(self._drain).result()
+        if error is not None:
+            raise error
 
     def __len__(self) -> int:
         if self.mode == "off":

@@ -5,14 +5,16 @@ by the whole replay, optional requests/tokens per minute budgets, the cache (loo
 the SDK, filled at the HTTP transport), and a ledger record per call. A failed call never
 raises: the record carries the error and the caller falls back.
 
-The request is serialised once and sent with the SDK's `post` (its auth, base URL, timeouts
-and error classes), so the SDK does not walk the typed parameters of `chat.completions.create`
-on every call; the reply is parsed by `ChatCompletion` the same way whether it came from the
-endpoint or from the cache."""
+The request is serialised once (that text is also its cache key's) and sent with the SDK's
+`request`, as its `post` would (its auth, base URL, timeouts and error classes; the options built
+once per role, the HTTP request from a template: harness/llm/sdk.py), so the SDK does not walk
+the typed parameters of `chat.completions.create` on every call; the reply is parsed by
+`ChatCompletion` the same way whether it came from the endpoint or from the cache."""
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import random
@@ -25,11 +27,13 @@ import httpx2
 import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from openai._models import FinalRequestOptions
 from openai.types.chat import ChatCompletion
 
-from harness.llm.cache import LLMCache, prompt_hash, request_key
+from harness.llm.cache import LLMCache, canonical_json, key_of_json, prompt_hash
 from harness.llm.ledger import CallRecord, SpendCap, cost_usd, load_prices
 from harness.llm.schema import response_format
+from harness.llm.sdk import AsyncOpenAI
 from harness.llm.transport import (CACHE_HEADER, LATENCY_HEADER, PENDING, ROLE_HEADER, CachingTransport, Pending, StopRun,
                                    aiohttp_transport)
 
@@ -138,11 +142,12 @@ class LLMClient:
             else:
                 raise ValueError(f"{endpoint.kind} endpoint: set {key_env} in the environment "
                                  "(or replay the LLM cache: --llm-cache replay)")
-        self.sdk = openai.AsyncOpenAI(
+        self.sdk = AsyncOpenAI(
             api_key=key, base_url=endpoint.resolved_base_url(), max_retries=0, timeout=endpoint.timeout,
             http_client=httpx2.AsyncClient(transport=self.transport, timeout=endpoint.timeout))
         self.path = urlparse(str(self.sdk.base_url)).path.rstrip("/") + CHAT_PATH  # as the transport sees it
         self.budget = _Budget(endpoint.rpm, endpoint.tpm)
+        self._options: dict[str, FinalRequestOptions] = {}
 
     @property
     def name(self) -> str:
@@ -155,13 +160,13 @@ class LLMClient:
     async def aclose(self) -> None:
         await self.sdk.close()
 
-    def _cached(self, sent: dict):
+    def _cached(self, sent_json: str):
         """A cached reply looked up before the SDK builds a request (the transport would find the
         same entry: same key), so a warm run pays neither request building nor HTTP. Returns
         (Call or None, the key of a miss the transport may fill without looking it up again)."""
         if self.cache is None or self.cache.mode in ("off", "refresh"):
             return None, None
-        key = request_key(self.endpoint.kind, self.path, sent)
+        key = key_of_json(self.endpoint.kind, self.path, sent_json)
         hit = self.cache.get(key)
         if hit is None:
             return None, (key if self.cache.mode != "replay" else None)  # replay: the transport names the miss
@@ -175,10 +180,13 @@ class LLMClient:
         """One chat completion with retries; a reply from the endpoint comes with what the cache
         needs to keep it (`Call.pending`), once the caller has validated it."""
         sent = {k: v for k, v in body.items() if k != "extra_body"} | (body.get("extra_body") or {})
-        cached, key = self._cached(sent)
+        fmt = sent.get("response_format")  # a role's schema, serialised once per process
+        known = {"response_format": _FORMATS[id(fmt)]} if id(fmt) in _FORMATS and _FORMATS[id(fmt)][0] is fmt else None
+        sent_json = canonical_json(sent, known)  # the request as sent and as keyed: serialised once
+        cached, key = self._cached(sent_json)
         if cached is not None:
             return cached
-        payload = json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode()
+        payload = sent_json.encode()
         pending = Pending(key=key, model=str(sent.get("model", "")))
         token = PENDING.set(pending)
         try:
@@ -199,6 +207,8 @@ class LLMClient:
         first request takes the same path (two requests, one repair) without the invalid reply."""
         if self.cache is None or call.pending is None or call.pending.key is None:
             return
+        if "error" in (call.completion.model_extra or {}):  # an error body beside valid choices: never kept
+            return
         p = call.pending
         self.cache.put_later(p.key, p.body, p.latency_ms, kind=self.endpoint.kind, model=p.model, role=p.role)
         if first is not None and first.pending is not None and first.pending.key is not None:
@@ -210,7 +220,10 @@ class LLMClient:
 
     async def _send(self, role: str, payload: bytes, est_tokens: int):
         """POST the serialised request through the SDK, retrying 429/5xx/timeouts/connection errors."""
-        options = {"headers": {ROLE_HEADER: role}}
+        options = self._options.get(role)
+        if options is None:  # what the SDK's `post` builds for every call, built once per role
+            options = self._options[role] = FinalRequestOptions.construct(
+                method="post", url=CHAT_PATH, json_data=None, content=b"", files=None, headers={ROLE_HEADER: role})
         attempts = 0
         while True:
             attempts += 1
@@ -219,7 +232,7 @@ class LLMClient:
                 self.spend.check()
             try:
                 async with self.semaphore if self.semaphore is not None else contextlib.nullcontext():
-                    raw = await self.sdk.post(CHAT_PATH, cast_to=httpx2.Response, content=payload, options=options)
+                    raw = await self.sdk.request(httpx2.Response, options.model_copy(update={"content": payload}))
                 return _completion(raw.content), raw.headers, attempts
             except RETRYABLE as e:  # anything else (ReplayMiss included) propagates unchanged
                 if attempts > self.endpoint.max_retries:
@@ -236,7 +249,7 @@ class LLMClient:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         rec = CallRecord(role=role, model=ep.model, prompt_hash=prompt_hash(system))
         body = {"model": ep.model, "messages": messages, "temperature": ep.temperature, "max_tokens": ep.max_tokens,
-                "response_format": response_format(schema, ep.max_string_length, ep.max_items)}
+                "response_format": _format(schema, ep.max_string_length, ep.max_items)[0]}
         s = seed if seed is not None else self.seed
         if s is not None:
             body["seed"] = s
@@ -316,6 +329,17 @@ def _parse(completion: ChatCompletion, schema: type[BaseModel]):
     except ValidationError as e:
         return None, raw, "schema violation: " + "; ".join(
             f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:3])
+
+
+_FORMATS: dict[int, tuple[dict, str]] = {}  # id(response_format) -> (it, its canonical JSON); kept alive here
+
+
+@functools.lru_cache(maxsize=256)
+def _format(schema: type[BaseModel], max_string_length: int | None, max_items: int | None) -> tuple[dict, str]:
+    """A role's response_format and its canonical JSON (the schema walk costs ~45 us a call)."""
+    fmt = response_format(schema, max_string_length, max_items)
+    _FORMATS[id(fmt)] = (fmt, canonical_json(fmt))
+    return _FORMATS[id(fmt)]
 
 
 def _completion(content: bytes) -> ChatCompletion:

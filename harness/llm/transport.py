@@ -164,11 +164,11 @@ class CachingTransport(httpx2.AsyncBaseTransport):
         finally:
             self.stats.in_flight -= 1
         latency = (time.perf_counter() - t0) * 1000
-        if key is not None and resp.status_code == 200 and _cacheable(content, body):
+        if key is not None and resp.status_code == 200:
             role = request.headers.get(ROLE_HEADER, "")
-            if pending is not None:  # the client caches it once it has validated it
+            if pending is not None:  # the client caches it once it has validated it (not parsed again here)
                 pending.key, pending.model, pending.role, pending.body, pending.latency_ms = key, model, role, content, latency
-            else:
+            elif _cacheable(content, body):
                 self.cache.put_later(key, content, latency, kind=self.kind, model=model, role=role)
         resp.headers[CACHE_HEADER] = "miss"  # the reply, read: its content is decoded and kept
         resp.headers[LATENCY_HEADER] = f"{latency:.3f}"

@@ -7,6 +7,7 @@ complete, so a killed run loses at most the part in flight."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -161,40 +162,68 @@ def rows_to_table(rows: list[dict]) -> pa.Table:
 class PartWriter:
     """Buffers rows and writes a trace part of the run folder atomically every `rows_per_part`
     rows. Callers add all rows of one turn at once, so a part never splits a turn. Rows are
-    turned into Arrow every `batch_rows` rows as they come (while a replay waits for its LLM
-    calls), so the last part costs little more than its write when the run ends."""
+    turned into Arrow on the writer's own thread, `batch_rows` at a time, and parts are written
+    there too: the caller (the replay's event loop) only hands rows over. Batches are small
+    because a conversion holds the GIL for its whole length (about 0.2 ms a row, most of it the
+    candidates): the event loop gets it back between batches. `flush()` writes what is buffered
+    and waits; an error of the writer's thread is raised by the next `add` or `flush`."""
 
-    def __init__(self, run_dir: Path, rows_per_part: int = 2000, batch_rows: int = 200):
+    def __init__(self, run_dir: Path, rows_per_part: int = 2000, batch_rows: int = 16):
         self.folder = RunFolder(run_dir)
         self.rows_per_part = rows_per_part
         self.batch_rows = batch_rows
         self.buf: list[dict] = []
-        self.tables: list[pa.Table] = []  # converted rows of the part being filled
+        self.tables: list[Future] = []  # conversions of the part being filled
         self.buffered = 0  # rows of the part being filled, converted or not
         self.parts = len(self.folder.parts())
         self.written = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._jobs: list[Future] = []  # part writes not yet checked
+
+    def _submit(self, fn, *args) -> Future:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="harness-traces")
+        return self._pool.submit(fn, *args)
 
     def add(self, rows: list[dict]) -> None:
         self.buf.extend(rows)
         self.buffered += len(rows)
         if self.buffered >= self.rows_per_part:
-            self.flush()
+            self._write_part()
         elif len(self.buf) >= self.batch_rows:
-            self.tables.append(rows_to_table(self.buf))
+            self.tables.append(self._submit(rows_to_table, self.buf))
             self.buf = []
 
-    def flush(self) -> None:
+    def _write_part(self) -> None:
+        """Hand the buffered rows to the writer's thread as one part; raise an earlier write's error."""
+        for f in [f for f in self._jobs if f.done()]:
+            self._jobs.remove(f)
+            f.result()
         if self.buf:
-            self.tables.append(rows_to_table(self.buf))
+            self.tables.append(self._submit(rows_to_table, self.buf))
         if not self.tables:
             return
         part = self.folder.new_part(self.parts)
-        tmp = part.with_name(part.name + ".tmp")
-        pq.write_table(pa.concat_tables(self.tables), tmp)
-        tmp.replace(part)
+        self._jobs.append(self._submit(self._write, part, self.tables, self.buffered))
         self.parts += 1
-        self.written += self.buffered
         self.buf, self.tables, self.buffered = [], [], 0
+
+    def _write(self, part: Path, tables: list[Future], rows: int) -> None:
+        tmp = part.with_name(part.name + ".tmp")
+        pq.write_table(pa.concat_tables([t.result() for t in tables]), tmp)
+        tmp.replace(part)
+        self.written += rows
+
+    def flush(self) -> None:
+        self._write_part()
+        jobs, self._jobs = self._jobs, []
+        pool, self._pool = self._pool, None
+        try:
+            for f in jobs:
+                f.result()
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
 
 
 class TraceError(RuntimeError):

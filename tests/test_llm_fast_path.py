@@ -1,0 +1,108 @@
+"""The LLM client's per-call shortcuts give what the long way gives: requests built from a
+template equal the SDK's own, the cache key from the request's one serialisation equals
+`request_key`, and replies written behind in batches all reach the database."""
+import asyncio
+
+import httpx2
+import pytest
+from openai._models import FinalRequestOptions
+
+from harness.llm.cache import LLMCache, canonical_json, key_of_json, request_key
+from harness.llm.sdk import AsyncOpenAI
+
+
+def options(body: bytes, role: str = "rewrite", **kw) -> FinalRequestOptions:
+    return FinalRequestOptions.construct(method="post", url="/chat/completions", content=body,
+                                         headers={"x-harness-role": role}, **kw)
+
+
+@pytest.mark.parametrize("kind,base", [("openai-compatible", "http://127.0.0.1:9/v1"),
+                                       ("azure", "https://x.openai.azure.com/openai/v1/")])
+def test_a_request_built_from_the_template_equals_the_sdks(kind, base):
+    sdk = AsyncOpenAI(api_key="k", base_url=base, max_retries=0, timeout=30,
+                      http_client=httpx2.AsyncClient(timeout=30))
+    first = sdk._build_request(options(b'{"a":1}'))
+    for body, role, retries in [(b'{"b":"\xc3\xa4"}', "rewrite", 0), (b'{"c":2}', "grade", 0), (b"{}", "rewrite", 2)]:
+        fast = sdk._build_request(options(body, role), retries_taken=retries)
+        fast = sdk._build_request(options(body, role), retries_taken=retries)  # the second one is from the template
+        slow = openai_build(sdk, options(body, role), retries)
+        assert (fast.method, fast.url, fast.headers.raw, fast.content, fast.extensions) == \
+               (slow.method, slow.url, slow.headers.raw, slow.content, slow.extensions)
+    assert first.content == b'{"a":1}' and len(sdk._templates) == 3
+
+
+def openai_build(sdk, opts, retries):
+    import openai
+
+    return openai.AsyncOpenAI._build_request(sdk, opts, retries_taken=retries)
+
+
+def test_requests_the_template_does_not_cover_take_the_sdks_path():
+    sdk = AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1", http_client=httpx2.AsyncClient())
+    req = sdk._build_request(FinalRequestOptions.construct(method="post", url="/embeddings", json_data={"input": "x"}))
+    assert req.content == b'{"input":"x"}' and not sdk._templates
+    req = sdk._build_request(options(b"{}", params={"api-version": "1"}))
+    assert req.url.params["api-version"] == "1" and not sdk._templates
+
+
+@pytest.mark.parametrize("body", [{"model": "m", "messages": [{"role": "user", "content": "Grüße \u2028 \"x\""}],
+                                   "temperature": 0.0, "seed": 3, "response_format": {"type": "json_schema", "z": [1, None]}},
+                                  {}])
+def test_the_key_from_the_serialised_request_equals_request_key(body):
+    assert key_of_json("azure", "/openai/v1/chat/completions", canonical_json(body)) == \
+           request_key("azure", "/openai/v1/chat/completions", body)
+
+
+def test_a_body_with_a_value_serialised_before_serialises_the_same():
+    from harness.llm.client import _format
+    from harness.roles.rewrite import RewriteOutput
+
+    fmt, text = _format(RewriteOutput, None, None)
+    body = {"model": "m", "messages": [{"role": "user", "content": "ä", "b": {"z": 1, "a": 2}}], "response_format": fmt,
+            "seed": 1, "x": {"k": [{"y": 1, "b": None}]}}
+    assert canonical_json(body, {"response_format": (fmt, text)}) == canonical_json(body)
+    other = {**body, "response_format": dict(fmt)}  # an equal dict, not the one serialised before: serialised again
+    assert canonical_json(other, {"response_format": (fmt, "WRONG")}) == canonical_json(body)
+
+
+def test_replies_written_behind_in_batches_all_reach_the_database(tmp_path):
+    cache = LLMCache(tmp_path)
+    for i in range(500):
+        cache.put_later(f"k{i}", b'{"i": %d}' % i, float(i), kind="openai-compatible", model="m", role="rewrite")
+    assert cache.get("k499").body == b'{"i": 499}'
+    cache.flush()
+    other = LLMCache(tmp_path)
+    assert len(other) == 500 and other.get("k7").latency_ms == 7.0 and other.get("k7").body == b'{"i": 7}'
+    cache.put_later("k7", b'{"i": "again"}', 1.0)  # a later write of a key wins
+    cache.flush()
+    assert LLMCache(tmp_path).get("k7").body == b'{"i": "again"}'
+
+
+def test_a_failed_batch_raises_at_flush_and_later_writes_still_happen(tmp_path):
+    cache = LLMCache(tmp_path)
+    cache.put_later("ok", b"{}", 1.0)
+    cache.flush()
+    cache.put_later("bad", None, 1.0)  # body NOT NULL: the batch fails
+    with pytest.raises(Exception):
+        cache.flush()
+    cache.put_later("after", b"{}", 2.0)
+    cache.flush()
+    assert LLMCache(tmp_path).get("after") is not None and cache.get("bad") is None
+
+
+def test_sdk_client_sends_through_the_template(tmp_path):
+    from harness.testing import TestServer
+
+    async def go(base):
+        sdk = AsyncOpenAI(api_key="k", base_url=base, max_retries=0, http_client=httpx2.AsyncClient())
+        try:
+            return [await sdk.post("/chat/completions", cast_to=httpx2.Response, content=b'{"model":"m","n":%d}' % i,
+                                   options={"headers": {"x-harness-role": "rewrite"}}) for i in range(3)]
+        finally:
+            await sdk.close()
+
+    with TestServer() as s:
+        s.add_rule({"x": 1})
+        out = asyncio.run(go(s.base_url))
+        assert s.calls == 3 and [r.json["n"] for r in s.requests] == [0, 1, 2]
+    assert all(r.status_code == 200 for r in out)
