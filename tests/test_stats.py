@@ -209,3 +209,23 @@ def test_compare_arms_rows_holm_and_segment():
     seg = compare_arms(pt, "ndcg@10", "original", ["better"], segment_keys=keys,
                        n_resamples=500, n_permutations=500)
     assert (seg.iloc[0].n_turns, seg.iloc[0].n_sessions, seg.iloc[0].n_unmeasured) == (20, 10, 0)
+
+
+def test_spread_table_is_each_arms_mean_and_bootstrap_ci_per_turn_bucket():
+    from harness.analysis.spread import spread_table
+
+    rows = []
+    for s in range(12):
+        for t in (1, 2, 3, 4, 5):
+            for rep in (0, 1):  # repeats are averaged first
+                rows.append({"arm_id": "a", "repeat": rep, "session_id": f"s{s}", "turn_index": t, "metric": "recall@10",
+                             "value": float((s + t + rep) % 3 == 0)})
+    rows.append({"arm_id": "a", "repeat": 0, "session_id": "s0", "turn_index": 6, "metric": "recall@10", "value": None})
+    per_turn = pd.DataFrame(rows)
+    sp = spread_table(per_turn).set_index("bucket")
+    assert list(sp.index) == ["1", "2", "3", "4+", "all"]
+    turn_means = per_turn.dropna().groupby(["session_id", "turn_index"])["value"].mean()
+    assert sp.loc["all", "mean"] == pytest.approx(turn_means.mean()) and sp.loc["all", "n"] == 60  # unmeasured left out
+    four = turn_means[turn_means.index.get_level_values(1) >= 4]
+    assert sp.loc["4+", "mean"] == pytest.approx(four.mean()) and sp.loc["4+", "n_sessions"] == 12
+    assert (sp["lo"] <= sp["mean"]).all() and (sp["mean"] <= sp["hi"]).all() and (sp["hi"] > sp["lo"]).any()

@@ -1,7 +1,8 @@
 """The scoring step (`harness metrics RUN`): every table the CLI and the report show, computed once
 from the run folder and written into it: the metrics (per-turn values and aggregates), the
 paired comparisons of every arm against the run's reference arm, abstention by answerability,
-precision and recall per filter field, and the arms whose top-10 lists coincide. Readers only load these; nothing recomputes them."""
+precision and recall per filter field, the arms whose top-10 lists coincide, and each arm's spread
+per turn bucket (the report's bands and headline CIs). Readers only load these; nothing recomputes them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ def _write(folder: RunFolder, name: str, df: pd.DataFrame) -> None:
 
 def score_run(run_dir: Path) -> Scored:
     from harness.analysis.paired import paired_table
+    from harness.analysis.spread import spread_table
 
     folder = RunFolder(run_dir)
     res = compute_metrics(folder.path)
@@ -54,6 +56,6 @@ def score_run(run_dir: Path) -> Scored:
     final = rounds[rounds["is_final"]] if len(rounds) else rounds
     same = coinciding_arms(final, res.arms) if len(final) else pd.DataFrame()
     for name, df in (("comparisons", comparisons), ("abstention", abstention), ("filter_fields", filters),
-                     ("coinciding", same)):
+                     ("coinciding", same), ("spread", spread_table(res.per_turn))):
         _write(folder, name, df)
     return Scored(res, comparisons, abstention, filters, same, path)

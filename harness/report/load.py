@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
+from harness.analysis.spread import SPREAD_METRICS
 from harness.report.table import bucket
 from harness.run.folder import METRICS, TABLES, TURN_COLUMNS, RunData, RunFolder
 from harness.run.traces import read_traces
@@ -35,6 +36,7 @@ class ReportRun:
     missing: set[str] = field(default_factory=set)  # "metrics" or the tables the folder lacks (missing_tables)
     notes: list[str] = field(default_factory=list)  # the warnings about them
     agg_cache: dict | None = None
+    spread_cache: dict | None = None
     turn_cache: dict[str, pd.DataFrame] = field(default_factory=dict)  # metric -> turn_values
 
     @property
@@ -70,6 +72,15 @@ class ReportRun:
             self.agg_cache = {(r["arm_id"], r["metric"], r["segment"]): r for r in self.agg.to_dict("records")}
         return self.agg_cache.get((arm, metric, segment))
 
+    def spread(self, arm: str, metric: str, bucket: str = "all") -> dict | None:
+        """The arm's mean with its session-bootstrap 95% CI in a turn bucket, as the scoring step
+        wrote it (its `spread` table), or None."""
+        if self.spread_cache is None:
+            sp = self.tables.get("spread")
+            self.spread_cache = {} if sp is None else {(r["arm_id"], r["metric"], r["bucket"]): r
+                                                       for r in sp.to_dict("records")}
+        return self.spread_cache.get((arm, metric, bucket))
+
     def turn_values(self, metric: str) -> pd.DataFrame:
         """Per-turn values (repeats averaged, unmeasured turns dropped) with the turn bucket; built
         once per run and metric (callers only read it)."""
@@ -104,6 +115,8 @@ def missing_tables(data: RunData, traces: pd.DataFrame, turns: pd.DataFrame, tab
         out.add("abstention")  # missing, or written by a scoring step that did not count per label
     if tables["filter_fields"] is None and measured & {"filter_precision", "filter_recall"}:
         out.add("filter_fields")
+    if tables["spread"] is None and measured & set(SPREAD_METRICS):
+        out.add("spread")
     return out
 
 
@@ -118,6 +131,9 @@ def missing_notes(missing: set[str], traces: pd.DataFrame) -> list[str]:
         out.append(f"abstention by answerability not scored ({TABLES['abstention']} is missing): {RESCORE}.")
     if "filter_fields" in missing:
         out.append(f"filters per field not scored ({TABLES['filter_fields']} is missing): {RESCORE}.")
+    if "spread" in missing:
+        out.append(f"confidence intervals of the plots and the headline not scored ({TABLES['spread']} is missing): "
+                   f"{RESCORE}.")
     return out
 
 

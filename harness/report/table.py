@@ -8,13 +8,7 @@ import math
 import pandas as pd
 from rich.table import Table
 
-from harness.metrics.segments import TURN_SEGMENTS  # noqa: F401  (re-exported for the report and the terminal)
-
-
-def bucket(turn_index) -> str:
-    """The turn bucket of a turn index: "1", "2", "3" or "4+"."""
-    t = int(turn_index)
-    return "4+" if t >= 4 else str(t)
+from harness.metrics.segments import TURN_SEGMENTS, bucket  # noqa: F401  (re-exported for the report and the terminal)
 
 
 def coinciding_text(co: pd.DataFrame | None, labels: dict[str, str]) -> list[str]:

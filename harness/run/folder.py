@@ -8,7 +8,7 @@ from a manifest to its eval set.
     judgments.parquet        the judge's verdicts (run/judge.py)
     human_judgments.parquet  people's ratings (analysis/review.py)
     metrics.parquet          aggregates and per-turn values (metrics/)
-    comparisons.parquet, abstention.parquet, filter_fields.parquet, coinciding.parquet
+    comparisons.parquet, abstention.parquet, filter_fields.parquet, coinciding.parquet, spread.parquet
                              the tables scoring produces
 
 Every file is written under a temporary name and renamed, so a reader never sees half a file."""
@@ -34,7 +34,7 @@ JUDGMENTS = "judgments.parquet"
 HUMAN_JUDGMENTS = "human_judgments.parquet"
 METRICS = "metrics.parquet"
 TABLES = {"comparisons": "comparisons.parquet", "abstention": "abstention.parquet",
-          "filter_fields": "filter_fields.parquet", "coinciding": "coinciding.parquet"}
+          "filter_fields": "filter_fields.parquet", "coinciding": "coinciding.parquet", "spread": "spread.parquet"}
 
 
 class NotARunFolder(FileNotFoundError):

@@ -121,5 +121,5 @@ def filter_fields_table(rounds: pd.DataFrame, labels: pd.DataFrame, schema: list
             c[2] += f in expected
     rows = [{"arm_id": arm, "field": field, "applied": c[1], "expected": c[2],
              "precision": c[0] / c[1] if c[1] else np.nan, "recall": c[0] / c[2] if c[2] else np.nan}
-            for (arm, field), c in counts.items()]
+            for (arm, field), c in sorted(counts.items())]  # an order that does not hang on set iteration
     return pd.DataFrame(rows, columns=["arm_id", "field", "applied", "expected", "precision", "recall"])

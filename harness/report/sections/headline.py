@@ -1,14 +1,13 @@
 """Headline across runs: recall@10, nDCG@10 and faithfulness (n/a, said why, for a run not judged) over all
 labelled turns (segment all) per arm, one column group per run, as the runs' metrics tables hold
-them, each with a session-level bootstrap 95% CI of the arm's own per-turn values (the plots'
-bands) and the best arm of each run and metric marked in the metric's direction (oracle arms,
+them, each with the session-level bootstrap 95% CI of the arm's own per-turn values that the scoring
+step wrote (the run folder's `spread` table, the plots' bands) and the best arm of each run and metric marked in the metric's direction (oracle arms,
 an upper bound, are not ranked)."""
 from __future__ import annotations
 
 from harness.metrics.registry import direction_of
 from harness.report.format import cell, fmt
 from harness.report.load import ReportRun
-from harness.report.sections.metrics import ci_point
 
 HEADLINE_METRICS = ("recall@10", "ndcg@10")
 JUDGED = "faithfulness"
@@ -30,10 +29,9 @@ def _cell(run: ReportRun, arm: str | None, metric: str) -> dict:
     if metric == JUDGED and not judged(run):
         return {**c, "present": False, "na": True}
     c.update(cell(run.key, arm, metric, "all", run.aggregate(arm, metric, "all")))
-    if c.get("present") and c["n"]:
-        tv = run.turn_values(metric)
-        pt = ci_point(tv[tv["arm_id"] == arm], "all")
-        c.update(ci=f"[{fmt(pt['lo'])}, {fmt(pt['hi'])}]" if pt["n"] else None, value=pt["mean"] if pt["n"] else None)
+    sp = run.spread(arm, metric, "all") if c.get("present") and c["n"] else None
+    if sp is not None and sp["n"]:
+        c.update(ci=f"[{fmt(sp['lo'])}, {fmt(sp['hi'])}]", value=sp["mean"])
     return c
 
 

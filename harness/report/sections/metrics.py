@@ -1,12 +1,11 @@
 """Metrics by turn index: per IR metric of the run (and faithfulness when judged), the exact
 aggregates of its metrics table (turn-index segments as columns, every other segment in a details
 table) and, for the main metrics, a plot of the mean per turn bucket with a session-level bootstrap 95% CI
-(harness.analysis.stats)."""
+(computed by the scoring step: harness.analysis.spread)."""
 from __future__ import annotations
 
 import pandas as pd
 
-from harness.analysis.stats import session_bootstrap_ci
 from harness.report.format import cell
 from harness.report.load import ReportRun
 from harness.report.table import TURN_SEGMENTS, bucket
@@ -15,7 +14,6 @@ BUCKETS = ["1", "2", "3", "4+"]
 PLOT_METRICS = ("recall@10", "ndcg@10", "mrr@10", "faithfulness")  # faithfulness when the run was judged
 JUDGED = "faithfulness"
 SHOWN = ("recall@", "ndcg@", "mrr@", JUDGED)
-BOOTSTRAP_RESAMPLES = 1000
 
 
 def metric_table(run: ReportRun, metric: str) -> dict:
@@ -33,30 +31,24 @@ def metric_table(run: ReportRun, metric: str) -> dict:
             "arms": [{"arm": a, "label": run.label[a]} for a in arms]}
 
 
-def ci_point(gb: pd.DataFrame, b: str, n_resamples: int = BOOTSTRAP_RESAMPLES) -> dict:
-    """The mean of one arm's per-turn values (session_id, turn_index, value) with a session-level
-    bootstrap 95% CI (no pairing: one arm's spread, for bands and the headline)."""
-    if gb.empty:
+def _point(run: ReportRun, arm: str, metric: str, b: str) -> dict:
+    sp = run.spread(arm, metric, b)
+    if sp is None:
         return {"bucket": b, "mean": None, "lo": None, "hi": None, "n": 0}
-    frame = pd.DataFrame({"session_id": gb["session_id"].to_numpy(), "turn_index": gb["turn_index"].to_numpy(),
-                          "a": 0.0, "b": gb["value"].to_numpy(float)})
-    mean, lo, hi = session_bootstrap_ci(frame, n_resamples=n_resamples, seed=0)
-    return {"bucket": b, "mean": float(mean), "lo": float(lo), "hi": float(hi), "n": int(len(gb)),
-            "n_sessions": int(gb["session_id"].nunique())}
+    return {"bucket": b, "mean": sp["mean"], "lo": sp["lo"], "hi": sp["hi"], "n": int(sp["n"]),
+            "n_sessions": int(sp["n_sessions"])}
 
 
-def turn_series(run: ReportRun, metric: str, n_resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[list[dict], list[str]]:
-    """Mean per turn bucket (1, 2, 3, 4+) per arm with a session-level bootstrap 95% CI."""
-    tv = run.turn_values(metric)
+def turn_series(run: ReportRun, metric: str) -> tuple[list[dict], list[str]]:
+    """Mean per turn bucket (1, 2, 3, 4+) per arm with its session-level bootstrap 95% CI, as the
+    scoring step wrote them (the `spread` table; harness.analysis.spread)."""
     have = set(run.labels["turn_index"].map(bucket))
     buckets = [b for b in BUCKETS if b in have]
     series = []
     for i, arm in enumerate(run.arms):
-        g = tv[tv["arm_id"] == arm]
-        if g.empty:
-            continue
-        pts = [ci_point(g[g["bucket"] == b], b, n_resamples) for b in buckets]
-        series.append({"arm": arm, "label": run.label[arm], "color_index": i, "points": pts})
+        pts = [_point(run, arm, metric, b) for b in buckets]
+        if any(p["n"] for p in pts):
+            series.append({"arm": arm, "label": run.label[arm], "color_index": i, "points": pts})
     return series, buckets
 
 
