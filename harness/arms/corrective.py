@@ -19,7 +19,7 @@ from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
 from harness.arms.pipeline import answer_stage, search_async
 from harness.arms.common import llm_stats
 from harness.arms.rewrite import ask_rewrite
-from harness.roles.rewrite import RewriteOutput
+from harness.roles.rewrite import Method, RewriteOutput
 from harness.corpus.support import SupportScorer
 from harness.guards.filters import validate_filters
 from harness.guards.identifiers import restore_identifiers
@@ -35,7 +35,7 @@ class CorrectiveParams(Params):
     top_k: int = 3
     max_rounds: int = 3
     start: Literal["original", "rewrite"] = "original"
-    method: Literal["hqe", "rules"] = "hqe"  # the offline rewrite of `start: rewrite` (docs/roles.md)
+    method: Method = "hqe"  # the offline rewrite of `start: rewrite` (docs/roles.md)
     route: Literal["none", "simple_first"] = "none"
     strong: float = 9.75  # simple_first: support that counts as strong (scripts/calibrate_grader.py)
     support: Literal["sentence", "doc"] = "sentence"  # evidence units: a hit's sentences, or its chunks
@@ -118,10 +118,11 @@ class Corrective(BaseArm):
             fused = [d for d, _ in rrf([seen.ranking, r.ranking])]
             fresh = [d for d in fused if d not in seen.graded][:k]
             r.ranking = fresh + [d for d in fused if d not in fresh]
-            r.lanes.append(f"fused with round {len(seen.rounds)}'s ranking (RRF); {len(seen.graded)} hit(s) "
+            earlier = "round 1's" if seen.rounds == 1 else f"rounds 1-{seen.rounds}'s"
+            r.lanes.append(f"fused with {earlier} ranking (RRF); {len(seen.graded)} hit(s) "
                            f"graded insufficient before moved below top_k={k}")
         seen.ranking = list(r.ranking)
-        seen.rounds.append(r)
+        seen.rounds += 1
         seen.graded.update(r.ranking[:k])
 
     async def _below(self, ctx, r: ArmResult, seen: "_Seen", scorer) -> list:
@@ -217,7 +218,7 @@ class _Start:
 
 @dataclass
 class _Seen:
-    """What the loop's earlier rounds saw: their fused ranking, the hits graded, the rows."""
+    """What the loop's earlier rounds saw: their fused ranking, the hits graded, how many rounds."""
     ranking: list[str] = field(default_factory=list)
     graded: set[str] = field(default_factory=set)
-    rounds: list = field(default_factory=list)
+    rounds: int = 0

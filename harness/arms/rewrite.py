@@ -22,12 +22,12 @@ from harness.guards.filters import validate_filters
 from harness.arms.common import llm_stats
 from harness.guards.identifiers import mask, restore_identifiers, unmask
 from harness.roles.decide import Decision, decide_offline
-from harness.roles.rewrite import RewriteOutput, offline_rewrite
+from harness.roles.rewrite import Method, RewriteOutput, offline_rewrite
 from harness.roles.state import CompactState, compact_state
 
 
 class RewriteParams(Params):
-    method: Literal["hqe", "rules"] = "hqe"  # the offline rewrite (docs/roles.md); an LLM rewrite ignores it
+    method: Method = "hqe"  # the offline rewrite (docs/roles.md); an LLM rewrite ignores it
     lane: Literal["hybrid", "dense", "bm25"] = "hybrid"
     depth: int = 100
     last_n: int = 4  # turns of history in the compact state

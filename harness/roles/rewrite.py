@@ -16,6 +16,7 @@ focus item's catalogue attributes and the values the turn names; identifiers sta
 from __future__ import annotations
 
 import re
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -155,7 +156,8 @@ def _focused_query(focus, named: dict, text: str, fields: dict) -> tuple[str, di
     return " ".join((query + " " + " ".join(extra)).split()), attrs
 
 
-METHODS = ("hqe", "rules")  # the offline rewrite: a published method, or this project's catalogue rules
+Method = Literal["hqe", "rules"]  # the offline rewrite: a published method, or this project's catalogue rules
+METHODS = get_args(Method)
 
 
 def rewrite_hqe(state: CompactState, index) -> RewriteOutput:
