@@ -6,27 +6,14 @@ shipped embedding cache (no query embedded here)."""
 import pandas as pd
 import pytest
 
-from harness.config import load_config
-from harness.corpus.embed import EmbeddingCache, make_embedder
-from harness.corpus.index import Index
-from harness.run.replay import Replay
 from harness.run.traces import read_traces
-from tests.conftest import ROOT
+from tests.test_written_sets_behave import replay
 
 
 @pytest.fixture(scope="module")
 def finals(tmp_path_factory) -> pd.DataFrame:
-    tmp = tmp_path_factory.mktemp("mtrag")
-    cfg, raw = load_config(ROOT / "configs/mtrag.yaml")
-    raw = {**raw, "eval_set": str(ROOT / cfg.eval_set), "runs_dir": str(tmp),
-           "arms": [a for a in raw["arms"] if (a if isinstance(a, str) else a["name"])
-                    in ("rewrite", "multi_query_rrf", "rewrite_hyde")]}
-    cfg = cfg.model_copy(update={"eval_set": raw["eval_set"], "runs_dir": str(tmp), "arms": raw["arms"]})
-    rp = Replay(cfg, raw, run_dir=tmp / "run", progress=False, shard=(1, 4))
-    cache = EmbeddingCache(ROOT / cfg.eval_set / "embeddings", write_to=tmp / "emb")
-    index = Index(rp.es.docs, make_embedder(cfg.index.embedder), cache, max_chars=cfg.index.max_chars)
-    run = rp.run(index=index)
-    assert index.cache.misses == 0, "the shipped cache covers the demo config's queries"
+    run, _ = replay("configs/mtrag.yaml", tmp_path_factory.mktemp("mtrag"),
+                    arms=("rewrite", "multi_query_rrf", "rewrite_hyde"), shard=(1, 4))
     t = read_traces(run).to_pandas()
     return t[t["is_final"] & (t["turn_index"] >= 2)]
 

@@ -12,14 +12,18 @@ from harness.run.traces import read_traces
 from tests.conftest import ROOT
 
 
-def replay(config: str, tmp_path):
+def replay(config: str, tmp_path, arms: tuple[str, ...] | None = None, shard: tuple[int, int] | None = None):
+    """Replay a shipped config (only the arms named `arms`, only a `shard` of the sessions, when
+    given) on the shipped embedding cache; returns (run folder, per-turn values with labels)."""
     cfg, raw = load_config(ROOT / config)
     raw = {**raw, "eval_set": str(ROOT / cfg.eval_set), "runs_dir": str(tmp_path)}
-    cfg = cfg.model_copy(update={"eval_set": raw["eval_set"], "runs_dir": str(tmp_path)})
+    if arms is not None:
+        raw["arms"] = [a for a in raw["arms"] if (a if isinstance(a, str) else a["name"]) in arms]
+    cfg = cfg.model_copy(update={"eval_set": raw["eval_set"], "runs_dir": str(tmp_path), "arms": raw["arms"]})
     from harness.corpus.embed import EmbeddingCache, make_embedder
     from harness.corpus.index import Index
 
-    rp = Replay(cfg, raw, run_dir=tmp_path / "run", progress=False)
+    rp = Replay(cfg, raw, run_dir=tmp_path / "run", progress=False, shard=shard)
     cache = EmbeddingCache(ROOT / cfg.eval_set / "embeddings", write_to=tmp_path / "emb")  # never add to the shipped cache
     index = Index(rp.es.docs, make_embedder(cfg.index.embedder), cache, max_chars=cfg.index.max_chars)
     run = rp.run(index=index)
@@ -94,9 +98,8 @@ def paired(run, pt, ref_arm: str, arm: str, metric: str, segment: str):
     from harness.analysis.stats import compare_arms
     from harness.metrics.segments import parse_segment, segment_keys
 
-    res = compute_metrics(run)
     keys = segment_keys(load_labels(run), parse_segment(segment))
-    r = compare_arms(res.per_turn, metric, ref_arm, [arm], segment_keys=keys, n_resamples=2000,
+    r = compare_arms(pt, metric, ref_arm, [arm], segment_keys=keys, n_resamples=2000,
                      n_permutations=2000, seed=0).iloc[0]
     return r["diff"], r["ci_lo"], r["ci_hi"]
 
@@ -117,23 +120,17 @@ def test_b2b_offline_rewrites_beat_original_on_held_out_follow_ups(b2b, method):
     assert lo > 0 and diff > 0.2, (method, diff, lo)
 
 
-def final_rows(run, arm: str) -> pd.DataFrame:
-    t = read_traces(run).to_pandas()
-    t = t[t["arm_id"] == arm]
-    return t[t["is_final"]].set_index("session_id")
-
-
 def test_handbook_corrective_answers_the_holiday_question_in_round_1_and_abstains_on_the_pension(handbook):
     run, _ = handbook
     arms = arm_ids(run, "corrective")
     assert len(arms) == 4
+    traces = read_traces(run).to_pandas()
     for arm in arms:
-        t = read_traces(run).to_pandas()
-        t = t[t["arm_id"] == arm]
+        t = traces[traces["arm_id"] == arm]
         holiday = t[t["session_id"] == "hb-q001"]
         assert list(holiday["round"]) == [1] and holiday["verdict"].iloc[0] == "sufficient"
         assert "hb-urlaub" in list(holiday["answer_doc_ids"].iloc[0]) and not holiday["abstained"].iloc[0]
-        final = final_rows(run, arm)
+        final = t[t["is_final"]].set_index("session_id")
         for pension in ("hb-q062", "hb-q063"):  # company pension: the handbook does not say (EN and DE)
             assert final.loc[pension, "abstained"], (arm, pension)
 
