@@ -6,8 +6,10 @@ Workload per point: a generated eval set (temp folder) of CALLS / 4 sessions x 4
 turns, 2,000 documents; one arm, `rewrite` with `lane: bm25` and the rewrite role on the
 endpoint, so every turn makes exactly one LLM call and retrieval is cheap. At each point
 (latency, concurrency, calls) it replays the workload cold (empty LLM cache), then warm (same
-cache: zero HTTP calls), and prints: the whole run's wall time after the index (Replay built
-and run, index given), the job loop's, the bound ceil(calls / concurrency) x latency, the
+cache: zero HTTP calls), and prints: the run's wall time after the index (from the first step
+after the index in `Replay.run`, its jobs, to the end: job loop, trace parts, manifest), the time
+before it (eval set, roles, arms, manifest, labels: what a run does before building its index;
+the index itself is given), the job loop's, the bound ceil(calls / concurrency) x latency, the
 efficiency bound / wall, the client process's CPU per call over the run, and the LLM client
 alone (LLMClient.structured, CALLS calls at the point's concurrency, no replay): its CPU per
 call and its efficiency; and, for reference, the same requests over bare aiohttp (no SDK).
@@ -40,9 +42,15 @@ from harness.roles.state import CompactState  # noqa: E402
 
 
 class TimedReplay(Replay):
-    """Replay whose job loop (the concurrent part) is timed."""
+    """Replay whose job loop (the concurrent part) is timed, and the moment its index is ready
+    (`jobs` is the first step after the index in `Replay.run`)."""
 
     loop_wall = 0.0
+    index_ready = 0.0
+
+    def jobs(self, index):
+        self.index_ready = time.perf_counter()
+        return super().jobs(index)
 
     async def _run_jobs(self, jobs, writer):
         t0 = time.perf_counter()
@@ -65,10 +73,11 @@ def replay_once(es_root: Path, index, ep: Endpoint, concurrency: int, cache: Pat
     c0, t0 = cpu_seconds(), time.perf_counter()
     rp = TimedReplay(parse_config(raw), raw, run_dir=run_dir, progress=False)
     rp.run(index=index)
-    wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+    end, cpu = time.perf_counter(), cpu_seconds() - c0
+    wall, before = end - rp.index_ready, rp.index_ready - t0
     counts = read_manifest(run_dir)["counts"]
     stats = ep.stats()
-    return {"wall": wall, "loop_wall": rp.loop_wall, "cpu": cpu, "server_cpu": stats["cpu"] - server_cpu0, "server_calls": stats["calls"],
+    return {"wall": wall, "before_index": before, "loop_wall": rp.loop_wall, "cpu": cpu, "server_cpu": stats["cpu"] - server_cpu0, "server_calls": stats["calls"],
             "peak_in_flight": stats["peak_in_flight"], "http_calls": counts["http_calls"],
             "cache_hits": counts["cache_hits"], "errors": counts["errors"], "fallbacks": counts["fallbacks"]}
 
@@ -169,13 +178,13 @@ def to_markdown(f: dict) -> str:
              "Workload per point: CALLS / 4 generated sessions x 4 labelled turns, 2,000 documents; arm "
              "`rewrite(lane=bm25)` with the rewrite role on bench/endpoint.py, the scripted test server in its own "
              f"process on 127.0.0.1 (one LLM call per turn). Machine: {f['note']}.", "",
-             "| latency | concurrency | LLM calls | bound (s) | whole run after the index (s) | **efficiency** | job loop (s) | "
+             "| latency | concurrency | LLM calls | bound (s) | before the index (s) | run after the index (s) | **efficiency** | job loop (s) | "
              "loop efficiency | client CPU per call, whole run (ms) | endpoint CPU per call (ms) | LLM client alone: CPU per call (ms) / efficiency | "
              "aiohttp alone, no SDK: CPU per call (ms) / efficiency | peak in flight |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in f["points"]:
         c = p["cold"]
-        lines.append(f"| {p['latency'] * 1000:.0f} ms | {p['concurrency']} | {p['calls']} | {p['bound']:.2f} | {c['wall']:.2f} | "
+        lines.append(f"| {p['latency'] * 1000:.0f} ms | {p['concurrency']} | {p['calls']} | {p['bound']:.2f} | {c['before_index']:.2f} | {c['wall']:.2f} | "
                      f"**{p['efficiency']:.2f}** | {c['loop_wall']:.2f} | {p['loop_efficiency']:.2f} | {p['cpu_per_call_ms']:.2f} | "
                      f"{p['server_cpu_ms']:.2f} | {p['alone_cpu_ms']:.2f} / {p['alone_efficiency']:.2f} | {p['raw_cpu_ms']:.2f} / {p['raw_efficiency']:.2f} | "
                      f"{c['peak_in_flight']} |")
@@ -186,8 +195,10 @@ def to_markdown(f: dict) -> str:
         w, c = p["warm"], p["cold"]
         lines.append(f"| {p['latency'] * 1000:.0f} ms | {p['concurrency']} | {w['http_calls']} | {w['server_calls']} | {w['cache_hits']} | "
                      f"{w['wall']:.2f} | {c['wall'] / w['wall']:.1f}x | {'yes' if p['warm_equal'] else 'NO'} |")
-    lines += ["", "efficiency: ceil(calls / concurrency) x latency / wall, where wall is the whole run after the index "
-              "(Replay built from its config, labels, manifest, the job loop, the trace parts), the index given; loop "
+    lines += ["", "efficiency: ceil(calls / concurrency) x latency / wall, where wall is the run after the index "
+              "(from `Replay.run`'s first step after the index, its jobs, to the end: the job loop, the trace parts, the "
+              "final manifest); before the index: Replay built from its config (eval set, roles, arms), the first "
+              "manifest and the labels, what a run does before it builds its index (given here); loop "
               "efficiency: the same over the job loop alone. Client CPU per call: the benchmark process's CPU time "
               "over the whole run (retrieval, trace rows and the LLM client; the server runs in its own process) per "
               "call. Endpoint CPU per call: bench/endpoint.py's process (the scripted server, on the same 2 cores) over the same run. LLM client alone: LLMClient.structured, the same number of calls at the same concurrency without "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -130,6 +131,31 @@ def test_role_latency_excludes_waiting_for_the_concurrency_bound(world, tmp_path
         (r,) = asyncio.run(go())
     assert r.llm.calls == 1 and r.fallback_reason is None
     assert 0 < r.ms.rewrite < hold * 1000, r.ms
+
+
+def test_a_turns_cpu_work_does_not_hold_a_request_slot(world, tmp_path, monkeypatch):
+    """`concurrency` bounds the requests in flight, not the turns: while one turn retrieves
+    (held here until the endpoint has seen a second request, or 5 s), the next turn's request
+    goes out, and the endpoint never has more than `concurrency` requests at once. Bounding
+    turns by `concurrency` left the slot idle through every turn's CPU work (bench/replay.py)."""
+    _, index = world
+    lexical, waited = index.lexical, []
+
+    def slow_lexical(*a, **k):
+        if not waited:
+            t0 = time.monotonic()
+            while srv.calls < 2 and time.monotonic() - t0 < 5:
+                time.sleep(0.01)
+            waited.append(srv.calls >= 2)
+        return lexical(*a, **k)
+
+    monkeypatch.setattr(index, "lexical", slow_lexical)
+    with TestServer() as srv:
+        srv.add_rule(echo_rewrite)
+        replay(world, tmp_path, "slots", srv, concurrency=1, arms=("rewrite",))
+        peak = srv.peak_in_flight
+    assert waited == [True], "no second request while the first turn retrieved"
+    assert peak == 1
 
 
 def test_replayed_run_reports_the_stored_latencies_and_total_is_at_least_its_parts(world, tmp_path):

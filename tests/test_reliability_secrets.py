@@ -51,7 +51,7 @@ def test_no_key_reaches_any_file_or_output(tmp_path, monkeypatch):
         p = subprocess.run([str(HARNESS), *map(str, args)], cwd=tmp_path, env=env, capture_output=True, text=True,
                            timeout=300)
         outputs.append(p.stdout + p.stderr)
-        assert p.returncode in ok, (args, p.returncode, p.stderr[-3000:])
+        assert p.returncode in ok, (args, p.returncode, p.stderr[-3000:], p.stdout[-3000:])
         assert "Traceback" not in p.stderr, p.stderr[-3000:]
         return p
 
@@ -80,8 +80,10 @@ def test_no_key_reaches_any_file_or_output(tmp_path, monkeypatch):
         assert judged, "the judge was not asked"
     shutil.copytree(tmp_path / "runs/A", tmp_path / "runs/B")  # a second run folder to compare and gate
     harness("compare", "runs/A", "runs/B", "-o", "reports/compare")
+    # exit 3 too: the seeded faults leave the failed-turn rate on either side of the policy's 5% limit,
+    # depending on the order concurrent requests drew them; what is checked here is the files written
     harness("gate", "--baseline", "runs/A", "--candidate", "runs/B", "--policy", ROOT / "configs/gate.yaml",
-            "-o", "reports/gate", ok=(0, 1))
+            "-o", "reports/gate", ok=(0, 1, 3))
     help_text = harness("--help").stdout
     if " report " in help_text or "\n│ report" in help_text:
         harness("report", "runs/A", "runs/B", "-o", "reports/review.html")

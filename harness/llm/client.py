@@ -228,10 +228,10 @@ class LLMClient:
         while True:
             attempts += 1
             await self.budget.acquire(est_tokens)
-            if self.spend is not None:
-                self.spend.check()
             try:
                 async with self.semaphore if self.semaphore is not None else contextlib.nullcontext():
+                    if self.spend is not None:  # checked once a slot is free: at most `concurrency` calls pass it unpaid
+                        self.spend.check()
                     raw = await self.sdk.request(httpx2.Response, options.model_copy(update={"content": payload}))
                 return _completion(raw.content), raw.headers, attempts
             except RETRYABLE as e:  # anything else (ReplayMiss included) propagates unchanged

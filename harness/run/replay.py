@@ -35,6 +35,14 @@ LABEL_SCHEMA = pa.schema([
 ])
 
 
+# Turns in progress per request slot. `concurrency` bounds the LLM requests in flight (the roles'
+# semaphore); a turn also spends CPU before and after its requests (prompt, retrieval, trace rows).
+# Were turns bounded by `concurrency` too, a slot would sit idle through that work; with twice as
+# many turns as slots, the next turn's request is ready when a slot frees (bench/replay.py at
+# 100 ms x 16: efficiency 0.83-0.87 -> 0.90-0.92).
+TURNS_PER_REQUEST = 2
+
+
 def labels_table(es: EvalSet, splits) -> pa.Table:
     rows = []
     for s, _, tix, t in iter_labelled(es, splits):
@@ -98,11 +106,19 @@ class Job:
     ctx: TurnContext
 
 
-def result_rows(run_id: str, arm: BaseArm, repeat: int, ctx: TurnContext, results: list[ArmResult]) -> list[dict]:
-    """The trace rows of one turn: the replay's key of each round and the arm's report of it."""
+def arm_identity(arm: BaseArm) -> tuple[str, str, dict, dict]:
+    """What every trace row of an arm repeats: its id, name, parameters and backends. A run
+    computes it once per arm (the id serialises the parameters: about 0.1 ms)."""
+    return arm.arm_id, arm.name, arm.params.model_dump(), arm.backends() or {}
+
+
+def result_rows(run_id: str, arm: BaseArm, repeat: int, ctx: TurnContext, results: list[ArmResult],
+                identity: tuple[str, str, dict, dict] | None = None) -> list[dict]:
+    """The trace rows of one turn: the replay's key of each round and the arm's report of it.
+    `identity`: the arm's `arm_identity`, when the caller has it already."""
     lab = ctx.turn.labels
-    params, backend = arm.params.model_dump(), arm.backends() or {}
-    return [row(TurnKey(run_id=run_id, arm_id=arm.arm_id, arm=arm.name, params=params, repeat=repeat,
+    arm_id, name, params, backend = identity or arm_identity(arm)
+    return [row(TurnKey(run_id=run_id, arm_id=arm_id, arm=name, params=params, repeat=repeat,
                         session_id=ctx.session.session_id, turn_index=ctx.turn_index, query_type=lab.query_type,
                         language=lab.language, domain=ctx.session.domain, round=rnd, is_final=rnd == len(results),
                         original_query=ctx.turn.user, backend=backend), r)
@@ -118,6 +134,7 @@ class Replay:
         self.es = load_eval_set(cfg.eval_set)
         self.roles = Roles(cfg.llm, cfg.concurrency, workers=CpuWorkers(), base_dir=cfg.source_dir)
         self.arms = build_arms(cfg, self.roles)
+        self._identity = {id(a): arm_identity(a) for a in self.arms}  # what each arm's rows repeat
         self.progress = progress
         if run_dir is None:
             run_dir = Path(cfg.runs_dir) / new_run_id(cfg.name)
@@ -195,7 +212,7 @@ class Replay:
         RunFolder(self.run_dir).write_labels(labels_table(self.es, self.cfg.splits))
         t0 = time.perf_counter()
         index = index or build_index(self.es, self.cfg.index)
-        jobs = [j for j in self.jobs(index) if (j.arm.arm_id, j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]
+        jobs = [j for j in self.jobs(index) if (self._identity[id(j.arm)][0], j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]
         writer = PartWriter(self.run_dir, self.cfg.rows_per_part)
         gc.freeze()  # the eval set and index are long-lived: keep full collections from walking them mid-run
         try:
@@ -216,7 +233,7 @@ class Replay:
         return self.run_dir
 
     async def _run_jobs(self, jobs: list[Job], writer: PartWriter) -> dict:
-        sem = asyncio.Semaphore(self.cfg.concurrency)
+        sem = asyncio.Semaphore(TURNS_PER_REQUEST * self.cfg.concurrency)
         counts = {"turns": 0, "rows": 0, "errors": 0, "fallbacks": 0, "not_applicable": 0, "llm_calls": 0, "cache_hits": 0,
                   "turns_failed": 0}
         prog = _progress(self.progress, len(jobs))
@@ -229,7 +246,7 @@ class Replay:
                     raise
                 except Exception as e:  # a run never dies because one turn failed: the row records it
                     results = [ArmResult(error=f"{type(e).__name__}: {e}")]
-                rows = result_rows(self.run_id, job.arm, job.repeat, job.ctx, results)
+                rows = result_rows(self.run_id, job.arm, job.repeat, job.ctx, results, self._identity[id(job.arm)])
                 writer.add(rows)
                 counts["turns"] += 1
                 counts["rows"] += len(rows)
