@@ -227,6 +227,31 @@ def test_request_budget_spreads_calls_over_the_window():
     assert asyncio.run(go()) >= 0.6  # 5 requests at 2 per 0.3 s need two full windows
 
 
+def test_a_request_enters_the_rpm_window_when_it_has_its_slot(tmp_path):
+    """The replay keeps more turns in progress than request slots: a request stamped in the
+    rpm/tpm window while it waited for a slot would be sent later than its stamp says, and the
+    endpoint could see more than `rpm` requests in a window."""
+    async def go(base):
+        sem = asyncio.Semaphore(1)
+        await sem.acquire()  # every slot taken
+        c = LLMClient(EndpointConfig(kind="openai-compatible", base_url=base, model="m", max_retries=0, rpm=10),
+                      LLMCache(tmp_path, "off"), sem)
+        try:
+            call = asyncio.ensure_future(c.structured("judge", "sys", "u", Answer))
+            await asyncio.sleep(0.2)
+            waiting = len(c.budget.events)
+            sem.release()
+            res = await call
+            return waiting, len(c.budget.events), res
+        finally:
+            await c.aclose()
+
+    with TestServer() as s:
+        s.add_rule({"x": 3})
+        waiting, sent, res = asyncio.run(go(s.base_url))
+    assert res.value is not None and (waiting, sent) == (0, 1)
+
+
 def test_openai_embedder_through_the_sdk_and_the_cache(tmp_path, monkeypatch):
     from harness.corpus.embed import EmbeddingCache, OpenAIEmbedder
 

@@ -158,6 +158,42 @@ def test_a_turns_cpu_work_does_not_hold_a_request_slot(world, tmp_path, monkeypa
     assert peak == 1
 
 
+def test_the_rewrite_budget_counts_the_exchange_not_the_wait_for_a_slot(world, tmp_path):
+    """`budget_ms` bounds the rewrite role's own time. At concurrency 1 the replay keeps two turns
+    in progress, so a turn can wait a whole exchange (0.3 s) for the request slot before its own
+    0.3 s exchange: a 0.5 s budget that counted the wait would time out on about half the turns."""
+    with TestServer(latency=0.3) as srv:
+        srv.add_rule(echo_rewrite)
+        run = replay(world, tmp_path, "budget", srv, concurrency=1, arms=({"name": "rewrite", "lane": "bm25", "budget_ms": 500},))
+    t = read_traces(run).to_pandas()
+    assert len(t) == 12 and t["fallback_reason"].isna().all(), t["fallback_reason"].tolist()
+    assert t["ms_rewrite"].between(300, 500).all(), t["ms_rewrite"].tolist()
+
+
+def test_a_prompt_file_edited_during_a_run_changes_neither_its_requests_nor_its_ids(world, tmp_path):
+    """A run reads each role's prompt once: edited after the run was set up (here before its
+    first request), the file changes neither what the run sends nor the arm ids its traces and
+    manifest carry, so the three name the same prompt."""
+    from harness.roles.prompts import prompt_text
+    from harness.run.manifest import read_manifest
+
+    root, index = world
+    prompt, text = tmp_path / "rewrite.md", prompt_text("rewrite.v1")
+    prompt.write_text(text, encoding="utf-8")
+    with TestServer() as srv:
+        srv.add_rule(echo_rewrite)
+        raw = {"name": "pin", "eval_set": str(root), "arms": [{"name": "rewrite", "lane": "bm25"}], "runs_dir": str(tmp_path),
+               "concurrency": 2, "llm": {"cache": {"folder": str(tmp_path / "llm"), "mode": "off"}, "roles": {"rewrite": {
+                   "kind": "openai-compatible", "base_url": srv.base_url, "model": "test-model", "prompt": str(prompt)}}}}
+        rp = Replay(parse_config(raw), raw, run_dir=tmp_path / "r", progress=False)
+        prompt.write_text(text + "\nEdited while the run was being set up.\n", encoding="utf-8")
+        run = rp.run(index=index)
+        sent = {r.json["messages"][0]["content"] for r in srv.requests}
+    assert sent == {text}
+    ids = set(read_traces(run, ["arm_id"]).column("arm_id").to_pylist())
+    assert len(ids) == 1 and ids == {a["arm_id"] for a in read_manifest(run)["arms"]}
+
+
 def test_replayed_run_reports_the_stored_latencies_and_total_is_at_least_its_parts(world, tmp_path):
     with TestServer(latency=0.2) as srv:
         srv.add_rule(echo_rewrite)

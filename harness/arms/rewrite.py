@@ -11,9 +11,7 @@ role says need it; `budget_ms` bounds the rewrite; `rerank` and `answer` add tho
 override `queries()` / `vectors()` (one file each)."""
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import time
 from typing import Literal
 
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
@@ -21,6 +19,7 @@ from harness.arms.pipeline import answer_stage, rerank_stage, search_async
 from harness.guards.filters import validate_filters
 from harness.arms.common import llm_stats
 from harness.guards.identifiers import mask, restore_identifiers, unmask
+from harness.llm.ledger import TIME_BUDGET, RoleTimeout, TimeBudget
 from harness.roles.decide import Decision, decide_offline
 from harness.roles.rewrite import Method, RewriteOutput, offline_rewrite
 from harness.roles.state import CompactState, compact_state
@@ -149,17 +148,20 @@ class RewriteFamily(BaseArm):
         return [await self._finish(ctx, r, question, decision, outcomes, ms)]
 
     async def _rewrite(self, ctx: TurnContext, state, outcomes: list, ms: dict):
-        """The rewrite role within the arm's budget: (output or None, fallback reason). Its
-        ms is the role's own time (its HTTP exchanges, or the offline rules), or the budget when
-        the role did not answer within it."""
+        """The rewrite role within the arm's budget: (output or None, fallback reason). The budget
+        counts the role's own time, its HTTP exchanges and retry pauses (harness.llm.ledger.
+        TimeBudget), never the wait for a request slot; the offline methods are not bounded. Its
+        ms is the role's own time, or what the budget spent when the role did not answer in it."""
         p = self.params
-        t0 = time.perf_counter()
+        budget = TimeBudget(p.budget_ms / 1000) if p.budget_ms else None
+        token = TIME_BUDGET.set(budget)
         try:
-            coro = ask_rewrite(ctx, p.last_n, state, method=p.method)
-            rw = await (asyncio.wait_for(coro, p.budget_ms / 1000) if p.budget_ms else coro)
-        except asyncio.TimeoutError:
-            ms["rewrite"] = (time.perf_counter() - t0) * 1000
+            rw = await ask_rewrite(ctx, p.last_n, state, method=p.method)
+        except RoleTimeout:
+            ms["rewrite"] = budget.used * 1000 if budget is not None else 0.0
             return None, f"rewrite timed out after {p.budget_ms} ms"
+        finally:
+            TIME_BUDGET.reset(token)
         outcomes.append(rw)
         ms["rewrite"] = rw.ms
         return rw.value, rw.fallback

@@ -31,7 +31,7 @@ from openai._models import FinalRequestOptions
 from openai.types.chat import ChatCompletion
 
 from harness.llm.cache import LLMCache, canonical_json, key_of_json, prompt_hash
-from harness.llm.ledger import CallRecord, SpendCap, cost_usd, load_prices
+from harness.llm.ledger import CallRecord, RoleTimeout, SpendCap, cost_usd, in_budget, load_prices
 from harness.llm.schema import response_format
 from harness.llm.sdk import AsyncOpenAI
 from harness.llm.transport import (CACHE_HEADER, LATENCY_HEADER, PENDING, ROLE_HEADER, CachingTransport, Pending, StopRun,
@@ -227,12 +227,14 @@ class LLMClient:
         attempts = 0
         while True:
             attempts += 1
-            await self.budget.acquire(est_tokens)
             try:
                 async with self.semaphore if self.semaphore is not None else contextlib.nullcontext():
-                    if self.spend is not None:  # checked once a slot is free: at most `concurrency` calls pass it unpaid
+                    # taken with the slot, so a request stamped by the rpm/tpm window is sent then, and
+                    # at most `concurrency` requests pass the spend cap unpaid
+                    await self.budget.acquire(est_tokens)
+                    if self.spend is not None:
                         self.spend.check()
-                    raw = await self.sdk.request(httpx2.Response, options.model_copy(update={"content": payload}))
+                    raw = await in_budget(self.sdk.request(httpx2.Response, options.model_copy(update={"content": payload})))
                 return _completion(raw.content), raw.headers, attempts
             except RETRYABLE as e:  # anything else (ReplayMiss included) propagates unchanged
                 if attempts > self.endpoint.max_retries:
@@ -241,7 +243,7 @@ class LLMClient:
                 if wait is None:
                     wait = min(self.endpoint.backoff_max, self.endpoint.backoff_base * 2 ** (attempts - 1))
                     wait *= 0.5 + random.random()  # jitter
-                await asyncio.sleep(wait)
+                await in_budget(asyncio.sleep(wait))
 
     async def structured(self, role: str, system: str, user: str, schema: type[BaseModel],
                          seed: int | None = None, repair: bool = True) -> StructuredResult:
@@ -259,7 +261,7 @@ class LLMClient:
         for attempt in range(2 if repair else 1):
             try:
                 call = await self._create(role, body)
-            except StopRun:  # a replay miss or the spend cap: stop the run, no fallback
+            except (StopRun, RoleTimeout):  # a replay miss or the spend cap: stop the run; the arm's budget: its fallback
                 raise
             except Exception as e:  # recorded; the caller falls back
                 rec.error = _err(e)

@@ -1,7 +1,11 @@
 """The cost ledger: tokens, cost (from a YAML price table; unknown models cost None, not 0) and
-latency per call; summed per role and per trace row."""
+latency per call; summed per role and per trace row. Also what a run may spend: the spend cap
+(`llm.max_cost_usd`) and a role call's time budget (an arm's `budget_ms`)."""
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,8 +53,9 @@ class BudgetExceeded(StopRun):
 @dataclass
 class SpendCap:
     """`llm.max_cost_usd`: what one run may spend on requests the cache did not answer (cached
-    replies are free). Checked before every request; requests already in flight finish, so the
-    spend can pass the cap by what those cost (at most `concurrency` calls)."""
+    replies are free). Checked once a request has its slot, before it is sent; requests already
+    in flight finish, so the spend can pass the cap by what those cost (at most `concurrency`
+    calls)."""
 
     max_usd: float
     spent: float = 0.0
@@ -73,3 +78,42 @@ def check_priced(prices: dict, models: dict[str, str]) -> None:
     if unpriced:
         raise ValueError("llm.max_cost_usd: no price for " + ", ".join(f"role {r} model {m!r}" for r, m in unpriced.items())
                          + " in the price table (llm.prices); a cap cannot count what it cannot price")
+
+
+class RoleTimeout(Exception):
+    """A role call ran out of its TimeBudget: the arm falls back (the LLM client does not record
+    it as a failed call)."""
+
+
+@dataclass
+class TimeBudget:
+    """A role call's own time (an arm's `budget_ms`), spent only by its HTTP exchanges and its
+    retry pauses: never by the time a request waits for a request slot or the rpm/tpm budget
+    (the replay keeps more turns in progress than slots, so that wait depends on the run, not on
+    the endpoint). Set it in TIME_BUDGET around the call; past it the call raises RoleTimeout."""
+
+    seconds: float
+    used: float = 0.0
+
+    async def spend(self, aw):
+        """Await `aw` in what is left of the budget, charging the time it took."""
+        if self.used >= self.seconds:
+            if asyncio.iscoroutine(aw):
+                aw.close()
+            raise RoleTimeout
+        t0 = time.perf_counter()
+        try:
+            return await asyncio.wait_for(aw, self.seconds - self.used)
+        except asyncio.TimeoutError:
+            raise RoleTimeout from None
+        finally:
+            self.used += time.perf_counter() - t0
+
+
+TIME_BUDGET: contextvars.ContextVar[TimeBudget | None] = contextvars.ContextVar("harness_time_budget", default=None)
+
+
+async def in_budget(aw):
+    """`aw` within the current TIME_BUDGET, if one is set."""
+    b = TIME_BUDGET.get()
+    return await (b.spend(aw) if b is not None else aw)

@@ -66,6 +66,7 @@ class Roles:
     base_dir: str | None = None  # the run config's folder: prompt files are relative to it
 
     def __post_init__(self):
+        self._prompts: dict[str, Prompt] = {}  # role -> its prompt, pinned for the run
         self.semaphore = asyncio.Semaphore(self.concurrency) if self.config.roles else None
         self.cache = LLMCache(self.config.cache.folder, self.config.cache.mode) if self.config.roles else None
         prices = load_prices(self.config.prices)
@@ -85,9 +86,13 @@ class Roles:
         return ep.model if ep else OFFLINE
 
     def prompt(self, role: str) -> Prompt:
-        """The system prompt of a role with an endpoint (roles/prompts.py)."""
-        ep = self.config.roles.get(role)
-        return load_prompt(ep.prompt if ep and ep.prompt else f"{role}.v1", self.base_dir)
+        """The system prompt of a role with an endpoint (roles/prompts.py), read once and kept for
+        this run: a prompt file edited while the run goes on changes neither its calls nor its
+        arm ids, so the traces, the manifest and the requests name the same prompt."""
+        if role not in self._prompts:
+            ep = self.config.roles.get(role)
+            self._prompts[role] = load_prompt(ep.prompt if ep and ep.prompt else f"{role}.v1", self.base_dir)
+        return self._prompts[role]
 
     def prompts(self, roles) -> dict[str, str]:
         """`name@hash` of the prompt of each of `roles` that calls an LLM (offline roles have none)."""

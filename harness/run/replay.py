@@ -39,7 +39,7 @@ LABEL_SCHEMA = pa.schema([
 # semaphore); a turn also spends CPU before and after its requests (prompt, retrieval, trace rows).
 # Were turns bounded by `concurrency` too, a slot would sit idle through that work; with twice as
 # many turns as slots, the next turn's request is ready when a slot frees (bench/replay.py at
-# 100 ms x 16: efficiency 0.83-0.87 -> 0.90-0.92).
+# 100 ms x 16, the job loop's efficiency: 0.84-0.88 -> 0.90-0.93).
 TURNS_PER_REQUEST = 2
 
 
@@ -143,6 +143,9 @@ class Replay:
         self.shard = shard  # (i, n): only the sessions with shard_of(session_id, n) == i
         self.run_id = self.run_dir.name
 
+    def _arm_identity(self, arm: BaseArm) -> tuple[str, str, dict, dict]:
+        return self._identity.get(id(arm)) or arm_identity(arm)
+
     def _manifest(self, status: str, index=None, counts=None, started=None) -> dict:
         return {
             "run_id": self.run_id, "status": status, "config": self.raw, "config_hash": canonical_hash(self.raw),
@@ -212,7 +215,7 @@ class Replay:
         RunFolder(self.run_dir).write_labels(labels_table(self.es, self.cfg.splits))
         t0 = time.perf_counter()
         index = index or build_index(self.es, self.cfg.index)
-        jobs = [j for j in self.jobs(index) if (self._identity[id(j.arm)][0], j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]
+        jobs = [j for j in self.jobs(index) if (self._arm_identity(j.arm)[0], j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]
         writer = PartWriter(self.run_dir, self.cfg.rows_per_part)
         gc.freeze()  # the eval set and index are long-lived: keep full collections from walking them mid-run
         try:
@@ -246,7 +249,7 @@ class Replay:
                     raise
                 except Exception as e:  # a run never dies because one turn failed: the row records it
                     results = [ArmResult(error=f"{type(e).__name__}: {e}")]
-                rows = result_rows(self.run_id, job.arm, job.repeat, job.ctx, results, self._identity[id(job.arm)])
+                rows = result_rows(self.run_id, job.arm, job.repeat, job.ctx, results, self._arm_identity(job.arm))
                 writer.add(rows)
                 counts["turns"] += 1
                 counts["rows"] += len(rows)
