@@ -39,7 +39,7 @@ LABEL_SCHEMA = pa.schema([
 # semaphore); a turn also spends CPU before and after its requests (prompt, retrieval, trace rows).
 # Were turns bounded by `concurrency` too, a slot would sit idle through that work; with twice as
 # many turns as slots, the next turn's request is ready when a slot frees (bench/replay.py at
-# 100 ms x 16, the job loop's efficiency: 0.84-0.88 -> 0.90-0.93).
+# 100 ms x 16, the job loop's efficiency in runs alternating the two: 0.84-0.88 -> 0.91-0.93).
 TURNS_PER_REQUEST = 2
 
 
