@@ -252,6 +252,39 @@ def test_a_request_enters_the_rpm_window_when_it_has_its_slot(tmp_path):
     assert res.value is not None and (waiting, sent) == (0, 1)
 
 
+def test_a_rate_limited_role_does_not_hold_the_slots_other_roles_need(tmp_path):
+    """The request slots are shared by every role's client: one waiting for its own rpm window
+    must wait outside them, or a role with no limit (or another endpoint) waits for that window."""
+    import time
+
+    from harness.llm.client import _Budget
+
+    async def go(base):
+        sem = asyncio.Semaphore(2)
+        ep = {"kind": "openai-compatible", "base_url": base, "model": "m", "max_retries": 0}
+        grade = LLMClient(EndpointConfig(**ep), LLMCache(tmp_path / "g", "off"), sem)
+        rewrite = LLMClient(EndpointConfig(**ep), LLMCache(tmp_path / "r", "off"), sem)
+        grade.budget = _Budget(rpm=1, tpm=None, window=3.0)
+        await grade.budget.acquire(1)  # grade's window is full for 3 s
+        waiting = [asyncio.ensure_future(grade.structured("grade", "sys", f"g{i}", Answer)) for i in range(2)]
+        try:
+            await asyncio.sleep(0.1)
+            t0 = time.monotonic()
+            res = await rewrite.structured("rewrite", "sys", "r", Answer)
+            return res, time.monotonic() - t0
+        finally:
+            for w in waiting:
+                w.cancel()
+            await asyncio.gather(*waiting, return_exceptions=True)
+            await grade.aclose()
+            await rewrite.aclose()
+
+    with TestServer() as s:
+        s.add_rule({"x": 3})
+        res, took = asyncio.run(go(s.base_url))
+    assert res.value is not None and took < 1.0, took
+
+
 def test_openai_embedder_through_the_sdk_and_the_cache(tmp_path, monkeypatch):
     from harness.corpus.embed import EmbeddingCache, OpenAIEmbedder
 

@@ -170,6 +170,20 @@ def test_the_rewrite_budget_counts_the_exchange_not_the_wait_for_a_slot(world, t
     assert t["ms_rewrite"].between(300, 500).all(), t["ms_rewrite"].tolist()
 
 
+def test_a_rewrite_out_of_budget_in_its_repair_still_counts_the_reply_it_paid_for(world, tmp_path):
+    """The first reply (0.3 s) is invalid JSON; its repair starts with 0.15 s of the 0.45 s budget
+    left and is cut off: the turn falls back, and its row still counts the request it paid for."""
+    with TestServer(latency=0.3) as srv:
+        srv.add_rule(echo_rewrite)
+        srv.set_faults("invalid_json", rate=1.0, times=1)
+        run = replay(world, tmp_path, "repair", srv, concurrency=1, arms=({"name": "rewrite", "lane": "bm25", "budget_ms": 450},))
+    t = read_traces(run).to_pandas()
+    out = t[t["fallback_reason"].fillna("").str.contains("rewrite timed out after 450 ms")]
+    assert len(out) == 1, t["fallback_reason"].tolist()
+    assert out["llm_calls"].iloc[0] == 1 and out["prompt_tokens"].iloc[0] > 0 and out["llm_repairs"].iloc[0] == 1
+    assert (t.drop(out.index)["fallback_reason"].isna()).all()
+
+
 def test_a_prompt_file_edited_during_a_run_changes_neither_its_requests_nor_its_ids(world, tmp_path):
     """A run reads each role's prompt once: edited after the run was set up (here before its
     first request), the file changes neither what the run sends nor the arm ids its traces and

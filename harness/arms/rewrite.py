@@ -20,6 +20,7 @@ from harness.guards.filters import validate_filters
 from harness.arms.common import llm_stats
 from harness.guards.identifiers import mask, restore_identifiers, unmask
 from harness.llm.ledger import TIME_BUDGET, RoleTimeout, TimeBudget
+from harness.roles.base import Outcome
 from harness.roles.decide import Decision, decide_offline
 from harness.roles.rewrite import Method, RewriteOutput, offline_rewrite
 from harness.roles.state import CompactState, compact_state
@@ -157,7 +158,9 @@ class RewriteFamily(BaseArm):
         token = TIME_BUDGET.set(budget)
         try:
             rw = await ask_rewrite(ctx, p.last_n, state, method=p.method)
-        except RoleTimeout:
+        except RoleTimeout as e:
+            if e.record is not None and e.record.requests:  # a reply it had paid for before the budget ran out
+                outcomes.append(Outcome(None, ctx.roles.backend("rewrite"), e.record))
             ms["rewrite"] = budget.used * 1000 if budget is not None else 0.0
             return None, f"rewrite timed out after {p.budget_ms} ms"
         finally:

@@ -84,26 +84,37 @@ class StructuredResult:
 
 
 class _Budget:
-    """Requests and tokens per minute, as a sliding window."""
+    """Requests and tokens per minute, as a sliding window. `room` waits (without a request slot)
+    until the window would take a request; `take` stamps it, once the request holds its slot."""
 
     def __init__(self, rpm: int | None, tpm: int | None, window: float = 60.0):
         self.rpm, self.tpm, self.window = rpm, tpm, window
         self.events: list[tuple[float, int]] = []
-        self.lock = asyncio.Lock()
+
+    def _wait(self, tokens: int) -> float:
+        """Seconds until the window has room for a request of `tokens` (0: now)."""
+        if not self.rpm and not self.tpm:
+            return 0.0
+        now = time.monotonic()
+        self.events = [(t, n) for t, n in self.events if now - t < self.window]
+        ok_r = not self.rpm or len(self.events) < self.rpm
+        ok_t = not self.tpm or sum(n for _, n in self.events) + tokens <= self.tpm or not self.events
+        return 0.0 if ok_r and ok_t else max(0.01, self.window - (now - self.events[0][0]))
+
+    async def room(self, tokens: int) -> None:
+        while (wait := self._wait(tokens)) > 0:
+            await asyncio.sleep(wait)
+
+    def take(self, tokens: int) -> bool:
+        if self._wait(tokens) > 0:
+            return False
+        if self.rpm or self.tpm:
+            self.events.append((time.monotonic(), tokens))
+        return True
 
     async def acquire(self, tokens: int) -> None:
-        if not self.rpm and not self.tpm:
-            return
-        async with self.lock:
-            while True:
-                now = time.monotonic()
-                self.events = [(t, n) for t, n in self.events if now - t < self.window]
-                ok_r = not self.rpm or len(self.events) < self.rpm
-                ok_t = not self.tpm or sum(n for _, n in self.events) + tokens <= self.tpm or not self.events
-                if ok_r and ok_t:
-                    self.events.append((now, tokens))
-                    return
-                await asyncio.sleep(max(0.01, self.window - (now - self.events[0][0])))
+        while not self.take(tokens):
+            await self.room(tokens)
 
 
 def _retry_after(err: Exception) -> float | None:
@@ -228,13 +239,7 @@ class LLMClient:
         while True:
             attempts += 1
             try:
-                async with self.semaphore if self.semaphore is not None else contextlib.nullcontext():
-                    # taken with the slot, so a request stamped by the rpm/tpm window is sent then, and
-                    # at most `concurrency` requests pass the spend cap unpaid
-                    await self.budget.acquire(est_tokens)
-                    if self.spend is not None:
-                        self.spend.check()
-                    raw = await in_budget(self.sdk.request(httpx2.Response, options.model_copy(update={"content": payload})))
+                raw = await self._exchange(options.model_copy(update={"content": payload}), est_tokens)
                 return _completion(raw.content), raw.headers, attempts
             except RETRYABLE as e:  # anything else (ReplayMiss included) propagates unchanged
                 if attempts > self.endpoint.max_retries:
@@ -244,6 +249,20 @@ class LLMClient:
                     wait = min(self.endpoint.backoff_max, self.endpoint.backoff_base * 2 ** (attempts - 1))
                     wait *= 0.5 + random.random()  # jitter
                 await in_budget(asyncio.sleep(wait))
+
+    async def _exchange(self, options: FinalRequestOptions, est_tokens: int):
+        """One HTTP exchange. Room in the rpm/tpm window is awaited without a request slot (the
+        slots are shared by every role; a rate-limited one must not hold them), then stamped once
+        the slot is held, so the request is sent when its stamp says; the spend cap is checked
+        then too, so at most `concurrency` requests pass it unpaid."""
+        while True:
+            await self.budget.room(est_tokens)
+            async with self.semaphore if self.semaphore is not None else contextlib.nullcontext():
+                if not self.budget.take(est_tokens):  # another request took the room meanwhile
+                    continue
+                if self.spend is not None:
+                    self.spend.check()
+                return await in_budget(self.sdk.request(httpx2.Response, options))
 
     async def structured(self, role: str, system: str, user: str, schema: type[BaseModel],
                          seed: int | None = None, repair: bool = True) -> StructuredResult:
@@ -261,7 +280,10 @@ class LLMClient:
         for attempt in range(2 if repair else 1):
             try:
                 call = await self._create(role, body)
-            except (StopRun, RoleTimeout):  # a replay miss or the spend cap: stop the run; the arm's budget: its fallback
+            except StopRun:  # a replay miss or the spend cap: stop the run, no fallback
+                raise
+            except RoleTimeout as e:  # the arm's budget: its fallback, with what the call had cost so far
+                e.record = rec
                 raise
             except Exception as e:  # recorded; the caller falls back
                 rec.error = _err(e)

@@ -82,7 +82,10 @@ def check_priced(prices: dict, models: dict[str, str]) -> None:
 
 class RoleTimeout(Exception):
     """A role call ran out of its TimeBudget: the arm falls back (the LLM client does not record
-    it as a failed call)."""
+    it as a failed call). `record`: the call's CallRecord, with what its finished exchanges cost
+    (a first reply before a repair that ran out of time), set by the LLM client."""
+
+    record: "CallRecord | None" = None
 
 
 @dataclass
