@@ -184,6 +184,22 @@ def test_a_rewrite_out_of_budget_in_its_repair_still_counts_the_reply_it_paid_fo
     assert (t.drop(out.index)["fallback_reason"].isna()).all()
 
 
+def test_a_cached_reply_slower_than_the_budget_times_out_as_its_live_call_would(world, tmp_path):
+    """An arm without a budget caches replies that took 0.3 s; an arm with a 0.2 s budget replayed
+    from that cache falls back on every turn, as it would live, instead of using replies it could
+    not have had in time."""
+    with TestServer(latency=0.3) as srv:
+        srv.add_rule(echo_rewrite)
+        replay(world, tmp_path, "slow", srv, concurrency=4, arms=({"name": "rewrite", "lane": "bm25"},))
+        calls = srv.calls
+        run = replay(world, tmp_path, "budget", srv, concurrency=4, arms=({"name": "rewrite", "lane": "bm25", "budget_ms": 200},))
+        assert srv.calls == calls  # every reply came from the cache
+    t = read_traces(run).to_pandas()
+    assert t["fallback_reason"].str.startswith("rewrite timed out after 200 ms (the cached reply took 3").all(), \
+        t["fallback_reason"].tolist()
+    assert [q[0] for q in t["issued_queries"]] == t["original_query"].tolist() and (t["ms_rewrite"] == 200).all()
+
+
 def test_a_prompt_file_edited_during_a_run_changes_neither_its_requests_nor_its_ids(world, tmp_path):
     """A run reads each role's prompt once: edited after the run was set up (here before its
     first request), the file changes neither what the run sends nor the arm ids its traces and

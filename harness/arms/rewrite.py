@@ -151,8 +151,9 @@ class RewriteFamily(BaseArm):
     async def _rewrite(self, ctx: TurnContext, state, outcomes: list, ms: dict):
         """The rewrite role within the arm's budget: (output or None, fallback reason). The budget
         counts the role's own time, its HTTP exchanges and retry pauses (harness.llm.ledger.
-        TimeBudget), never the wait for a request slot; the offline methods are not bounded. Its
-        ms is the role's own time, or what the budget spent when the role did not answer in it."""
+        TimeBudget), never the wait for a request slot; the offline methods are not bounded. A
+        cached reply is held to the budget by its stored latency, as its live call was. Its ms is
+        the role's own time, or what the budget spent when the role did not answer in it."""
         p = self.params
         budget = TimeBudget(p.budget_ms / 1000) if p.budget_ms else None
         token = TIME_BUDGET.set(budget)
@@ -165,6 +166,11 @@ class RewriteFamily(BaseArm):
             return None, f"rewrite timed out after {p.budget_ms} ms"
         finally:
             TIME_BUDGET.reset(token)
+        if budget is not None and rw.record is not None and rw.record.cache_hit and rw.ms > p.budget_ms:
+            # a cached reply whose live exchanges took longer than this budget (cached by an arm or
+            # run without it): live, the call would have been cut off, so its replay is too
+            ms["rewrite"] = float(p.budget_ms)
+            return None, f"rewrite timed out after {p.budget_ms} ms (the cached reply took {rw.ms:.0f} ms)"
         outcomes.append(rw)
         ms["rewrite"] = rw.ms
         return rw.value, rw.fallback
