@@ -31,7 +31,7 @@ from openai._models import FinalRequestOptions
 from openai.types.chat import ChatCompletion
 
 from harness.llm.cache import LLMCache, canonical_json, key_of_json, prompt_hash
-from harness.llm.ledger import CallRecord, RoleTimeout, SpendCap, cost_usd, in_budget, load_prices
+from harness.llm.ledger import TIME_BUDGET, CallRecord, RoleTimeout, SpendCap, cost_usd, in_budget, load_prices
 from harness.llm.schema import response_format
 from harness.llm.sdk import AsyncOpenAI
 from harness.llm.transport import (CACHE_HEADER, LATENCY_HEADER, PENDING, ROLE_HEADER, CachingTransport, Pending, StopRun,
@@ -184,6 +184,8 @@ class LLMClient:
         self.transport.stats.cache_hits += 1
         obj = json.loads(hit.body)
         repaired = obj.pop(REPAIRED, None)
+        if (budget := TIME_BUDGET.get()) is not None:  # held to the role's time budget as its live exchanges were
+            budget.charge((hit.latency_ms + float((repaired or {}).get("latency_ms") or 0)) / 1000)
         return Call(ChatCompletion.model_validate(obj), {CACHE_HEADER: "hit", LATENCY_HEADER: f"{hit.latency_ms:.3f}"},
                     1, None, repaired), key
 

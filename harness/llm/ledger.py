@@ -112,6 +112,14 @@ class TimeBudget:
         finally:
             self.used += time.perf_counter() - t0
 
+    def charge(self, seconds: float) -> None:
+        """Charge a cached reply's stored latency, as its live exchange was charged: a reply
+        slower than what is left (cached by an arm or run without this budget) is cut off too."""
+        if self.used + seconds > self.seconds:
+            self.used = self.seconds
+            raise RoleTimeout(f"the cached reply took {seconds * 1000:.0f} ms")
+        self.used += seconds
+
 
 TIME_BUDGET: contextvars.ContextVar[TimeBudget | None] = contextvars.ContextVar("harness_time_budget", default=None)
 
