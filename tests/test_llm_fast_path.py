@@ -49,8 +49,14 @@ def test_requests_the_template_does_not_cover_take_the_sdks_path():
                                    "temperature": 0.0, "seed": 3, "response_format": {"type": "json_schema", "z": [1, None]}},
                                   {}])
 def test_the_key_from_the_serialised_request_equals_request_key(body):
+    import hashlib
+    import json
+
+    # the key caches were written under: sha256 of the whole request serialised canonically
+    whole = {"kind": "azure", "path": "/openai/v1/chat/completions", "body": body}
+    stored = hashlib.sha256(json.dumps(whole, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
     assert key_of_json("azure", "/openai/v1/chat/completions", canonical_json(body)) == \
-           request_key("azure", "/openai/v1/chat/completions", body)
+           request_key("azure", "/openai/v1/chat/completions", body) == stored
 
 
 def test_a_body_with_a_value_serialised_before_serialises_the_same():

@@ -220,8 +220,9 @@ def test_request_budget_spreads_calls_over_the_window():
     async def go():
         b = _Budget(rpm=2, tpm=None, window=0.3)
         t0 = time.monotonic()
-        for _ in range(5):
-            await b.acquire(10)
+        for _ in range(5):  # as LLMClient._exchange asks: room in the window, then a stamp
+            while not b.take(10):
+                await b.room(10)
         return time.monotonic() - t0
 
     assert asyncio.run(go()) >= 0.6  # 5 requests at 2 per 0.3 s need two full windows
@@ -265,7 +266,7 @@ def test_a_rate_limited_role_does_not_hold_the_slots_other_roles_need(tmp_path):
         grade = LLMClient(EndpointConfig(**ep), LLMCache(tmp_path / "g", "off"), sem)
         rewrite = LLMClient(EndpointConfig(**ep), LLMCache(tmp_path / "r", "off"), sem)
         grade.budget = _Budget(rpm=1, tpm=None, window=3.0)
-        await grade.budget.acquire(1)  # grade's window is full for 3 s
+        assert grade.budget.take(1)  # grade's window is full for 3 s
         waiting = [asyncio.ensure_future(grade.structured("grade", "sys", f"g{i}", Answer)) for i in range(2)]
         try:
             await asyncio.sleep(0.1)

@@ -64,15 +64,16 @@ def canonical_json(body: dict, known: dict[str, tuple[object, str]] | None = Non
 
 
 def key_of_json(kind: str, path: str, body_json: str) -> str:
-    """`request_key` of a body given as its `canonical_json` (the same sha256, not serialised again)."""
+    """The cache key of a request whose body is given as its `canonical_json`: sha256 of
+    {"body", "kind", "path"} serialised canonically (not serialised again)."""
     canon = '{"body":' + body_json + ',"kind":' + json.dumps(kind, ensure_ascii=False) + ',"path":' + \
         json.dumps(path, ensure_ascii=False) + "}"
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
 def request_key(kind: str, path: str, body: dict) -> str:
-    canon = json.dumps({"kind": kind, "path": path, "body": body}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+    """The cache key of a request body (see key_of_json)."""
+    return key_of_json(kind, path, canonical_json(body))
 
 
 class LLMCache:

@@ -112,10 +112,6 @@ class _Budget:
             self.events.append((time.monotonic(), tokens))
         return True
 
-    async def acquire(self, tokens: int) -> None:
-        while not self.take(tokens):
-            await self.room(tokens)
-
 
 def _retry_after(err: Exception) -> float | None:
     resp = getattr(err, "response", None)
