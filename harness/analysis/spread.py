@@ -8,10 +8,9 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis.stats import session_bootstrap_ci
-from harness.metrics.segments import bucket
+from harness.metrics.segments import BUCKETS, bucket
 
 SPREAD_METRICS = ("recall@10", "ndcg@10", "mrr@10", "faithfulness")
-BUCKETS = ("1", "2", "3", "4+")
 COLUMNS = ["arm_id", "metric", "bucket", "mean", "lo", "hi", "n", "n_sessions"]
 N_RESAMPLES = 1000
 

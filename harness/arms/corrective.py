@@ -109,7 +109,7 @@ class Corrective(BaseArm):
         carry.ms["rewrite"] = rw.ms
         return rw.value.standalone.strip() if rw.value is not None else (g.value.new_query or "").strip()
 
-    def _fuse(self, r: ArmResult, seen: "_Seen") -> None:
+    def _fuse(self, r: ArmResult, seen: "_Seen", rnd: int) -> None:
         """A later round learns from the earlier ones: its ranking is fused (RRF) with theirs, so
         what they found stays in the list, and the hits already graded insufficient move below
         `top_k`, so the grader reads new passages."""
@@ -118,11 +118,10 @@ class Corrective(BaseArm):
             fused = [d for d, _ in rrf([seen.ranking, r.ranking])]
             fresh = [d for d in fused if d not in seen.graded][:k]
             r.ranking = fresh + [d for d in fused if d not in fresh]
-            earlier = "round 1's" if seen.rounds == 1 else f"rounds 1-{seen.rounds}'s"
+            earlier = "round 1's" if rnd == 2 else f"rounds 1-{rnd - 1}'s"
             r.lanes.append(f"fused with {earlier} ranking (RRF); {len(seen.graded)} hit(s) "
                            f"graded insufficient before moved below top_k={k}")
         seen.ranking = list(r.ranking)
-        seen.rounds += 1
         seen.graded.update(r.ranking[:k])
 
     async def _below(self, ctx, r: ArmResult, seen: "_Seen", scorer) -> list:
@@ -142,7 +141,7 @@ class Corrective(BaseArm):
         None when the row is final already)."""
         p = self.params
         r = await search_async(ctx, [query], st.filters, lane=p.lane, depth=max(p.depth, p.top_k), must_keep=st.ids)
-        self._fuse(r, seen)
+        self._fuse(r, seen, rnd)
         r.must_keep, r.fallback_reason = st.ids, st.note
         r.proposed_filters, r.filter_violations, r.filters_removed = st.proposed
         hits = r.ranking[: p.top_k]
@@ -218,7 +217,6 @@ class _Start:
 
 @dataclass
 class _Seen:
-    """What the loop's earlier rounds saw: their fused ranking, the hits graded, how many rounds."""
+    """What the loop's earlier rounds saw: their fused ranking and the hits graded."""
     ranking: list[str] = field(default_factory=list)
     graded: set[str] = field(default_factory=set)
-    rounds: int = 0

@@ -18,8 +18,8 @@ from harness.run.workers import off_loop, timed
 
 
 def _candidates(hits, lane: str) -> list[dict]:
-    """The trace's candidate entries of a lane's hits (as `Hit.as_dict()` with the lane named)."""
-    return [{"doc_id": h.doc_id, "score": float(h.score), "rank": h.rank, "lane": lane} for h in hits]
+    """The trace's candidate entries of a lane's hits, the lane named."""
+    return [h.as_dict(lane) for h in hits]
 
 
 def search(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: str, depth: int, rrf_k: int = 60,

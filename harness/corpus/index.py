@@ -27,8 +27,9 @@ class Hit:
     rank: int
     lane: str
 
-    def as_dict(self) -> dict:
-        return {"doc_id": self.doc_id, "score": float(self.score), "rank": self.rank, "lane": self.lane}
+    def as_dict(self, lane: str | None = None) -> dict:
+        """The hit as a trace candidate entry; `lane` names it otherwise (a retrieval lane per query)."""
+        return {"doc_id": self.doc_id, "score": float(self.score), "rank": self.rank, "lane": lane or self.lane}
 
 
 @dataclass

@@ -19,6 +19,9 @@ FIELDS = ("turn_index", "query_type", "language", "domain", "answerability", "mu
 TURN_SEGMENTS = ("all", "turn_index=1", "turn_index=2", "turn_index=3", "turn_index>=4", "turn_index>=2")
 
 
+BUCKETS = ("1", "2", "3", "4+")  # what `bucket` returns, in order
+
+
 def bucket(turn_index) -> str:
     """The turn bucket of a turn index: "1", "2", "3" or "4+"."""
     t = int(turn_index)

@@ -9,13 +9,9 @@ from harness.metrics.registry import direction_of
 from harness.report.format import cell, fmt
 from harness.report.load import ReportRun
 
-HEADLINE_METRICS = ("recall@10", "ndcg@10")
 JUDGED = "faithfulness"
-
-
-def headline_metrics(runs: list[ReportRun]) -> list[str]:
-    """The headline's metrics: faithfulness always (n/a, said why, where a run was not judged)."""
-    return [*HEADLINE_METRICS, JUDGED]
+# the headline's metrics: faithfulness always (n/a, said why, where a run was not judged)
+HEADLINE_METRICS = ("recall@10", "ndcg@10", JUDGED)
 
 
 def judged(run: ReportRun) -> bool:
@@ -53,7 +49,7 @@ def _mark_best(rows: list[dict], n_runs: int, metrics: list[str]) -> None:
 def build(runs: list[ReportRun]) -> dict:
     """Rows by label (runs pair arms by label: one row is one arm as people read it, whatever its
     id in each run); `differs` when the label's arm id is not the same in every run having it."""
-    metrics = headline_metrics(runs)
+    metrics = list(HEADLINE_METRICS)
     labels = list(dict.fromkeys(r.label[a] for r in runs for a in r.arms))
     oracles = {a.arm_id for r in runs for a in r.data.arms if "oracle" in a.capabilities}
     rows = []

@@ -4,13 +4,11 @@ table) and, for the main metrics, a plot of the mean per turn bucket with a sess
 (computed by the scoring step: harness.analysis.spread)."""
 from __future__ import annotations
 
-import pandas as pd
-
 from harness.report.format import cell
 from harness.report.load import ReportRun
+from harness.metrics.segments import BUCKETS
 from harness.report.table import TURN_SEGMENTS, bucket
 
-BUCKETS = ["1", "2", "3", "4+"]
 PLOT_METRICS = ("recall@10", "ndcg@10", "mrr@10", "faithfulness")  # faithfulness when the run was judged
 JUDGED = "faithfulness"
 SHOWN = ("recall@", "ndcg@", "mrr@", JUDGED)

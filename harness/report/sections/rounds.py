@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.report.format import cell, fmt
 from harness.report.load import ReportRun
-from harness.report.sections.metrics import BUCKETS
+from harness.metrics.segments import BUCKETS
 from harness.report.table import bucket
 
 LOOP_METRICS = ("rounds_used", "rescued", "wasted_rounds", "recall_at_stop")
