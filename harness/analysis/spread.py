@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis.stats import session_bootstrap_ci
+from harness.metrics.aggregate import turn_values
 from harness.metrics.segments import BUCKETS, bucket
 
 SPREAD_METRICS = ("recall@10", "ndcg@10", "mrr@10", "faithfulness")
@@ -25,9 +26,7 @@ def point(values: pd.DataFrame, n_resamples: int = N_RESAMPLES) -> tuple[float, 
 
 def spread_table(per_turn: pd.DataFrame, metrics=SPREAD_METRICS, n_resamples: int = N_RESAMPLES) -> pd.DataFrame:
     """One row per arm, metric and bucket ("1", "2", "3", "4+", "all") that has a measured turn."""
-    t = per_turn[per_turn["metric"].isin(metrics)]
-    t = t.assign(value=pd.to_numeric(t["value"], errors="coerce"))
-    t = t.groupby(["arm_id", "metric", "session_id", "turn_index"], sort=False)["value"].mean().dropna().reset_index()
+    t = turn_values(per_turn[per_turn["metric"].isin(metrics)], ("arm_id", "metric", "session_id", "turn_index"))
     t = t.assign(bucket=t["turn_index"].map(bucket))
     rows = []
     for (arm, metric), g in t.groupby(["arm_id", "metric"], sort=False):

@@ -19,6 +19,7 @@ from harness.analysis.compare import CompareError, check_metrics, compare_data
 from harness.analysis.gate import SECTIONS, evaluate
 from harness.analysis.pairing import PairingError, pair_runs
 from harness.analysis.policy import GateUsageError, Policy, load_policy
+from harness.metrics.aggregate import turn_values
 from harness.metrics.registry import resolve
 from harness.metrics.segments import TURN_SEGMENTS, segment_keys
 from harness.run.folder import RunData, RunFolder
@@ -134,7 +135,7 @@ def turn_pairs(base: RunData, cand: RunData, pairs: list) -> list[dict]:
 
         def mean(r: RunData, arms) -> pd.DataFrame:
             t = r.per_turn[(r.per_turn["metric"] == m) & r.per_turn["arm_id"].isin(arms)]
-            return t.groupby(keys)["value"].mean().dropna().reset_index()
+            return turn_values(t, keys, sort=True)
 
         b = mean(base, back).assign(arm_id=lambda x: x["arm_id"].map(back))
         j = mean(cand, set(back.values())).merge(b, on=keys, suffixes=("", "_base"))

@@ -13,6 +13,13 @@ from harness.metrics.segments import Segment
 AGG_COLUMNS = ["arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured", "n_sessions", "repeat_sd"]
 
 
+def turn_values(per_turn: pd.DataFrame, by=("arm_id", "session_id", "turn_index"), sort: bool = False) -> pd.DataFrame:
+    """Each turn's value per `by` group (columns `by` and value): its repeats averaged (NaN-skipping),
+    turns with no measured repeat left out (unmeasured is not zero)."""
+    t = per_turn.assign(value=pd.to_numeric(per_turn["value"], errors="coerce"))
+    return t.groupby(list(by), sort=sort)["value"].mean().dropna().reset_index()
+
+
 def aggregate(per_turn: pd.DataFrame, labels: pd.DataFrame, segments: list[Segment]) -> pd.DataFrame:
     """Mean over turns (repeats first averaged per turn), with counts of measured and unmeasured
     turns and the between-repeat spread (mean per-turn standard deviation across repeats)."""

@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from harness.analysis.spread import SPREAD_METRICS
+from harness.metrics.aggregate import turn_values
 from harness.report.table import bucket
 from harness.run.folder import METRICS, TABLES, TURN_COLUMNS, RunData, RunFolder
 from harness.run.traces import read_traces
@@ -85,8 +86,7 @@ class ReportRun:
         """Per-turn values (repeats averaged, unmeasured turns dropped) with the turn bucket; built
         once per run and metric (callers only read it)."""
         if metric not in self.turn_cache:
-            t = self.turns[(self.turns["metric"] == metric)]
-            t = t.groupby(["arm_id", "session_id", "turn_index"], sort=False)["value"].mean().dropna().reset_index()
+            t = turn_values(self.turns[self.turns["metric"] == metric])
             self.turn_cache[metric] = t.assign(bucket=t["turn_index"].map(bucket))
         return self.turn_cache[metric]
 
