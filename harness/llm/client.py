@@ -185,12 +185,11 @@ class LLMClient:
         return Call(ChatCompletion.model_validate(obj), {CACHE_HEADER: "hit", LATENCY_HEADER: f"{hit.latency_ms:.3f}"},
                     1, None, repaired), key
 
-    async def _create(self, role: str, body: dict) -> "Call":
+    async def _create(self, role: str, body: dict, known: dict[str, tuple[object, str]] | None = None) -> "Call":
         """One chat completion with retries; a reply from the endpoint comes with what the cache
-        needs to keep it (`Call.pending`), once the caller has validated it."""
+        needs to keep it (`Call.pending`), once the caller has validated it. `known`: values of
+        `body` serialised before (canonical_json's), the role's response_format."""
         sent = {k: v for k, v in body.items() if k != "extra_body"} | (body.get("extra_body") or {})
-        fmt = sent.get("response_format")  # a role's schema, serialised once per process
-        known = {"response_format": _FORMATS[id(fmt)]} if id(fmt) in _FORMATS and _FORMATS[id(fmt)][0] is fmt else None
         sent_json = canonical_json(sent, known)  # the request as sent and as keyed: serialised once
         cached, key = self._cached(sent_json)
         if cached is not None:
@@ -267,8 +266,10 @@ class LLMClient:
         ep = self.endpoint
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         rec = CallRecord(role=role, model=ep.model, prompt_hash=prompt_hash(system))
+        fmt = _format(schema, ep.max_string_length, ep.max_items)  # the role's schema, serialised once per process
+        known = {"response_format": fmt}
         body = {"model": ep.model, "messages": messages, "temperature": ep.temperature, "max_tokens": ep.max_tokens,
-                "response_format": _format(schema, ep.max_string_length, ep.max_items)[0]}
+                "response_format": fmt[0]}
         s = seed if seed is not None else self.seed
         if s is not None:
             body["seed"] = s
@@ -277,7 +278,7 @@ class LLMClient:
         raw_text, first = None, None
         for attempt in range(2 if repair else 1):
             try:
-                call = await self._create(role, body)
+                call = await self._create(role, body, known)
             except StopRun:  # a replay miss or the spend cap: stop the run, no fallback
                 raise
             except RoleTimeout as e:  # the arm's budget: its fallback, with what the call had cost so far
@@ -353,15 +354,11 @@ def _parse(completion: ChatCompletion, schema: type[BaseModel]):
             f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:3])
 
 
-_FORMATS: dict[int, tuple[dict, str]] = {}  # id(response_format) -> (it, its canonical JSON); kept alive here
-
-
 @functools.lru_cache(maxsize=256)
 def _format(schema: type[BaseModel], max_string_length: int | None, max_items: int | None) -> tuple[dict, str]:
     """A role's response_format and its canonical JSON (the schema walk costs ~45 us a call)."""
     fmt = response_format(schema, max_string_length, max_items)
-    _FORMATS[id(fmt)] = (fmt, canonical_json(fmt))
-    return _FORMATS[id(fmt)]
+    return fmt, canonical_json(fmt)
 
 
 def _completion(content: bytes) -> ChatCompletion:
