@@ -32,7 +32,7 @@ def replay(handbook, tmp_path, arms, roles=None, splits=("main",), repeats=1, na
     raw = {"name": "c", "eval_set": str(HB), "arms": arms, "runs_dir": str(tmp_path), "splits": list(splits),
            "repeats": repeats, "llm": {"cache": {"folder": str(tmp_path / "cache"), "mode": "off"}, "roles": roles or {}}}
     run = Replay(parse_config(raw), raw, run_dir=tmp_path / name, progress=False).run(index=index)
-    t = read_traces(run).to_pandas().merge(load_labels(run)[["session_id", "turn_index", "qrels", "user", "answerability"]],
+    t = read_traces(run).to_pandas().merge(load_labels(run)[["session_id", "turn_index", "qrels", "user", "answerability", "split"]],
                                            on=["session_id", "turn_index"])
     return run, t
 
@@ -172,6 +172,21 @@ def test_the_offline_grader_meets_the_handbook_checks(handbook, tmp_path):
             assert len(laptop) >= 2 and laptop["verdict_reason"].notna().all()
             last = laptop.iloc[-1]
             assert last["abstained"] or "hb-it-sicherheit" in list(last["answer_doc_ids"])
+    # negative feedback rescues misleading questions on each split (z_min and the method chosen on the
+    # main split only): round 1's hits are the sections the question's setting reads like, a later
+    # round's query weighs the terms they do not carry and its hits hold a relevant section (`rescued`)
+    mis = t[t["query_type"] == "misleading"]
+    for split in ("main", "test"):
+        rescued = [key for key, turn in mis[mis["split"] == split].groupby(["arm_id", "session_id", "repeat"])
+                   if rescue(turn.sort_values("round"), top_k=1 if "top_k=1," in key[0] else 5)]
+        assert rescued, f"no misleading question rescued on the {split} split"
+
+
+def rescue(turn: pd.DataFrame, top_k: int) -> bool:
+    rel = {d for d, g in json.loads(turn.iloc[0]["qrels"]).items() if g >= 1}
+    first, last = turn.iloc[0], turn.iloc[-1]
+    return not rel & set(list(first["ranking"])[:top_k]) and bool(rel & set(list(last["ranking"])[:top_k])) \
+        and "counted twice" in turn.iloc[-2]["verdict_reason"]
 
 
 def test_offline_repeats_are_identical(handbook, tmp_path):

@@ -109,11 +109,12 @@ def test_grade_answer_rerank_offline():
     weak = [("Reisekosten werden mit 28 EUR Tagespauschale erstattet.", Support("hb-reise", 3.6, 0.4))]
     g = grade_offline(q, good, z_min=6.0)  # 7.5 sd in all
     assert g.sufficient and g.new_query == "" and "hb-urlaub: support 7.50 sd (4.00 meaning + 3.50 concepts)" in g.reason
-    # on topic, but none of the question's concepts; nothing below the hits: stop, no repeat of the rejected topic
+    # on topic, but none of the question's concepts, no term in common with it, nothing below the hits: stop,
+    # no repeat of the rejected topic
     g = grade_offline(q, weak, z_min=6.0)
     assert not g.sufficient and g.new_query == "" and "needs 6.00" in g.reason and "no candidate below" in g.reason
-    # the next query learns from the round: terms of the best-supported passage below the hits, less the
-    # rejected hits' terms
+    # no term in common: the next query learns from below the hits instead, the terms of the best-supported
+    # passage there, less the rejected hits' terms
     below = [("Kantine. Das Mittagessen kostet 4 EUR.", Support("hb-kantine", 1.0, 0.2)),
              ("Resturlaub aus dem Vorjahr verfällt am 31. März; Urlaubsanträge im Personalportal.",
               Support("hb-urlaub", 3.0, 2.5))]
@@ -122,6 +123,24 @@ def test_grade_answer_rerank_offline():
     assert "reisekosten" not in g.new_query and "kantine" not in g.new_query.split()
     assert "next: terms of hb-urlaub (5.50)" in g.reason
     assert grade_offline(q, weak, z_min=6.0, tried=[g.new_query], below=below).new_query == ""  # never repeat
+    # negative feedback: the next query is the question's terms with those no rejected hit carries (this
+    # round's and the earlier rounds') counted twice, over the setting the wrong sections matched
+    lost = "Ich habe auf einer Dienstreise meinen Laptop im Zug verloren, Bahn 2. Klasse gebucht. Was tun?"
+    travel = [("Auf einer Dienstreise mit der Bahn gilt die 2. Klasse.", Support("hb-reise", 3.0, 2.0))]
+    g = grade_offline(lost, travel, z_min=6.0)
+    q_terms = "einer dienstreise meinen laptop zug verloren bahn 2 klasse gebucht tun"
+    assert not g.sufficient and g.new_query == q_terms + " meinen laptop zug verloren gebucht tun"
+    assert "counted twice (meinen laptop zug verloren gebucht tun)" in g.reason
+    assert "matched once (einer dienstreise bahn 2 klasse)" in g.reason
+    earlier = ["Flüge und Bahntickets werden vom Reisebüro gebucht."]  # a hit rejected in an earlier round
+    g2 = grade_offline(lost, travel, z_min=6.0, rejected=earlier)
+    assert g2.new_query == q_terms + " meinen laptop zug verloren tun" and "klasse gebucht)" in g2.reason
+    assert grade_offline(lost, travel, z_min=6.0, tried=[g.new_query]).new_query == ""  # never repeat
+    everything = [(lost, Support("hb-echo", 3.0, 2.0))]  # the hit carries every term: nothing to weigh
+    assert grade_offline(lost, everything, z_min=6.0, below=below).new_query == ""
+    # the rejected hits share terms with the question: negative feedback, not the passages below
+    assert grade_offline(lost, travel, z_min=6.0, below=below).new_query == g.new_query
+    assert grade_offline(lost, travel, z_min=6.0, tried=[g.new_query], below=below).new_query == ""
     assert grade_offline(q, weak + good, z_min=6.0).sufficient  # the best hit counts, wherever it ranks
     assert not grade_offline(q, [], z_min=6.0).sufficient
     # each view is judged against the question's own baseline: compressed cross-lingual

@@ -138,9 +138,8 @@ def test_handbook_corrective_answers_the_holiday_question_in_round_1_and_abstain
 @pytest.mark.parametrize("top_k", [1, 3])
 def test_handbook_more_rounds_are_not_significantly_worse_and_rescue_questions(handbook, top_k):
     """Three rounds against one: recall@10 not significantly worse on either split, and questions
-    rescued (answered from a relevant section in a later round) on each split. (Misleading
-    questions are not rescued yet: the offline grader accepts their surface section in round 1 or
-    rejects the right one below z_min; docs/roles.md.)"""
+    rescued (the first round's hits miss every relevant section, the final round's hold one) on
+    each split."""
     run, pt = handbook
     (one,), (three,) = (arm_ids(run, "corrective", top_k=top_k, max_rounds=n) for n in (1, 3))
     for split in ("main", "test"):
@@ -148,4 +147,16 @@ def test_handbook_more_rounds_are_not_significantly_worse_and_rescue_questions(h
         assert hi >= 0, (top_k, split, hi)  # the CI of three rounds against one reaches 0 or above
     rescued = pt[(pt["metric"] == "rescued") & (pt["value"] == 1)]
     by_split = rescued[rescued["arm_id"] == three].groupby("split").size()
+    assert by_split.get("main", 0) >= 1 and by_split.get("test", 0) >= 1, by_split.to_dict()
+
+
+def test_handbook_three_rounds_rescue_a_misleading_question_on_each_split(handbook):
+    """Issue 18: over the corrective arms of `configs/handbook.yaml` (top_k 1 and 3), three rounds
+    rescue at least one misleading question on each split (the method chosen on the main split)."""
+    run, pt = handbook
+    three = set(arm_ids(run, "corrective", max_rounds=3))
+    assert len(three) == 2
+    rescued = pt[(pt["metric"] == "rescued") & (pt["value"] == 1) & pt["arm_id"].isin(three)
+                 & (pt["query_type"] == "misleading")]
+    by_split = rescued.groupby("split").size()
     assert by_split.get("main", 0) >= 1 and by_split.get("test", 0) >= 1, by_split.to_dict()

@@ -161,7 +161,8 @@ class Corrective(BaseArm):
                            "passages": [{"doc_id": d, "text": ctx.index.docs[d].text[:1500]} for d in hits],
                            "previous_queries": tried[:-1]}, ensure_ascii=False)
         g = await ctx.roles.call("grade", user, GradeOutput, lambda: grade_offline(
-            st.question, [(ctx.index.docs[d].text, support[d]) for d in hits], p.z_min, tried, below),
+            st.question, [(ctx.index.docs[d].text, support[d]) for d in hits], p.z_min, tried,
+            [ctx.index.docs[d].text for d in seen.graded if d not in hits], below),
             seed=ctx.seed)
         outcomes.append(g)
         r.ms.grade = g.ms

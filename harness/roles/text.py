@@ -1,5 +1,5 @@
 """Term helpers of the offline roles: content terms, coverage with prefix matching (so German
-compounds such as `Urlaubstage` match `Urlaub`), salient terms of passages."""
+compounds such as `Urlaubstage` match `Urlaub`), the terms of a question no passage carries, salient terms of passages."""
 from __future__ import annotations
 
 import math
@@ -24,6 +24,15 @@ def _match(a: str, b: str) -> bool:
         return True
     n = min(len(a), len(b))
     return n >= 5 and a[:5] == b[:5]
+
+
+def uncarried(question: str, passages: list[str]) -> tuple[list[str], list[str]]:
+    """The question's content terms that none of `passages` carries (prefix matching, as in
+    `coverage`), and the distinct ones they do carry."""
+    carried = {x for p in passages for x in terms(p)}
+    q = terms(question)
+    kept = [t for t in q if not any(_match(t, x) for x in carried)]
+    return kept, list(dict.fromkeys(t for t in q if t not in kept))
 
 
 def coverage(question: str, passage: str) -> float:
