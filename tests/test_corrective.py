@@ -178,7 +178,7 @@ def test_the_offline_grader_meets_the_handbook_checks(handbook, tmp_path):
     mis = t[t["query_type"] == "misleading"]
     for split in ("main", "test"):
         rescued = [key for key, turn in mis[mis["split"] == split].groupby(["arm_id", "session_id", "repeat"])
-                   if rescue(turn.sort_values("round"), top_k=1 if "top_k=1," in key[0] else 5)]
+                   if rescue(turn.sort_values("round"), top_k=json.loads(turn["params"].iloc[0])["top_k"])]
         assert rescued, f"no misleading question rescued on the {split} split"
 
 

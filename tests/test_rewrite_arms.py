@@ -122,6 +122,21 @@ def test_rewrite_timeout_falls_back_to_original_and_inherited_filters(shop, tmp_
         assert applied == inherited[(r.session_id, r.turn_index)]
 
 
+def test_the_corrective_loop_never_issues_a_query_twice_when_the_guard_restores_identifiers(shop, tmp_path):
+    """A grader that asks for the same new query every round, without the turn's identifiers: the
+    guard prepends them to what is issued, and the loop still sees the repeat and stops."""
+    with TestServer() as srv:
+        srv.add_rule(lambda req: {"sufficient": False, "reason": "not enough", "new_query": "same words again"})
+        t = replay(shop, tmp_path, [{"name": "corrective", "top_k": 1, "max_rounds": 3, "lane": "bm25",
+                                     "support": "doc"}], {"grade": endpoint(srv)}, splits=("test",))
+    with_ids = t[t["must_keep"].map(len) > 0]
+    assert len(with_ids) > 0
+    for _, turn in t.groupby(["session_id", "turn_index"]):
+        issued = [q[0] for q in turn.sort_values("round")["issued_queries"]]
+        assert len(issued) == len(set(issued)) == 2, issued  # the question, then the new query once
+        assert turn.sort_values("round")["verdict_reason"].iloc[-1].endswith("no new query: stop")
+
+
 def test_hyde_is_skipped_on_identifier_and_safety_turns_and_used_on_vague_ones(shop, tmp_path):
     with TestServer() as srv:
         srv.add_rule({"turn_class": "vague_application", "needs_rewrite": True, "reason": "vague"},

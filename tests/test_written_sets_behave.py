@@ -2,7 +2,6 @@
 Real pipeline: shipped embedding cache, embedded Qdrant, BM25, ranx."""
 import json
 
-import pandas as pd
 import pytest
 
 from harness.config import load_config

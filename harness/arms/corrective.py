@@ -162,7 +162,7 @@ class Corrective(BaseArm):
                            "previous_queries": tried[:-1]}, ensure_ascii=False)
         g = await ctx.roles.call("grade", user, GradeOutput, lambda: grade_offline(
             st.question, [(ctx.index.docs[d].text, support[d]) for d in hits], p.z_min, tried,
-            [ctx.index.docs[d].text for d in seen.graded if d not in hits], below),
+            [ctx.index.docs[d].text for d in sorted(seen.graded - set(hits))], below),
             seed=ctx.seed)
         outcomes.append(g)
         r.ms.grade = g.ms
@@ -196,6 +196,7 @@ class Corrective(BaseArm):
                 break  # (no round left: the rewriter is not asked for a query nobody would issue)
             carry = _Start("", [], [])
             new = await self._next_query(ctx, g, tried, carry)
+            new = new and restore_identifiers(new, {}, st.ids)  # as it would be issued: a repeat is a repeat
             if not new or new in tried:
                 r.verdict_reason += "; no new query: stop"
                 break

@@ -2,7 +2,8 @@
 support among the hits (`harness/corpus/support.py`: meaning plus concepts, each in standard
 deviations above the question's own baseline over the knowledge base) against `z_min`; when
 insufficient, a new query that learns from the round: by negative relevance feedback when the
-rejected hits matched part of the question, else by the passages below the hits (docs/roles.md)."""
+rejected hits share terms with the question, by the passages below the hits when they share none
+(docs/roles.md)."""
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
@@ -30,20 +31,21 @@ def grade_offline(question: str, passages: list[tuple[str, Support]], z_min: flo
     question's topic that does not answer it (a laptop-on-a-train question and "a defective
     laptop is replaced within a day"), and the concept match alone misses paraphrase.
 
-    When insufficient, the next query learns from the round, in this order:
+    When insufficient, the next query learns from the round, one of two ways:
     1. Negative relevance feedback (Rocchio's γ term, on terms; Wang, Fang and Zhai, SIGIR 2008)
        when the hits graded insufficient so far (these and `rejected`, the earlier rounds'
-       texts) carry some of the question's terms but not all: they matched the question on
-       those terms and still did not answer it, so those terms are its setting rather than its
-       need. The next query is the question's terms with the ones no rejected hit carries
-       counted twice. The whole question stays in: a conversational turn's topic terms are
-       carried by every hit on the topic (dropping them cost MTRAG-UN's main split 0.14
-       recall@10).
-    2. Otherwise (the rejected hits share no term with the question, carry all of them, or
-       that query was tried), pseudo-relevance feedback from below the hits: the question's
-       terms plus the salient terms of the best-supported passages that sat below `top_k`
-       (`below`: (text, support), not yet graded), less the terms the rejected hits are about.
-    Neither gives a new query: none, and the loop stops rather than repeat the rejected topic."""
+       texts) share terms with the question: they matched the question on those terms and
+       still did not answer it, so those terms are its setting rather than its need. The next
+       query is the question's terms with the ones no rejected hit carries counted twice. The
+       whole question stays in: a conversational turn's topic terms are carried by every hit
+       on the topic (dropping them cost MTRAG-UN's main split 0.14 recall@10). When they carry
+       every term of the question, or that query was tried: no new query.
+    2. When the rejected hits share no term with the question (no setting to tell apart),
+       pseudo-relevance feedback from below the hits: the question's terms plus the salient
+       terms of the best-supported passages that sat below `top_k` (`below`: (text, support),
+       not yet graded), less the terms this round's hits are about. Nothing below, or nothing
+       new: no new query.
+    No new query: the loop stops rather than repeat the rejected topic."""
     if not passages:
         return GradeOutput(sufficient=False, reason="no hits", new_query="")
     _, best = max(passages, key=lambda p: p[1].z)
