@@ -164,7 +164,7 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
                        direction=direction)
     sign = m.sign(direction)
     diff, n_s = row.get("diff", math.nan), int(row.get("n_sessions") or 0)
-    change, lo, hi = sign * diff, *sorted((sign * row["ci_lo"], sign * row["ci_hi"]))
+    change, lo = sign * diff, min(sign * row["ci_lo"], sign * row["ci_hi"])  # lo: the worst end of the CI
     need = rule.min_sessions or policy.min_sessions
     out = {"kind": "rule", "name": name, "label": pair.label, "metric": m.name, "segment": rule.segment,
            "direction": direction, "diff": diff, "ci": [row["ci_lo"], row["ci_hi"]], "p": row["p"], "mde": row["mde"],
