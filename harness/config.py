@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from harness.yamlpos import line_of
+from harness.yamlpos import located, read_yaml, validation_problems
 
 
 class Strict(BaseModel):
@@ -64,15 +63,7 @@ class ConfigError(Exception):
 
 def load_config(path: str | Path) -> tuple[RunConfig, dict]:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{p}: cannot read: {e}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise ConfigError(f"{p}:{mark.line + 1 if mark else '?'}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    raw, text = read_yaml(p, ConfigError)
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: expected a mapping at the top")
     return parse_config(raw, p, text), raw
@@ -85,12 +76,7 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None,
     try:
         cfg = RunConfig.model_validate(raw)
     except ValidationError as e:
-        msgs = []
-        for err in e.errors():
-            field = ".".join(str(x) for x in err["loc"])
-            line = line_of(text, err["loc"]) if text else None
-            msgs.append(f"{p}:{line or '?'}: {field}: {err['msg']}")
-        raise ConfigError("\n".join(msgs)) from None
+        raise ConfigError(located(p, text, validation_problems(e))) from None
     cfg._source_dir = source_dir or (str(Path(p).resolve().parent) if str(p) != "<config>" else None)
     _check_prompts(cfg, p, text)
     return cfg
@@ -103,23 +89,21 @@ def _check_prompts(cfg: RunConfig, p, text: str | None) -> None:
 
     from harness.roles.prompts import PromptError, load_prompt
 
-    msgs = []
+    problems = []
     for role, ep in cfg.llm.roles.items():
         if ep.base_url:
             ep.base_url = os.path.expandvars(ep.base_url)
             if "$" in ep.base_url:
-                loc = ("llm", "roles", role, "base_url")
-                msgs.append(f"{p}:{line_of(text, loc) if text else '?'}: {'.'.join(loc)}: {ep.base_url!r}: "
-                            "an environment variable it names is not set")
+                problems.append((("llm", "roles", role, "base_url"),
+                                 f"{ep.base_url!r}: an environment variable it names is not set"))
         if role == "judge":
             continue
         try:
             load_prompt(ep.prompt or f"{role}.v1", cfg.source_dir)
         except PromptError as e:
-            loc = ("llm", "roles", role, "prompt")
-            msgs.append(f"{p}:{line_of(text, loc) if text else '?'}: {'.'.join(loc)}: {e}")
-    if msgs:
-        raise ConfigError("\n".join(msgs))
+            problems.append((("llm", "roles", role, "prompt"), str(e)))
+    if problems:
+        raise ConfigError(located(p, text, problems))
 
 
 def _canon(v: Any) -> Any:

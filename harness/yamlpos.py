@@ -27,3 +27,31 @@ def line_of(text: str, loc: tuple) -> int | None:
         else:
             break
     return line
+
+
+def read_yaml(path, error: type[Exception]) -> tuple[object, str]:
+    """A YAML file's parsed content and its text. Unreadable, not UTF-8 or not YAML: `error`
+    naming the file (and the line of a YAML error)."""
+    from pathlib import Path
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"{path}: cannot read: {e}") from None
+    try:
+        return yaml.safe_load(text), text
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise error(f"{path}:{mark.line + 1 if mark else '?'}: invalid YAML: {getattr(e, 'problem', e)}") from None
+
+
+def located(path, text: str | None, problems) -> str:
+    """One `file:line: field.path: message` line per (key path, message); `?` where the line
+    is not known (no text, or a key the text does not hold)."""
+    return "\n".join(f"{path}:{(line_of(text, loc) if text else None) or '?'}: {'.'.join(map(str, loc))}: {msg}"
+                     for loc, msg in problems)
+
+
+def validation_problems(e) -> list[tuple[tuple, str]]:
+    """A pydantic ValidationError as (key path, message) pairs, for `located`."""
+    return [(tuple(err["loc"]), err["msg"]) for err in e.errors()]

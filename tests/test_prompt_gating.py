@@ -190,6 +190,18 @@ def test_a_serve_script_with_an_unknown_role_names_file_and_line(tmp_path):
     assert r.exit_code == 2 and f"{s}:4: rules.1.role: unknown role 'grader'" in " ".join(r.output.split())
 
 
+def test_a_serve_script_that_is_not_yaml_or_not_utf8_names_file_and_line(tmp_path):
+    """Read like the run config and the gate policy (harness/yamlpos.py): the line of a YAML error,
+    an exit 2 for bytes that are not UTF-8, never a traceback."""
+    s = tmp_path / "s.yaml"
+    s.write_text("rules:\n  - role: grade\n    reply: {sufficient: true\n")
+    r = invoke("serve", s)
+    assert r.exit_code == 2 and f"{s}:4: invalid YAML" in " ".join(r.output.split()), r.output
+    s.write_bytes(b"rules:\n  - role: gr\xe4de\n")
+    r = invoke("serve", s)
+    assert r.exit_code == 2 and f"{s}: cannot read" in " ".join(r.output.split()), r.output
+
+
 # ---- the seed's synonym rewriter on follow-up turns (plain rewrite arm, b2b-shop) -------------------
 
 def index_for(name, tmp_path_factory):

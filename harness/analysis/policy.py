@@ -15,12 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from harness.metrics.registry import UnknownMetric, resolve
 from harness.metrics.segments import SegmentError, parse_segment
-from harness.yamlpos import line_of
+from harness.yamlpos import line_of, located, read_yaml, validation_problems
 
 
 class Strict(BaseModel):
@@ -110,26 +109,16 @@ def _semantic_problems(pol: Policy) -> list[tuple[tuple, str]]:
 
 
 def load_policy(path: Path) -> Policy:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-        raw = yaml.safe_load(text)
-    except OSError as e:
-        raise GateUsageError(f"{path}: cannot read: {e}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise GateUsageError(f"{path}:{mark.line + 1 if mark else '?'}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    raw, text = read_yaml(path, GateUsageError)
     if not isinstance(raw, dict):
         raise GateUsageError(f"{path}: expected a mapping with rules, floors, budgets, limits")
     try:
         pol = Policy.model_validate(raw)
     except ValidationError as e:
-        msgs = [f"{path}:{line_of(text, err['loc']) or '?'}: {'.'.join(map(str, err['loc']))}: {err['msg']}"
-                for err in e.errors()]
-        raise GateUsageError("\n".join(msgs)) from None
+        raise GateUsageError(located(path, text, validation_problems(e))) from None
     problems = _semantic_problems(pol)
     if problems:
-        raise GateUsageError("\n".join(f"{path}:{line_of(text, loc) or '?'}: {'.'.join(map(str, loc))}: {msg}"
-                                       for loc, msg in problems))
+        raise GateUsageError(located(path, text, problems))
     for section in ("rules", "floors", "budgets"):
         for i, item in enumerate(getattr(pol, section)):
             item.metric = resolve(item.metric).name  # canonical from here on

@@ -22,11 +22,10 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.testing.server import FAULTS, TestServer
-from harness.yamlpos import line_of
+from harness.yamlpos import located, read_yaml, validation_problems
 
 ROLE_SCHEMAS = {"rewrite": "RewriteOutput", "decide": "Decision", "hyde": "HydeOutput", "grade": "GradeOutput",
                 "rerank": "RerankOutput", "answer": "AnswerOutput"}
@@ -106,17 +105,11 @@ def _function(spec: str, base: Path) -> Callable:
 
 def load_script(path: Path) -> ScriptSpec:
     path = Path(path)
+    raw, text = read_yaml(path, ScriptError)
     try:
-        text = path.read_text(encoding="utf-8")
-        raw = yaml.safe_load(text) or {}
-        spec = ScriptSpec.model_validate(raw)
-    except OSError as e:
-        raise ScriptError(f"{path}: cannot read: {e}") from None
-    except yaml.YAMLError as e:
-        raise ScriptError(f"{path}: invalid YAML: {e}") from None
+        spec = ScriptSpec.model_validate(raw or {})
     except ValidationError as e:
-        raise ScriptError("\n".join(f"{path}:{line_of(text, x['loc']) or '?'}: {'.'.join(map(str, x['loc']))}: {x['msg']}"
-                                    for x in e.errors())) from None
+        raise ScriptError(located(path, text, validation_problems(e))) from None
     problems = [(("faults", "kinds", j), f"unknown fault {k!r} (known: {', '.join(FAULTS)})")
                 for j, k in enumerate(spec.faults.kinds) if k not in FAULTS]
     for i, r in enumerate(spec.rules):
@@ -127,8 +120,7 @@ def load_script(path: Path) -> ScriptSpec:
         if (r.reply is None) == (r.python is None):
             problems.append((("rules", i), "a rule needs one of reply: or python:"))
     if problems:
-        raise ScriptError("\n".join(f"{path}:{line_of(text, loc) or '?'}: {'.'.join(map(str, loc))}: {msg}"
-                                    for loc, msg in problems))
+        raise ScriptError(located(path, text, problems))
     return spec
 
 
