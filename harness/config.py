@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from harness.yamlpos import located, read_yaml, validation_problems
+from harness.yamlpos import did_you_mean, located, read_yaml, validation_problems
 
 
 class Strict(BaseModel):
@@ -73,13 +73,43 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None,
                  source_dir: str | None = None) -> RunConfig:
     """The config, validated; `source_dir` (default: the file's folder) is where prompt files
     are found (a resumed run passes the folder its manifest recorded)."""
+    names = _role_names(raw)
     try:
         cfg = RunConfig.model_validate(raw)
-    except ValidationError as e:
-        raise ConfigError(located(p, text, validation_problems(e))) from None
+    except ValidationError as e:  # an unknown role's fields do not matter: its name is the problem
+        unknown = {loc for loc, _ in names}
+        rest = [(loc, m) for loc, m in validation_problems(e, RunConfig) if loc[:3] not in unknown]
+        raise ConfigError(located(p, text, names + rest)) from None
+    if names := names + _arm_problems(cfg.arms):
+        raise ConfigError(located(p, text, names))
     cfg._source_dir = source_dir or (str(Path(p).resolve().parent) if str(p) != "<config>" else None)
     _check_prompts(cfg, p, text)
     return cfg
+
+
+def _role_names(raw: dict) -> list[tuple[tuple, str]]:
+    """Every key of llm.roles a role the harness has (a mistyped role would run offline unseen)."""
+    from harness.roles.base import ROLES
+
+    roles = (raw.get("llm") or {}).get("roles") if isinstance(raw.get("llm"), dict) else None
+    return [(("llm", "roles", r), f"unknown role {r!r}{did_you_mean(r, ROLES)}; known: {', '.join(ROLES)}")
+            for r in (roles if isinstance(roles, dict) else {}) if r not in ROLES]
+
+
+def _arm_problems(arms: list) -> list[tuple[tuple, str]]:
+    """Every arm spec (each grid point) builds: known arm names, known parameters, valid values."""
+    from harness.arms import expand_grid, make_arm
+    from harness.arms.base import ArmSpecError
+
+    out: list[tuple[tuple, str]] = []
+    for i, spec in enumerate(arms):
+        spec = {k: v for k, v in spec.items() if k != "label"} if isinstance(spec, dict) else spec
+        for point in expand_grid(spec):
+            try:
+                make_arm(point)
+            except ArmSpecError as e:
+                out += [p for p in ((("arms", i) + loc, m) for loc, m in e.problems) if p not in out]
+    return out
 
 
 def _check_prompts(cfg: RunConfig, p, text: str | None) -> None:

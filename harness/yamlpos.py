@@ -1,6 +1,11 @@
-"""Where a key path sits in YAML text, for error messages that name file and line. Light to
-import: the gate and the config loader both use it."""
+"""Where a key path sits in YAML text, for error messages that name file and line, and the
+suggestion for a name a user mistyped. Light to import: the gate and the config loader both use
+it."""
 from __future__ import annotations
+
+import difflib
+import types
+import typing
 
 import yaml
 
@@ -52,6 +57,53 @@ def located(path, text: str | None, problems) -> str:
                      for loc, msg in problems)
 
 
-def validation_problems(e) -> list[tuple[tuple, str]]:
-    """A pydantic ValidationError as (key path, message) pairs, for `located`."""
-    return [(tuple(err["loc"]), err["msg"]) for err in e.errors()]
+def did_you_mean(name: str, choices, cutoff: float = 0.6) -> str:
+    """`; did you mean 'x'?` for the choice closest to a name a user wrote, or nothing."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=cutoff)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def validation_problems(e, model=None) -> list[tuple[tuple, str]]:
+    """A pydantic ValidationError as (key path, message) pairs, for `located`. With the `model`
+    validated, a key it does not know comes with the closest key it knows at that place."""
+    out = []
+    for err in e.errors():
+        loc, msg = tuple(err["loc"]), err["msg"]
+        if err["type"] == "extra_forbidden" and model is not None and loc and isinstance(loc[-1], str):
+            msg += did_you_mean(loc[-1], fields_at(model, loc[:-1]))
+        out.append((loc, msg))
+    return out
+
+
+def fields_at(model, path: tuple) -> list[str]:
+    """The field names of the pydantic model found at key `path` under `model` (through nested
+    models, lists and dicts); none where the path leads elsewhere."""
+    from pydantic import BaseModel
+
+    tp = model
+    for part in path:
+        tp = _step(tp, part)
+        if tp is None:
+            return []
+    models = [t for t in _flat(tp) if isinstance(t, type) and issubclass(t, BaseModel)]
+    return [n for m in models for n in m.model_fields]
+
+
+def _step(tp, part):
+    """The type one key (or list index) below type `tp`."""
+    from pydantic import BaseModel
+
+    for t in _flat(tp):
+        if isinstance(t, type) and issubclass(t, BaseModel) and isinstance(part, str) and part in t.model_fields:
+            return t.model_fields[part].annotation
+        origin, args = typing.get_origin(t), typing.get_args(t)
+        if origin in (list, tuple, set) and isinstance(part, int) and args:
+            return args[0]
+        if origin is dict and isinstance(part, str) and len(args) == 2:
+            return args[1]
+    return None
+
+
+def _flat(tp) -> list:
+    """The members of a union (Optional included), or the type itself."""
+    return list(typing.get_args(tp)) if typing.get_origin(tp) in (typing.Union, types.UnionType) else [tp]

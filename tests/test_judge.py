@@ -252,5 +252,13 @@ def test_judge_endpoint_options_are_checked(tmp_path):
     cfg.write_text("llm:\n  roles:\n    judge: {kind: openai-compatible, base_url: 'http://127.0.0.1:1/v1', model: j}\n")
     assert judge_endpoint(None, None, config=cfg).model == "j"
     cfg.write_text("kind: openai-compatible\nmodel: j\nbogus: 1\n")
-    with pytest.raises(ValueError, match="not a judge endpoint"):
+    with pytest.raises(ValueError, match="not a judge endpoint") as e:
+        judge_endpoint(None, None, config=cfg)
+    assert f"{cfg}:3: bogus: " in str(e.value)  # file, line and field, as every file a user writes
+    cfg.write_text("llm:\n  roles:\n    judge:\n      kind: openai-compatible\n      modle: j\n")
+    with pytest.raises(ValueError) as e:
+        judge_endpoint(None, None, config=cfg)
+    assert f"{cfg}:5: llm.roles.judge.modle: " in str(e.value)
+    cfg.write_text("kind: [openai\n")
+    with pytest.raises(ValueError, match=f"{cfg}:2: invalid YAML"):
         judge_endpoint(None, None, config=cfg)

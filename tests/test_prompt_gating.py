@@ -187,7 +187,7 @@ def test_a_serve_script_with_an_unknown_role_names_file_and_line(tmp_path):
     s = tmp_path / "s.yaml"
     s.write_text("rules:\n  - role: grade\n    reply: {sufficient: true}\n  - role: grader\n    reply: x\n")
     r = invoke("serve", s)
-    assert r.exit_code == 2 and f"{s}:4: rules.1.role: unknown role 'grader'" in " ".join(r.output.split())
+    assert r.exit_code == 2 and f"{s}:4: rules.1.role: unknown role 'grader'; did you mean 'grade'?" in " ".join(r.output.split())
 
 
 def test_a_serve_script_that_is_not_yaml_or_not_utf8_names_file_and_line(tmp_path):

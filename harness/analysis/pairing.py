@@ -7,10 +7,10 @@ in the other run, if there is one. Named pairs (`--pair`, a policy's `pairs:`) c
 take labels or ids. Whatever stays unpaired is named: callers refuse (gate) or warn (compare)."""
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 
 from harness.run.armset import ArmInfo, changes
+from harness.yamlpos import did_you_mean
 
 
 class PairingError(ValueError):
@@ -57,8 +57,7 @@ def find_arm(arms: list[ArmInfo], name: str, run: str) -> ArmInfo:
     for a in arms:
         if name in (a.label, a.arm_id):
             return a
-    close = difflib.get_close_matches(name, [a.label for a in arms], n=1, cutoff=0.5)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = did_you_mean(name, [a.label for a in arms], cutoff=0.5)
     raise PairingError(f"{name!r} is not an arm of {run}{hint} (its labels: {', '.join(a.label for a in arms)})")
 
 

@@ -115,7 +115,7 @@ def load_policy(path: Path) -> Policy:
     try:
         pol = Policy.model_validate(raw)
     except ValidationError as e:
-        raise GateUsageError(located(path, text, validation_problems(e))) from None
+        raise GateUsageError(located(path, text, validation_problems(e, Policy))) from None
     problems = _semantic_problems(pol)
     if problems:
         raise GateUsageError(located(path, text, problems))

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.evalset.model import Account, Session, Turn
 from harness.run.traces import ArmResult  # noqa: F401  (what an arm returns, declared with the trace row)
+from harness.yamlpos import did_you_mean, validation_problems
 
 REGISTRY: dict[str, type["Arm"]] = {}
 
@@ -166,7 +167,12 @@ class BaseArm:
 
 
 class ArmSpecError(ValueError):
-    pass
+    """A bad arm spec; `problems`: (key path within the spec, message) pairs, for a config loader
+    to name file and line (harness/yamlpos.py `located`)."""
+
+    def __init__(self, message: str, problems: list[tuple[tuple, str]] = ()):
+        super().__init__(message)
+        self.problems = list(problems)
 
 
 def make_arm(spec: str | dict, roles=None) -> BaseArm:
@@ -175,12 +181,14 @@ def make_arm(spec: str | dict, roles=None) -> BaseArm:
     spec = dict(spec)
     name = spec.pop("name", None)
     if name not in REGISTRY:
-        raise ArmSpecError(f"unknown arm {name!r}; known: {', '.join(sorted(REGISTRY))}")
+        msg = f"unknown arm {name!r}{did_you_mean(name, REGISTRY)}; known: {', '.join(sorted(REGISTRY))}"
+        raise ArmSpecError(msg, [(("name",), msg)])
     try:
         return REGISTRY[name](roles=roles, **spec)
     except ValidationError as e:
-        msgs = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
-        raise ArmSpecError(f"arm {name}: {msgs}") from None
+        problems = validation_problems(e, REGISTRY[name].Params)
+        raise ArmSpecError(f"arm {name}: " + "; ".join(f"{'.'.join(map(str, loc))}: {m}" for loc, m in problems),
+                           problems) from None
 
 
 def expand_grid(spec: str | dict) -> list[str | dict]:

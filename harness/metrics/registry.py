@@ -6,10 +6,11 @@ harness/metrics); everything that takes a metric name from a user resolves it he
 unknown name is an error with a suggestion, never a silent skip."""
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from typing import Callable, Literal
+
+from harness.yamlpos import did_you_mean
 
 Direction = Literal["higher", "lower", "none"]
 LIST_COMMAND = "harness list metrics"
@@ -135,8 +136,7 @@ def examples(extra: list[str] = ()) -> list[str]:
 
 
 def suggestion(name: str, extra: list[str] = ()) -> str:
-    close = difflib.get_close_matches(name, examples(extra), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return did_you_mean(name, examples(extra))
 
 
 def resolve(name: str, extra: list[str] = ()) -> Metric:

@@ -5,11 +5,12 @@ Fields are label columns (turn_index, query_type, language, domain, answerabilit
 multi_turn_type, split) or keys of a turn's `segments` labels (e.g. collection)."""
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 
 import pandas as pd
+
+from harness.yamlpos import did_you_mean
 
 _IN = re.compile(r"^\s*([A-Za-z_][\w.]*)\s+in\s+\[(.*)\]\s*$")
 _CMP = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(>=|<=|=)\s*(.+?)\s*$")
@@ -90,11 +91,6 @@ def segment_keys(labels: pd.DataFrame, segment: str | Segment | AllOf) -> set:
     return set(map(tuple, sel.values.tolist()))
 
 
-def _close(word: str, options) -> str:
-    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
 def check_segment(text: str, labels: pd.DataFrame) -> Segment | AllOf:
     """A segment a user wrote, checked against a run's labels: every field must be a label column
     and every value of `=` / `in` must occur there (a typo would select nothing and pass
@@ -105,13 +101,13 @@ def check_segment(text: str, labels: pd.DataFrame) -> Segment | AllOf:
             continue
         if part.field not in labels.columns:
             fields = [c for c in labels.columns if c in FIELDS or c.startswith("seg.")]
-            raise SegmentError(f"segment {text!r}: unknown field {part.field!r}{_close(part.field, fields)} "
+            raise SegmentError(f"segment {text!r}: unknown field {part.field!r}{did_you_mean(part.field, fields)} "
                                f"(fields: {', '.join(fields)})")
         if part.op in ("=", "in"):
             have = set(labels[part.field].dropna().astype(str))
             for v in (part.value if part.op == "in" else (part.value,)):
                 if str(v) not in have:
-                    raise SegmentError(f"segment {text!r}: no labelled turn has {part.field}={v}{_close(v, have)} "
+                    raise SegmentError(f"segment {text!r}: no labelled turn has {part.field}={v}{did_you_mean(v, have)} "
                                        f"(values: {', '.join(sorted(have)[:12])})")
     return seg
 

@@ -194,16 +194,22 @@ def judge_endpoint(url: str | None, model: str | None, kind: str = "openai-compa
                    config: Path | None = None) -> EndpointConfig | None:
     """The judge endpoint given on the command line (`--endpoint URL --model M`, or `--config
     FILE` with the fields of llm.roles.judge), overriding the run's; None: the run's own."""
-    import yaml
     from pydantic import ValidationError
 
+    from harness.yamlpos import located, read_yaml, validation_problems
+
     if config is not None:
+        raw, text = read_yaml(config, ValueError)
+        where = ("llm", "roles", "judge") if isinstance(raw, dict) and "llm" in raw else ()
+        ep = raw or {}
+        for k in where:
+            ep = ep.get(k) if isinstance(ep, dict) else None
         try:
-            raw = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
-            raw = (raw.get("llm") or {}).get("roles", {}).get("judge", raw) if "llm" in raw else raw
-            return EndpointConfig.model_validate(raw)
-        except (OSError, yaml.YAMLError, ValidationError, AttributeError) as e:
-            raise ValueError(f"--config {config}: not a judge endpoint: {first_lines(e, 3)}") from None
+            return EndpointConfig.model_validate(ep)
+        except ValidationError as e:
+            problems = [(where + loc, msg) for loc, msg in validation_problems(e, EndpointConfig)]
+            raise ValueError(f"--config {config}: not a judge endpoint (the fields of llm.roles.judge, or a run "
+                             "config with them):\n" + located(config, text, problems)) from None
     if url is None and model is None:
         return None
     if not url or not model:

@@ -25,7 +25,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.testing.server import FAULTS, TestServer
-from harness.yamlpos import located, read_yaml, validation_problems
+from harness.yamlpos import did_you_mean, located, read_yaml, validation_problems
 
 ROLE_SCHEMAS = {"rewrite": "RewriteOutput", "decide": "Decision", "hyde": "HydeOutput", "grade": "GradeOutput",
                 "rerank": "RerankOutput", "answer": "AnswerOutput"}
@@ -109,14 +109,16 @@ def load_script(path: Path) -> ScriptSpec:
     try:
         spec = ScriptSpec.model_validate(raw or {})
     except ValidationError as e:
-        raise ScriptError(located(path, text, validation_problems(e))) from None
-    problems = [(("faults", "kinds", j), f"unknown fault {k!r} (known: {', '.join(FAULTS)})")
+        raise ScriptError(located(path, text, validation_problems(e, ScriptSpec))) from None
+    problems = [(("faults", "kinds", j), f"unknown fault {k!r}{did_you_mean(k, FAULTS)} (known: {', '.join(FAULTS)})")
                 for j, k in enumerate(spec.faults.kinds) if k not in FAULTS]
     for i, r in enumerate(spec.rules):
         if r.role is not None and r.role not in ROLE_SCHEMAS:
-            problems.append((("rules", i, "role"), f"unknown role {r.role!r} (known: {', '.join(ROLE_SCHEMAS)})"))
+            problems.append((("rules", i, "role"), f"unknown role {r.role!r}{did_you_mean(r.role, ROLE_SCHEMAS)} "
+                             f"(known: {', '.join(ROLE_SCHEMAS)})"))
         if r.fault is not None and r.fault not in FAULTS:
-            problems.append((("rules", i, "fault"), f"unknown fault {r.fault!r} (known: {', '.join(FAULTS)})"))
+            problems.append((("rules", i, "fault"), f"unknown fault {r.fault!r}{did_you_mean(r.fault, FAULTS)} "
+                             f"(known: {', '.join(FAULTS)})"))
         if (r.reply is None) == (r.python is None):
             problems.append((("rules", i), "a rule needs one of reply: or python:"))
     if problems:

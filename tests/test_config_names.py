@@ -1,0 +1,39 @@
+"""Every name a user writes in a run config or a judge endpoint file is checked: an unknown one
+is an error naming file, line and field, with the closest known name (harness/yamlpos.py)."""
+import pytest
+
+from harness.config import ConfigError, load_config
+
+HEAD = "name: x\neval_set: eval_sets/b2b-shop\n"
+
+
+def error_of(tmp_path, body: str) -> str:
+    p = tmp_path / "run.yaml"
+    p.write_text(HEAD + body)
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    return str(e.value).replace(str(p), "run.yaml")
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("arms: [original]\nconcurency: 4\n", "run.yaml:4: concurency: Extra inputs are not permitted; did you mean 'concurrency'?"),
+    ("arms: [original]\nindex: {max_char: 300}\n", "run.yaml:4: index.max_char: Extra inputs are not permitted; did you mean 'max_chars'?"),
+    ("arms: [original]\nllm:\n  roles:\n    rewrite: {kind: openai-compatible, model: m, base_url: 'http://127.0.0.1:1/v1', "
+     "tmeout: 5}\n", "run.yaml:6: llm.roles.rewrite.tmeout: Extra inputs are not permitted; did you mean 'timeout'?"),
+    # an arm's parameter and an arm's name, each on the line of its arm (a grid point's error once)
+    ("arms:\n  - original\n  - {name: corrective, top_kk: 3, max_rounds: [1, 3]}\n",
+     "run.yaml:5: arms.1.top_kk: Extra inputs are not permitted; did you mean 'top_k'?"),
+    ("arms:\n  - corective\n", "run.yaml:4: arms.0.name: unknown arm 'corective'; did you mean 'corrective'?"),
+    # a mistyped role: named as such (it would otherwise run offline unnoticed), not its missing fields
+    ("arms: [original]\nllm:\n  roles:\n    rewrte: {model: m}\n",
+     "run.yaml:6: llm.roles.rewrte: unknown role 'rewrte'; did you mean 'rewrite'?"),
+])
+def test_an_unknown_name_is_located_and_the_closest_known_one_suggested(tmp_path, body, expected):
+    got = error_of(tmp_path, body)
+    assert expected in got, got
+    assert got.count("\n") == 0, got  # one problem, said once
+
+
+def test_a_value_error_inside_an_arm_names_its_line(tmp_path):
+    got = error_of(tmp_path, "arms:\n  - original\n  - {name: original, lane: magic}\n")
+    assert got.startswith("run.yaml:5: arms.1.lane: Input should be"), got
