@@ -109,13 +109,16 @@ def _arm_problems(arms: list) -> list[tuple[tuple, str]]:
             out.append((("arms", i), f"an arm is a name or a mapping with `name:`, not {spec!r}"))
             continue
         spec = {k: v for k, v in spec.items() if k != "label"} if isinstance(spec, dict) else spec
-        empty = [k for k, v in spec.items() if v == []] if isinstance(spec, dict) else []
-        out += [(("arms", i, k), "an empty grid: give at least one value") for k in empty]
-        for point in expand_grid(spec) if not empty else []:
+        try:
+            points, problems = expand_grid(spec), []
+        except ArmSpecError as e:
+            points, problems = [], e.problems
+        for point in points:
             try:
                 make_arm(point)
             except ArmSpecError as e:
-                out += [p for p in ((("arms", i) + loc, m) for loc, m in e.problems) if p not in out]
+                problems += [x for x in e.problems if x not in problems]
+        out += [(("arms", i) + loc, m) for loc, m in problems]
     return out
 
 

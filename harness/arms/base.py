@@ -197,10 +197,13 @@ def make_arm(spec: str | dict, roles=None) -> BaseArm:
 
 
 def expand_grid(spec: str | dict) -> list[str | dict]:
-    """A spec whose parameter values are lists becomes one spec per grid point."""
+    """A spec whose parameter values are lists becomes one spec per grid point; an empty list
+    would silently drop the arm: ArmSpecError."""
     if isinstance(spec, str):
         return [spec]
     keys = [k for k, v in spec.items() if isinstance(v, list) and k != "name"]
+    if empty := [((k,), "an empty grid: give at least one value") for k in keys if not spec[k]]:
+        raise ArmSpecError(f"arm {spec.get('name')!r}: " + "; ".join(f"{k}: {m}" for (k,), m in empty), empty)
     points: list[dict] = [dict(spec)]
     for k in keys:
         points = [{**p, k: v} for p in points for v in spec[k]]

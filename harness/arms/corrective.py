@@ -180,13 +180,12 @@ class Corrective(BaseArm):
         st = await self._start(ctx)
         rows: list[ArmResult] = []
         tried: list[str] = []
-        query = st.question
+        query = restore_identifiers(st.question, {}, st.ids)  # the guard: every issued query keeps the identifiers
         # the grader judges every round against the same question: its baselines are computed once
         scorer = SupportScorer(ctx.index, st.question, "sentence" if self.params.support == "sentence" else "chunk")
         carry = _Start("", [], [])  # the next round's query: the calls that wrote it
         seen = _Seen()
         for rnd in range(1, self.params.max_rounds + 1):
-            query = restore_identifiers(query, {}, st.ids)  # the guard: every round keeps the identifiers
             tried.append(query)
             r, g = await self._round(ctx, st, rnd, query, tried, scorer, carry, seen)
             rows.append(r)
@@ -196,7 +195,7 @@ class Corrective(BaseArm):
                 break  # (no round left: the rewriter is not asked for a query nobody would issue)
             carry = _Start("", [], [])
             new = await self._next_query(ctx, g, tried, carry)
-            new = new and restore_identifiers(new, {}, st.ids)  # as it would be issued: a repeat is a repeat
+            new = new and restore_identifiers(new, {}, st.ids)  # the guard, before the repeat check: a repeat is a repeat
             if not new or new in tried:
                 r.verdict_reason += "; no new query: stop"
                 break

@@ -70,9 +70,6 @@ class Roles:
         self.semaphore = asyncio.Semaphore(self.concurrency) if self.config.roles else None
         self.cache = LLMCache(self.config.cache.folder, self.config.cache.mode) if self.config.roles else None
         prices = load_prices(self.config.prices)
-        unknown = set(self.config.roles) - set(ROLES)
-        if unknown:
-            raise ValueError(f"llm.roles: unknown role(s) {sorted(unknown)}; known: {', '.join(ROLES)}")
         self.spend = None
         if self.config.max_cost_usd is not None:
             check_priced(prices, {r: ep.model for r, ep in self.config.roles.items()})

@@ -1,5 +1,6 @@
 """Term helpers of the offline roles: content terms, coverage with prefix matching (so German
-compounds such as `Urlaubstage` match `Urlaub`), the terms of a question no passage carries, salient terms of passages."""
+compounds such as `Urlaubstage` match `Urlaub`), the terms of a question no passage carries,
+salient terms of passages."""
 from __future__ import annotations
 
 import math
