@@ -11,15 +11,19 @@ from pydantic import BaseModel, Field
 from harness.guards.identifiers import find_identifiers
 from harness.roles import attributes
 from harness.roles.state import CompactState
+from harness.roles.text import within
 
 NEEDS_REWRITE = {"reference", "ellipsis", "ordinal", "changed_constraint", "topic_switch"}
+
+
+REASON_CHARS = 300
 
 
 class Decision(BaseModel):
     turn_class: Literal["reference", "ellipsis", "ordinal", "changed_constraint", "topic_switch", "identifier",
                         "vague_application", "self_contained"]
     needs_rewrite: bool
-    reason: str = Field(max_length=300)
+    reason: str = Field(max_length=REASON_CHARS)
 
 
 ORDINAL = re.compile(r"\b(first|second|third|fourth|fifth|last|1st|2nd|3rd|4th|erste[nmrs]?|zweite[nmrs]?|"
@@ -65,7 +69,7 @@ def decide_offline(state: CompactState) -> Decision:
     named = attributes.extract(text, state.schema)
 
     def d(cls: str, why: str) -> Decision:
-        return Decision(turn_class=cls, needs_rewrite=cls in NEEDS_REWRITE, reason=why)
+        return Decision(turn_class=cls, needs_rewrite=cls in NEEDS_REWRITE, reason=within(why, REASON_CHARS))
 
     if ids and len(words) <= 1:
         return d("identifier", f"only identifier(s) {', '.join(ids)}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from harness.corpus.support import Support
-from harness.roles.text import salient_terms, terms, uncarried
+from harness.roles.text import salient_terms, terms, uncarried, within
 
 Z_MIN = 6.81  # chosen on handbook-de's main split by scripts/calibrate_grader.py (top_k=3)
 FEEDBACK_DOCS = 2  # the best-supported passages below the hits that feed the next query
@@ -17,10 +17,18 @@ FEEDBACK_TERMS = 4
 BELOW = 10  # how far below `top_k` the offline grader looks for them
 
 
+REASON_CHARS, QUERY_CHARS = 400, 300  # what a grader (model or offline) may write
+
+
 class GradeOutput(BaseModel):
     sufficient: bool
-    reason: str = Field(max_length=400)
-    new_query: str = Field(max_length=300)
+    reason: str = Field(max_length=REASON_CHARS)
+    new_query: str = Field(max_length=QUERY_CHARS)
+
+
+def _graded(sufficient: bool, reason: str, new_query: str) -> GradeOutput:
+    """The offline grader's verdict within the schema a model's must meet."""
+    return GradeOutput(sufficient=sufficient, reason=within(reason, REASON_CHARS), new_query=new_query)
 
 
 def grade_offline(question: str, passages: list[tuple[str, Support]], z_min: float = Z_MIN,
@@ -47,35 +55,34 @@ def grade_offline(question: str, passages: list[tuple[str, Support]], z_min: flo
        new: no new query.
     No new query: the loop stops rather than repeat the rejected topic."""
     if not passages:
-        return GradeOutput(sufficient=False, reason="no hits", new_query="")
+        return _graded(sufficient=False, reason="no hits", new_query="")
     _, best = max(passages, key=lambda p: p[1].z)
     why = f"best hit {best.doc_id}: support {best.describe()} above the question's baseline (needs {z_min:.2f})"
     if best.z >= z_min:
-        return GradeOutput(sufficient=True, reason=why, new_query="")
+        return _graded(sufficient=True, reason=why, new_query="")
     kept, carried = uncarried(question, [t for t, _ in passages] + list(rejected))
-    new = " ".join(terms(question) + kept)
+    new = within(" ".join(terms(question) + kept), QUERY_CHARS)
     if carried and (not kept or new in tried):
-        return GradeOutput(sufficient=False, reason=why + "; nothing new to weigh (the rejected hits carry every "
-                           "term of the question, or the query was tried)", new_query="")
+        return _graded(sufficient=False, reason=why + "; nothing new to weigh (the rejected hits carry every "
+                       "term of the question, or the query was tried)", new_query="")
     if carried:
-        return GradeOutput(sufficient=False, new_query=new,
-                           reason=f"{why}; next: the question with its terms no rejected hit carries counted twice "
-                                  f"({' '.join(kept)}), the setting the rejected hits matched once "
-                                  f"({' '.join(carried)})"[:400])
+        return _graded(sufficient=False, new_query=new,
+                       reason=f"{why}; next: the question with its terms no rejected hit carries counted twice "
+                              f"({' '.join(kept)}), the setting the rejected hits matched once ({' '.join(carried)})")
     return _from_below(question, passages, below, tried, why)
 
 
 def _from_below(question: str, passages, below, tried, why: str) -> GradeOutput:
     """Step 2 of `grade_offline`: the question plus what the best passages below the hits say."""
     if not below:
-        return GradeOutput(sufficient=False, reason=why + "; no candidate below the hits", new_query="")
+        return _graded(sufficient=False, reason=why + "; no candidate below the hits", new_query="")
     q_terms = terms(question)
     about = set(salient_terms([t for t, _ in passages], set(q_terms), n=6))
     lead = sorted(below, key=lambda p: -p[1].z)[:FEEDBACK_DOCS]
     extra = salient_terms([t for t, _ in lead], set(q_terms) | about, n=FEEDBACK_TERMS)
-    new = " ".join(q_terms + extra)
+    new = within(" ".join(q_terms + extra), QUERY_CHARS)
     if not extra or new in tried:
-        return GradeOutput(sufficient=False, reason=why + "; nothing new below the hits", new_query="")
+        return _graded(sufficient=False, reason=why + "; nothing new below the hits", new_query="")
     src = ", ".join(f"{s.doc_id} ({s.z:.2f})" for _, s in lead)
-    return GradeOutput(sufficient=False, new_query=new,
-                       reason=f"{why}; next: terms of {src} from below the hits ({' '.join(extra)})"[:400])
+    return _graded(sufficient=False, new_query=new,
+                   reason=f"{why}; next: terms of {src} from below the hits ({' '.join(extra)})")

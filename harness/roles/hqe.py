@@ -64,9 +64,11 @@ def _keywords(scorer: Scorer, text: str) -> tuple[list[str], list[str]]:
     return topic, sub
 
 
-def hqe(state: CompactState, index) -> tuple[str, bool, list[str]]:
+def hqe(state: CompactState, index, limit: int | None = None) -> tuple[str, bool, list[str]]:
     """(the expanded query, whether the turn was judged ambiguous, the keywords added). The
-    first turn of a conversation is issued as typed."""
+    first turn of a conversation is issued as typed. `limit`: the characters the query may have
+    (the rewrite schema's); the keywords of the earliest turns give way first, since a long
+    conversation's later turns say more about this one."""
     turn = state.turn.strip()
     if not state.history:
         return turn, False, []
@@ -78,6 +80,8 @@ def hqe(state: CompactState, index) -> tuple[str, bool, list[str]]:
     if ambiguous:
         added += [w for _, sub in per_turn[-M:] for w in sub]
     added = list(dict.fromkeys(added))
+    while limit is not None and added and len(" ".join(added + [turn])) > limit:
+        added.pop(0)
     return " ".join(added + [turn]), ambiguous, added
 
 

@@ -24,6 +24,7 @@ from harness.guards.identifiers import find_identifiers
 from harness.roles import attributes
 from harness.roles.decide import ORDINAL, WORD, Decision, decide_offline, ordinal_index
 from harness.roles.state import CompactState, ShownItem
+from harness.roles.text import within
 
 
 SERVICE_HINTS = [(re.compile(p, re.I), h) for p, h in [
@@ -39,6 +40,9 @@ SERVICE_HINTS = [(re.compile(p, re.I), h) for p, h in [
 ]]
 
 
+STANDALONE_CHARS = 400  # the standalone query a model (or an offline method) may write
+
+
 class FilterProposal(BaseModel):
     field: str = Field(max_length=64)
     op: str = Field(pattern="^(eq|gte|lte|in)$")
@@ -51,7 +55,7 @@ class Clarify(BaseModel):
 
 
 class RewriteOutput(BaseModel):
-    standalone: str = Field(max_length=400)
+    standalone: str = Field(max_length=STANDALONE_CHARS)
     must_keep: list[str]
     filters: list[FilterProposal]
     confidence: float = Field(ge=0, le=1)
@@ -167,10 +171,11 @@ def rewrite_hqe(state: CompactState, index) -> RewriteOutput:
     ambiguous, else 0.8 (what rewrite_adaptive branches on)."""
     from harness.roles.hqe import hqe, previous_turn, rm3
 
-    query, ambiguous, _ = hqe(state, index)
+    query, ambiguous, _ = hqe(state, index, STANDALONE_CHARS)
     fields = {f["field"]: f for f in state.schema}
     named = attributes.extract(state.turn, state.schema)
-    return RewriteOutput(standalone=query, must_keep=find_identifiers(state.turn), filters=_filters_from(named, fields),
+    return RewriteOutput(standalone=within(query, STANDALONE_CHARS), must_keep=find_identifiers(state.turn),
+                         filters=_filters_from(named, fields),
                          confidence=0.5 if ambiguous else 0.8, variants=[previous_turn(state), rm3(index, query)[0]],
                          clarify=None)
 
@@ -192,18 +197,18 @@ def rewrite_offline(state: CompactState, decision: Decision | None = None) -> Re
     fields = {f["field"]: f for f in state.schema}
     named = attributes.extract(text, state.schema)
     if cls in ("identifier", "self_contained", "vague_application"):
-        return RewriteOutput(standalone=text.strip(), must_keep=ids, filters=_filters_from(named, fields),
+        return RewriteOutput(standalone=within(text.strip(), STANDALONE_CHARS), must_keep=ids, filters=_filters_from(named, fields),
                              confidence=0.9, variants=_variants(ids, named), clarify=None)
     if cls == "topic_switch":
         words = [h for rx, h in SERVICE_HINTS if rx.search(text)][:1] + _content_words(text)
         country = state.country_name()
         q = " ".join(words + ([country] if country else []))
-        return RewriteOutput(standalone=q or text, must_keep=ids, filters=[], confidence=0.7, variants=[], clarify=None)
+        return RewriteOutput(standalone=within(q or text, STANDALONE_CHARS), must_keep=ids, filters=[], confidence=0.7, variants=[], clarify=None)
     focus = _focus(state, cls)
     if focus is None:  # no shown list: lean on the previous user turn
         prev = state.history[-1].user if state.history else ""
         q = " ".join(_content_words(prev) + _content_words(text))
-        return RewriteOutput(standalone=q or text, must_keep=ids, filters=_filters_from(named, fields), confidence=0.5,
+        return RewriteOutput(standalone=within(q or text, STANDALONE_CHARS), must_keep=ids, filters=_filters_from(named, fields), confidence=0.5,
                              variants=[], clarify=None)
     query, attrs = _focused_query(focus, named, text, fields)
     for i in ids:  # identifiers stay verbatim
@@ -215,7 +220,7 @@ def rewrite_offline(state: CompactState, decision: Decision | None = None) -> Re
         flt.append(FilterProposal(**pb))
     flt += _bounds(text, fields)
     conf = 0.8 if cls in ("ordinal", "changed_constraint") else 0.65
-    return RewriteOutput(standalone=query, must_keep=ids, filters=flt, confidence=conf,
+    return RewriteOutput(standalone=within(query, STANDALONE_CHARS), must_keep=ids, filters=flt, confidence=conf,
                          variants=_variants(ids, attrs), clarify=None)
 
 

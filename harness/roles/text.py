@@ -1,6 +1,7 @@
 """Term helpers of the offline roles: content terms, coverage with prefix matching (so German
 compounds such as `Urlaubstage` match `Urlaub`), the terms of a question no passage carries,
-salient terms of passages."""
+salient terms of passages; and the length a role's output schema allows a text (an offline role
+meets the output contract of the model it stands in for)."""
 from __future__ import annotations
 
 import math
@@ -13,6 +14,15 @@ from harness.corpus.tokenize import tokenize
 _QUESTION_WORDS = frozenset("""viele viel habe hat haben gibt muss müssen kann können darf dürfen soll sollen welche
 welcher welches warum weshalb bitte eigentlich genau many much should would could need does did get got have has
 which why please exactly really""".split())
+
+
+def within(text: str, limit: int | None) -> str:
+    """`text` cut to `limit` characters at the last word boundary that fits (no limit: as is)."""
+    if limit is None or len(text) <= limit:
+        return text
+    head = text[:limit + 1]
+    cut = head.rsplit(None, 1)[0] if len(head.split()) > 1 else head
+    return cut[:limit].rstrip()
 
 
 def terms(text: str) -> list[str]:
