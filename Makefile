@@ -44,9 +44,12 @@ compare: setup  # make compare A=runs/X B=runs/Y: B's arms against A's, paired b
 	@test -n "$(A)" -a -n "$(B)" || { echo "make compare: set A= and B= (run folders), e.g. make compare A=runs/baselines/b2b B=runs/X"; exit 2; }
 	$(BIN)/harness compare $(A) $(B) -o reports/compare
 
+# make exits 2 whenever a command fails: the last line says what `harness gate` exited with (CI calls harness gate)
 gate: setup  # make gate BASELINE=runs/baselines/b2b CANDIDATE=runs/X [POLICY=configs/gate.yaml]
 	@test -n "$(BASELINE)" -a -n "$(CANDIDATE)" || { echo "make gate: set BASELINE= and CANDIDATE= (run folders), e.g. make gate BASELINE=runs/baselines/b2b CANDIDATE=runs/X"; exit 2; }
-	$(BIN)/harness gate --baseline $(BASELINE) --candidate $(CANDIDATE) --policy $(or $(POLICY),configs/gate.yaml) -o reports/gate
+	@$(BIN)/harness gate --baseline $(BASELINE) --candidate $(CANDIDATE) --policy $(or $(POLICY),configs/gate.yaml) -o reports/gate; \
+	code=$$?; case $$code in 0) m=pass;; 1) m="regression or insufficient data";; 2) m="bad input";; 3) m=infrastructure;; *) m=unknown;; esac; \
+	echo "harness gate exit $$code: $$m"; exit $$code
 
 gate-demo: setup  # a demonstration of the gate's mechanics, offline: harness serve plays a scripted model (docs/gate.md)
 	$(BIN)/python scripts/gate_demo.py

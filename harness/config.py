@@ -49,6 +49,9 @@ class RunConfig(Strict):
     seed: int = 0
     runs_dir: str = "runs"
     rows_per_part: int = Field(default=2000, ge=1)  # trace rows per Parquet part: a kill loses at most one part
+    # `harness run` exits 1 when an arm's share of failed turns (an error, or an LLM call that failed
+    # after its retries) is above this; every failed turn is named per arm either way
+    max_error_rate: float = Field(default=0.01, ge=0, le=1)
     llm: "LLMConfig" = Field(default_factory=_llm_default)  # roles without an endpoint run offline
     _source_dir: str | None = PrivateAttr(default=None)  # the config file's folder: prompt files are relative to it
 

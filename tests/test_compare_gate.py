@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
+from tests.evidence import seal
 
 ARM = "rewrite(model=offline)"
 LLM = "rewrite(model=gpt-4o-mini)"
@@ -50,7 +51,7 @@ def make_run(root: Path, name: str, arms: dict[str, dict], n_sessions=60, shift=
     man = {"run_id": name, "eval_set": {"name": "es", "version": "1", "hash": hash_},
            "arms": [{"arm_id": a, "arm": "rewrite", "params": {}, "backends": b, "capabilities": CAPS} for a, b in arms.items()]}
     (run / "manifest.json").write_text(json.dumps(man))
-    return run
+    return seal(run)
 
 
 POLICY = """rules:

@@ -9,24 +9,14 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from harness.cli import app
 from tests.conftest import ROOT
-
-BASELINE = ROOT / "runs/baselines/b2b"
-POLICY = ROOT / "configs/gate.yaml"
-
-
-def invoke(*args):
-    r = CliRunner().invoke(app, [str(a) for a in args])
-    assert "Traceback" not in r.output, r.output
-    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
-    return r
+from tests.evidence import BASELINE, POLICY, invoke
+from tests.evidence import gate as gate_to
 
 
 def gate(tmp_path, base, cand, policy, *extra):
-    return invoke("gate", "--baseline", base, "--candidate", cand, "--policy", policy, "-o", tmp_path / "gate", *extra)
+    return gate_to(tmp_path / "gate", base, cand, policy, *extra)
 
 
 def policy_file(tmp_path, text: str, name="policy.yaml") -> Path:
@@ -83,8 +73,9 @@ def test_a_changed_arm_is_gated_and_unpaired_labels_are_refused(b2b_candidate, t
     r = gate(tmp_path, BASELINE, b2b_candidate, warn)
     assert r.exit_code == 1, r.output  # HQE with one turn of history loses follow-ups: compared, and caught
     v = json.loads((tmp_path / "gate/gate.json").read_text())
-    failed = [(x["label"], x["metric"]) for x in v["results"] if x["status"] == "fail"]
-    assert failed == [("rewrite", "recall@10")], failed
+    failed = {(x["label"], x["metric"], x["segment"]) for x in v["results"] if x["status"] == "fail"}
+    assert {lab for lab, _, _ in failed} == {"rewrite"} and ("rewrite", "recall@10", "turn_index>=2") in failed, failed
+    assert not [f for f in failed if f[2] == "turn_index=1"], failed  # one turn of history: first turns unchanged
     pairs = {p["label"]: p for p in v["pairs"]}
     assert set(pairs) == {"original", "rewrite"} and pairs["rewrite"]["changes"] == ["last_n 4 → 1"]
     assert any("rewrite" in x["name"] and x["kind"] == "rule" for x in v["results"])
@@ -181,7 +172,10 @@ def test_a_typo_in_a_policy_exits_2_naming_file_line_and_the_fix(tmp_path, secti
 
 
 def test_the_shipped_identifier_floor_is_na_on_a_set_without_identifiers(handbook_runs, tmp_path):
-    r = gate(tmp_path, handbook_runs["base"], handbook_runs["base"], POLICY)
+    # the shipped policy without its follow-up rules: handbook-de has single questions, and a rule
+    # on a segment no turn of either run has is refused (tests/test_evidence.py)
+    text = "\n".join(x for x in POLICY.read_text().splitlines() if "turn_index" not in x)
+    r = gate(tmp_path, handbook_runs["base"], handbook_runs["base"], policy_file(tmp_path, text))
     assert r.exit_code == 0, r.output
     v = json.loads((tmp_path / "gate/gate.json").read_text())
     ids = [x for x in v["results"] if x.get("metric") == "identifier_preservation" or "identifier_preservation" in x["name"]]
@@ -250,7 +244,9 @@ def test_an_imported_run_is_gated_without_query_metrics(tmp_path):
     v = json.loads((tmp_path / "gate/gate.json").read_text())
     floor = [x for x in v["results"] if "identifier_preservation" in x["name"]]
     assert floor and all(x["status"] == "n/a" for x in floor)
-    assert r.exit_code == 0, r.output
+    # the missing query is a first turn with no ranking: the shipped policy's first-turn rules catch it
+    failed = {(x["metric"], x["segment"]) for x in v["results"] if x["status"] == "fail"}
+    assert r.exit_code == 1 and failed == {("recall@10", "turn_index=1"), ("ndcg@10", "turn_index=1")}, r.output
 
 
 # 5. exit codes of a run ------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from harness.run.armset import arm_info, derive_labels
 from harness.cli import app
 from harness.run.replay import build_arms
+from tests.evidence import seal
 from tests.test_compare_gate import ARM, make_run
 
 BASE = {ARM: {"rewrite": "offline"}}
@@ -57,6 +58,7 @@ def test_a_check_naming_an_arm_it_cannot_apply_to_exits_2(tmp_path):
         man = json.loads((p / "manifest.json").read_text())
         man["arms"][0]["capabilities"] = caps
         (p / "manifest.json").write_text(json.dumps(man))
+        seal(p)
     r = gate(tmp_path, b, tmp_path / "cand", "floors:\n  - {metric: faithfulness, arm: rewrite, min: 0.5}\n")
     assert r.exit_code == 2 and "policy.yaml:2: floors.0.arm: faithfulness does not apply to rewrite" in r.output
     r = gate(tmp_path, b, tmp_path / "cand", "floors:\n  - {metric: faithfulness, min: 0.5}\n")
@@ -89,6 +91,7 @@ def test_failed_llm_calls_of_a_run_are_infrastructure(runs, tmp_path):
     man = json.loads((c / "manifest.json").read_text())
     man["counts"] = {"turns": 120, "turns_failed": 120}
     (c / "manifest.json").write_text(json.dumps(man))
+    seal(c)
     r = gate(tmp_path, b, c, "rules:\n  - {metric: recall@10, max_drop: 0.5}\n")
     assert r.exit_code == 3 and "120 of 120 replayed turns failed" in (tmp_path / "out/gate.md").read_text()
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.run.folder import NotARunFolder, NotScored, RunData
+from harness.analysis.evidence import EvidenceError, Incomplete, check_run
+from harness.run.folder import RunData
 from harness.metrics.registry import Metric, UnknownMetric, resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
@@ -22,11 +23,12 @@ class CompareError(ValueError):
     """Bad input or usage (exit 2)."""
 
 
-def load_run(path: Path) -> RunData:
-    """A scored run folder (harness.run.folder.RunData); bad input as CompareError."""
+def load_run(path: Path, complete: bool = True) -> RunData:
+    """A checked, scored run folder (harness.analysis.evidence.check_run: readable, fresh and,
+    with `complete`, complete); bad input as CompareError."""
     try:
-        return RunData.load(path)
-    except (NotARunFolder, NotScored, ValueError) as e:
+        return check_run(path, complete)
+    except (EvidenceError, ValueError) as e:
         raise CompareError(str(e)) from None
 
 
@@ -134,12 +136,24 @@ def _finish(rows: list[dict], notes: list[str]) -> Comparison:
 
 def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arms: list[str] | None = None,
                  pairs: list[str] | None = None, allow_different_evalsets: bool = False,
-                 n_resamples: int = 5000, seed: int = 0) -> Comparison:
-    """Each run against the first, arm pair by arm pair (pairing by label)."""
+                 n_resamples: int = 5000, seed: int = 0, allow_partial: bool = False) -> Comparison:
+    """Each run against the first, arm pair by arm pair (pairing by label). An incomplete run is
+    refused unless `allow_partial` (then the notes say which runs are partial)."""
     if len(paths) < 2:
         raise CompareError("compare needs at least two run folders, or one with --reference LABEL")
-    return compare_data([load_run(p) for p in paths], metrics, segments, arms, pairs, allow_different_evalsets,
-                        n_resamples, seed)
+    runs = [_load(p, allow_partial) for p in paths]
+    c = compare_data(runs, metrics, segments, arms, pairs, allow_different_evalsets, n_resamples, seed)
+    c.notes = [n for r in runs for n in r.evidence.notes(r.name)] + c.notes
+    return c
+
+
+def _load(path: Path, allow_partial: bool) -> RunData:
+    try:
+        return check_run(path, complete=not allow_partial)
+    except Incomplete as e:
+        raise CompareError(f"{e} (--allow-partial compares it anyway, marked partial)") from None
+    except (EvidenceError, ValueError) as e:
+        raise CompareError(str(e)) from None
 
 
 def compare_data(runs: list[RunData], metrics: list[str], segments: list[str], arms: list[str] | None = None,
@@ -165,9 +179,9 @@ def compare_data(runs: list[RunData], metrics: list[str], segments: list[str], a
 
 
 def compare_within(path: Path, reference: str, metrics: list[str], segments: list[str], arms: list[str] | None = None,
-                   n_resamples: int = 5000, seed: int = 0) -> Comparison:
+                   n_resamples: int = 5000, seed: int = 0, allow_partial: bool = False) -> Comparison:
     """The arms of one run against its `reference` arm (a label or id), on any segment."""
-    run = load_run(path)
+    run = _load(path, allow_partial)
     ms = _checked([run], metrics, segments, arms)
     try:
         ref = find_arm(run.arms, reference, run.name)
@@ -179,7 +193,7 @@ def compare_within(path: Path, reference: str, metrics: list[str], segments: lis
     notes: list[str] = []
     rows = _rows(run, run, [Pair(ref, a, "reference", changes(ref, a)) for a in others], ms, segments, notes,
                  n_resamples, seed)
-    return _finish(rows, notes)
+    return _finish(rows, run.evidence.notes(run.name) + notes)
 
 
 def _check_arms(names: list[str], runs: list[RunData]) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.compare import CompareError, RunData, check_same_evalset, combined, compare_pair, load_run, why_missing
+from harness.analysis.evidence import coverage, describe_gaps
 from harness.analysis.gate_report import moved_turns, to_markdown, write_outputs
 from harness.metrics.registry import resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
@@ -30,6 +31,8 @@ from harness.analysis.policy import GateUsageError, Policy, load_policy
 
 PASS, REGRESSION, USAGE, INFRA = 0, 1, 2, 3
 VERDICT = {PASS: "pass", REGRESSION: "regression", INFRA: "infrastructure"}
+MEANING = {PASS: "pass", REGRESSION: "regression or insufficient data", USAGE: "bad input",
+           INFRA: "infrastructure"}
 SECTIONS = ("rules", "floors", "budgets")
 
 
@@ -82,11 +85,15 @@ def check_inputs(policy: Policy, runs: list[RunData], pairs: list[Pair]) -> None
     """Segments that name label values of these runs, and metrics that were measured where they
     apply (a judged metric needs judgments with an endpoint); bad input otherwise."""
     for section, i, item in _items(policy):
-        where, m = policy.where(section, i), resolve(item.metric)
+        where, m, seg = policy.where(section, i), resolve(item.metric), getattr(item, "segment", "all")
         try:
-            check_segment(getattr(item, "segment", "all"), runs[0].labels)
+            check_segment(seg, runs[0].labels)
         except SegmentError as e:
             raise GateUsageError(f"{where}.segment: {e}") from None
+        if not any(segment_keys(r.labels, seg) for r in runs):
+            raise GateUsageError(f"{where}.segment: {seg} matches no labelled turn of {runs[0].name} or "
+                                 f"{runs[1].name}: the check would compare nothing (remove it or name a segment "
+                                 "these runs have)")
         for run, side in zip(runs, ("baseline", "candidate")):
             if section != "rules" and side == "baseline":
                 continue
@@ -157,9 +164,6 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
     name = f"rule {i + 1}: {rule.test} {m.name} [{rule.segment}] {pair.label}"
     if not _applies(m, pair):
         return _na("rule", name, pair, m, rule.segment)
-    if not segment_keys(base.labels, rule.segment):
-        return _na("rule", name, pair, m, rule.segment, f"n/a: segment {rule.segment} holds no labelled turn of this "
-                   "eval set")
     row = compare_pair(base, cand, pair, m.name, rule.segment, policy.n_resamples, policy.seed, rule.alpha, pt=pt,
                        direction=direction)
     sign = m.sign(direction)
@@ -238,13 +242,39 @@ def _moved(results: list[dict], pairs: list[Pair], pt: pd.DataFrame, base: RunDa
             res["moved"] = moved_turns(pt, base, pair, res["metric"], res["segment"], res.get("direction") or "none")
 
 
-def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[str] | None = None) -> dict:
+def _coverage(base: RunData, cand: RunData, pairs: list[Pair], policy: Policy) -> str | None:
+    """What of the baseline the candidate does not cover, in words (None: everything); bad input
+    unless the policy says `coverage: subset`."""
+    gaps = coverage(base, cand, pairs)
+    if not gaps:
+        return None
+    what = f"{cand.name} lacks what the baseline {base.name} has for {describe_gaps(gaps, cand.name)}"
+    if policy.coverage == "full":
+        raise GateUsageError(f"the candidate does not cover the baseline: {what}. Replay the candidate on the "
+                             "baseline's sessions, splits and repeats, or state `coverage: subset` in the policy to "
+                             "gate what both hold (the verdict then names what was not compared)")
+    return what
+
+
+def prepare(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[str] | None = None) -> dict:
+    """Both runs checked (complete, fresh, covering), paired, and every check with the pairs it
+    applies to; bad input as GateUsageError or CompareError."""
     base, cand = load_run(baseline), load_run(candidate)
     check_same_evalset([base, cand], False)
     pairing, warnings = _pairing(base, cand, policy, pairs_cli)
     pairs = pairing.pairs
+    not_compared = _coverage(base, cand, pairs, policy)
     chosen = [(sec, i, item, select_pairs(sec, i, item, policy, pairs, cand)) for sec, i, item in _items(policy)]
     check_inputs(policy, [base, cand], pairs)
+    evidence = [n for r in (base, cand) for n in r.evidence.notes(r.name)]
+    return {"base": base, "cand": cand, "pairs": pairs, "warnings": warnings, "chosen": chosen,
+            "not_compared": not_compared, "evidence": evidence}
+
+
+def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[str] | None = None) -> dict:
+    prep = prepare(baseline, candidate, policy, pairs_cli)
+    base, cand, pairs, chosen = prep["base"], prep["cand"], prep["pairs"], prep["chosen"]
+    warnings = prep["warnings"]
     infra = infrastructure(policy, [base, cand], pairs)
     pt = combined(base, cand)
     results = []
@@ -260,6 +290,7 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[st
     return {"status": status, "verdict": VERDICT[status], "baseline": base.name, "candidate": cand.name,
             "pairs": [{"label": p.label, "baseline_arm": p.baseline.arm_id, "candidate_arm": p.candidate.arm_id,
                        "how": p.how, "changes": p.changes} for p in pairs],
+            "not_compared": prep["not_compared"], "evidence": prep["evidence"],
             "warnings": warnings, "infrastructure": infra, "results": results}
 
 

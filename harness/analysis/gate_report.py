@@ -44,7 +44,11 @@ def _mde(r: dict) -> str:
 
 
 def to_markdown(v: dict) -> str:
-    lines = [f"## Gate: {ICON[v['verdict']]}", "", f"baseline `{v['baseline']}` → candidate `{v['candidate']}`", ""]
+    head = f"## Gate: {ICON[v['verdict']]}"
+    if v.get("not_compared"):  # coverage: subset: what was not compared leads
+        head += f" on a subset: not compared (coverage: subset): {v['not_compared']}"
+    lines = [head, "", f"baseline `{v['baseline']}` → candidate `{v['candidate']}`", ""]
+    lines += [f"- ℹ️ {n}" for n in v.get("evidence", [])] + ([""] if v.get("evidence") else [])
     lines.append(f"Compared {len(v['pairs'])} arm(s) by label:")
     for p in v["pairs"]:
         how = "" if p["how"] == "label" else f" (paired by {p['how']})"

@@ -8,8 +8,11 @@ budgets   caps on a lower-is-better metric's mean, p50 or p95 (cost, latency)
 limits    error and unmeasured rates past which the runs cannot be gated (exit 3)
 pairs     named pairs BASELINE: CANDIDATE (labels or arm ids) before pairing by label
 unpaired  error (default: labels without a partner exit 2) or warn (listed, the rest gated)
+coverage  full (default: a candidate lacking baseline sessions, splits or repeats exits 2) or
+          subset (gated on what both hold; the verdict's first line names what was not compared)
 min_sessions  sessions measured in both runs that a rule needs (default 10); fewer is
-          "insufficient data", never a pass"""
+          "insufficient data", never a pass
+A policy without a single rule, floor or budget checks nothing and is refused."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -60,6 +63,7 @@ class Limits(Strict):
 class Policy(Strict):
     pairs: dict[str, str] = Field(default_factory=dict)
     unpaired: Literal["error", "warn"] = "error"
+    coverage: Literal["full", "subset"] = "full"
     min_sessions: int = Field(default=10, ge=2)
     rules: list[Rule] = Field(default_factory=list)
     floors: list[Floor] = Field(default_factory=list)
@@ -123,4 +127,7 @@ def load_policy(path: Path) -> Policy:
         for i, item in enumerate(getattr(pol, section)):
             item.metric = resolve(item.metric).name  # canonical from here on
             pol._where[(section, i)] = f"{path}:{line_of(text, (section, i)) or '?'}"
+    if not (pol.rules or pol.floors or pol.budgets):
+        raise GateUsageError(f"{path}:{line_of(text, ('rules',)) or 1}: rules: the policy has no check (no rule, floor "
+                             "or budget): it would pass any candidate; add the rules a change must meet (docs/gate.md)")
     return pol

@@ -23,8 +23,12 @@ from harness.metrics.aggregate import turn_values
 from harness.metrics.registry import resolve
 from harness.metrics.segments import TURN_SEGMENTS, segment_keys
 from harness.run.folder import RunData, RunFolder
+from harness.analysis.evidence import EvidenceError, check_run, coverage, describe_gaps
 
-VERDICT_METRICS = ("recall@10", "ndcg@10", "mrr@10", "faithfulness", "latency_total_ms")
+VERDICT_METRICS = ("recall@10", "ndcg@10", "mrr@10", "faithfulness")  # quality: what regressions count
+# shown apart, never counted as regressions: timings and spend depend on the machine, its load and
+# the day (the manifests record where each run was timed); a policy's budgets judge them
+OPERATIONAL_METRICS = ("latency_total_ms", "cost_usd", "llm_calls")
 ALPHA = 0.05  # a cell is marked when its Holm-adjusted p is below this
 N_RESAMPLES = 5000  # bootstrap resamples of each CI
 # permutations of each randomization test: p can be as small as 1/20001, so Holm across a block of
@@ -98,15 +102,16 @@ def unpairable(base: RunData, cand: RunData) -> str | None:
     return None
 
 
-def _metrics(base: RunData, cand: RunData, policy: Policy | None, extra: list[str]) -> list[str]:
-    """The default metrics both runs measured, then those of -m/--metric (checked: unknown or
-    unmeasured is bad input) and of the policy."""
+def _metrics(base: RunData, cand: RunData, policy: Policy | None, extra: list[str]) -> tuple[list[str], list[str]]:
+    """(quality, operational): the default metrics both runs measured, then those of -m/--metric
+    (checked: unknown or unmeasured is bad input) and of the policy, each in its kind."""
     both = base.metrics & cand.metrics
-    names = [m for m in VERDICT_METRICS if m in both]
+    names = [m for m in VERDICT_METRICS + OPERATIONAL_METRICS if m in both]
     names += [m.name for m in check_metrics(list(extra), [base, cand])]
     if policy is not None:
         names += [i.metric for s in SECTIONS for i in getattr(policy, s) if i.metric in both]
-    return list(dict.fromkeys(names))
+    names = list(dict.fromkeys(names))
+    return [m for m in names if not resolve(m).operational], [m for m in names if resolve(m).operational]
 
 
 def unmeasured(base: RunData, cand: RunData) -> dict[str, str]:
@@ -184,11 +189,42 @@ def _labels(table: pd.DataFrame, pairs: dict, metrics: list[str], segs: list[str
     return out
 
 
+def _operational(base: RunData, cand: RunData, names: list[str], arms: list[str] | None, specs: list[str] | None,
+                 pairs: dict, n_resamples: int) -> dict | None:
+    """Candidate − baseline of the operational metrics over all turns, per label, apart from the
+    verdict: whether the pair changed at all, and where each run was timed."""
+    if not names:
+        return None
+    c = compare_data([base, cand], names, ["all"], arms, specs, n_resamples=n_resamples,
+                     n_permutations=max(n_resamples, N_PERMUTATIONS))
+    rows = []
+    for label, g in c.table.groupby("label", sort=False):
+        cells = {r["metric"]: {k: _plain(r.get(k)) for k in ("diff", "ci_lo", "ci_hi", "p_holm", "mean_ref", "mean_arm")}
+                 for r in g.to_dict("records")}
+        rows.append({"label": label, "changed": bool(pairs[label].changes), "cells": cells})
+    timed = {r.name: r.manifest.get("machine") for r in (base, cand)}
+    return {"metrics": [{"name": m, "unit": resolve(m).unit} for m in names], "rows": rows, "timed": timed}
+
+
+def _plain(v):
+    return None if v is None or pd.isna(v) else float(v)
+
+
+def _not_compared(base: RunData, cand: RunData, pairs: list) -> list[str]:
+    """What the block cannot vouch for: partial or rescored runs, baseline turns the candidate lacks."""
+    out = [n for r in (base, cand) for n in r.evidence.notes(r.name)]
+    gaps = coverage(base, cand, pairs)
+    if gaps:
+        out.insert(0, f"not compared: {cand.name} lacks what the baseline {base.name} has for "
+                      f"{describe_gaps(gaps, cand.name)}")
+    return out
+
+
 def block(base: RunData, cand: RunData, policy: Policy | None, extra_metrics: list[str], arms: list[str] | None,
           pairs: list[str] | None, n_resamples: int = N_RESAMPLES) -> dict:
     """One candidate against the baseline (CompareError, GateUsageError: bad input)."""
     gate = evaluate(base.path, cand.path, policy, pairs) if policy is not None else None
-    ms = _metrics(base, cand, policy, extra_metrics)
+    ms, ops = _metrics(base, cand, policy, extra_metrics)
     segs, seg_note = segments(base.labels)
     specs = [f"{b}={c}" for b, c in (policy.pairs if policy else {}).items()] + list(pairs or [])
     c = compare_data([base, cand], ms, segs, arms, specs or None, n_resamples=n_resamples,
@@ -197,9 +233,10 @@ def block(base: RunData, cand: RunData, policy: Policy | None, extra_metrics: li
         pairing = pair_runs(base, cand, specs or None)
     except PairingError as e:
         raise CompareError(str(e)) from None
+    by_label = {p.label: p for p in pairing.pairs}
     na = unmeasured(base, cand)  # shown as n/a columns, with the reason
     shown = ms + [m for m in na if m not in ms]
-    labels = _labels(c.table, {p.label: p for p in pairing.pairs}, shown, segs)
+    labels = _labels(c.table, by_label, shown, segs)
     compared = {lab["label"] for lab in labels}
     marks = [(lab["label"], row["segment"], m, cell["mark"]) for lab in labels for row in lab["rows"]
              for m, cell in row["cells"].items() if cell and cell["mark"]]
@@ -209,6 +246,8 @@ def block(base: RunData, cand: RunData, policy: Policy | None, extra_metrics: li
                         for m in shown],
             "turns": turn_pairs(base, cand, [p for p in pairing.pairs if p.label in compared]),
             "segments": segs, "segment_note": seg_note, "labels": labels, "notes": c.notes, "alpha": ALPHA,
+            "evidence": _not_compared(base, cand, [p for p in pairing.pairs if p.label in compared]),
+            "operational": _operational(base, cand, ops, arms, specs or None, by_label, n_resamples),
             "n_tests": int(c.table["p"].notna().sum()), "n_resamples": n_resamples,
             "n_permutations": max(n_resamples, N_PERMUTATIONS),
             "regressions": [x[:3] for x in marks if x[3] == "regression"],
@@ -224,9 +263,9 @@ def verdicts(p: Plan, policy_path: Path | None = None, extra_metrics: list[str] 
     why, blocks = list(p.why_not), []
     if p.baseline is not None:
         try:
-            base = RunData.load(p.baseline, scored=False)
-            cands = [RunData.load(c, scored=False) for c in p.candidates]
-        except ValueError as e:
+            base = check_run(p.baseline, complete=False, scored=False)
+            cands = [check_run(c, complete=False, scored=False) for c in p.candidates]
+        except (EvidenceError, ValueError) as e:
             raise CompareError(str(e)) from None
         for cand in cands:
             reason = unpairable(base, cand)

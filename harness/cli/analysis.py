@@ -56,9 +56,12 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
             metric: list[str] = typer.Option(["recall@10", "ndcg@10", "mrr@10"], "--metric", "-m"),
             segment: list[str] = typer.Option(["all", "turn_index>=2"], "--segment", "-s"),
             allow_different_evalsets: bool = typer.Option(False, "--allow-different-evalsets"),
+            allow_partial: bool = typer.Option(False, "--allow-partial", help="compare runs with planned turns "
+                                               "missing (killed, unfinished), marked partial"),
             out: Path = typer.Option(Path("reports/compare"), "--out", "-o", help="folder for compare.md and compare.csv")):
     """Per-metric, per-segment paired differences with CIs, Holm-corrected p-values, wins/ties/losses by each
-    metric's direction. Runs pair arms by label; labels without a partner are named."""
+    metric's direction. Runs pair arms by label; labels without a partner are named. Runs must be complete (unless
+    --allow-partial); stale tables are scored again first, and it says so."""
     from harness.analysis.compare import COLUMNS, CompareError, compare_runs, compare_within, to_markdown
     from harness.metrics.segments import SegmentError
     from harness.report.terminal import compare_table
@@ -67,10 +70,11 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
         if reference is not None:
             if len(runs) != 1:
                 fail("--reference compares the arms of one run: give one run folder")
-            c = compare_within(runs[0], reference, list(metric), list(segment), list(arm) or None)
+            c = compare_within(runs[0], reference, list(metric), list(segment), list(arm) or None,
+                               allow_partial=allow_partial)
         else:
             c = compare_runs(runs, list(metric), list(segment), list(arm) or None, list(pair) or None,
-                             allow_different_evalsets)
+                             allow_different_evalsets, allow_partial=allow_partial)
     except (CompareError, SegmentError) as e:
         fail(str(e))
     df = c.table
@@ -93,19 +97,55 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
 def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typer.Option(..., "--candidate"),
          policy: Path = typer.Option(..., "--policy"),
          pair: list[str] = typer.Option([], "--pair", help="BASELINE=CANDIDATE (labels or arm ids)"),
+         explain: bool = typer.Option(False, "--explain", help="print every check with the sessions it would see, "
+                                      "and gate nothing"),
          out: Path = typer.Option(Path("reports/gate"), "--out", "-o")):
     """Gate a candidate run against a baseline with a policy. Exit 0 pass, 1 regression, 2 bad input, 3 infrastructure.
-    Arms pair by label; writes gate.md (also to $GITHUB_STEP_SUMMARY), gate.junit.xml and gate.json."""
-    from harness.analysis.gate import USAGE, evaluate_to
+    Both runs must be complete and their tables fresh (stale tables are scored again, and it says so); the candidate
+    must cover the baseline's sessions, splits and repeats. Arms pair by label; writes gate.md (also to
+    $GITHUB_STEP_SUMMARY), gate.junit.xml and gate.json; the last line is the verdict."""
+    from harness.analysis.gate import MEANING, USAGE, evaluate_to
     from harness.report.terminal import gate_summary
 
+    if explain:
+        return _explain(baseline, candidate, policy, list(pair))
     code, v, text = evaluate_to(baseline, candidate, policy, list(pair), out)
     if code == USAGE:
         fail(text.removeprefix("error: "), 2)
     for part in gate_summary(v):
         console.print(part, highlight=False)
     console.print(f"written: {out / 'gate.md'}, {out / 'gate.junit.xml'}, {out / 'gate.json'}", highlight=False)
+    failing = sorted({r["metric"] for r in v["results"] if not r["ok"]})
+    console.print(f"Gate: {v['verdict']} (exit {code}: {MEANING[code]})"
+                  + (f"; failing: {', '.join(failing)}" if failing else ""), highlight=False, markup=False)
     raise typer.Exit(code)
+
+
+def _explain(baseline: Path, candidate: Path, policy: Path, pairs: list[str]) -> None:
+    from rich.table import Table
+
+    from harness.analysis.compare import CompareError
+    from harness.analysis.explain import explain
+    from harness.analysis.policy import GateUsageError, load_policy
+    from harness.metrics.segments import SegmentError
+
+    try:
+        x = explain(baseline, candidate, load_policy(policy), pairs)
+    except (GateUsageError, CompareError, SegmentError) as e:
+        fail(str(e))
+    t = Table(title=f"{policy.name} on {x['baseline']} → {x['candidate']}: the sessions each check would see",
+              title_justify="left", pad_edge=False)
+    for c in ("check", "metric", "label", "segment", "baseline", "candidate", "both", "would be"):
+        t.add_column(c, overflow="fold", no_wrap=c in ("check", "metric", "segment"))
+    for r in x["rows"]:
+        cells = ["—" if r[k] is None else str(r[k]) for k in ("check", "metric", "label", "segment", "baseline",
+                                                               "candidate", "both")]
+        t.add_row(*map(escape, cells), escape(f"{r['will']} (needs {r['need']} sessions)"))
+    for n in ([f"not compared (coverage: subset): {x['not_compared']}"] if x["not_compared"] else []) + \
+            x["evidence"] + x["warnings"]:
+        console.print(f"note: {n}", highlight=False, markup=False)
+    console.print(t)
+    console.print(f"{len(x['rows'])} check(s); nothing was gated (--explain)", highlight=False)
 
 
 @app.command()
@@ -128,11 +168,20 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
     from harness.metrics.segments import SegmentError
     from harness.report.render import render_report
 
+    from harness.analysis.evidence import EvidenceError, check_run
+
     for r in [*runs, *([baseline] if baseline else [])]:
         if not RunFolder(r).is_run():
             fail(f"{r}: not a run folder")
     if policy is not None and not policy.is_file():
         fail(f"{policy}: no such policy file")
+    for r in dict.fromkeys([*([baseline] if baseline else []), *runs]):
+        try:
+            data = check_run(r, complete=False, scored=False)  # stale tables are scored again, once, here
+        except EvidenceError as e:
+            fail(str(e))
+        for note in data.evidence.notes(data.name):
+            console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
     p = plan(list(runs), baseline)
     try:
         v = verdicts(p, policy, list(metric), list(arm) or None, list(pair) or None)
@@ -151,18 +200,19 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
 
 @list_app.command("metrics")
 def list_metrics():
-    """Every registered metric: name (k is any cutoff), direction, unit, aggregation, the arms it applies to."""
+    """Every registered metric: name (k is any cutoff), kind, direction, unit, the arms it applies to, and what it
+    measures (with its aggregation when it is not the mean over turns)."""
     from rich.table import Table
 
     from harness.metrics.registry import listing
 
     t = Table(title="metrics (harness/metrics/families): direction is which way is better; applies to arms that "
                     "declare the capability (harness list arms)", title_justify="left")
-    for c in ("metric", "direction", "unit", "applies to", "description"):
+    for c in ("metric", "kind", "direction", "unit", "applies to", "description"):
         t.add_column(c, no_wrap=c in ("metric", "direction"), overflow="fold")
     for r in listing():
         desc = r["description"] + ("" if r["aggregation"] == "mean over turns" else f" ({r['aggregation']})")
-        t.add_row(r["metric"], r["direction"], r["unit"], r["applies to arms that"], desc)
+        t.add_row(r["metric"], r["kind"], r["direction"], r["unit"], r["applies to arms that"], desc)
     console.print(t)
 
 

@@ -57,12 +57,38 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
     console.print(f"run folder: {out}", highlight=False)
     if metrics:
         _metrics(out)
-    counts = read_manifest(out).get("counts") or {}
+    raise typer.Exit(_end_of_run(out, cfg.max_error_rate))
+
+
+def _end_of_run(out: Path, max_error_rate: float) -> int:
+    """The failed turns per arm (or that there were none), then the run in one line; the exit code:
+    3 when more than half of the turns replayed now failed (infrastructure), 1 when an arm's share
+    of failed turns is above the config's max_error_rate, else 0."""
+    from harness.run.integrity import failures
+
+    folder = RunFolder(out)
+    man = folder.read_manifest()
+    counts = man.get("counts") or {}
+    fails = failures(folder, man)
+    for f in fails:
+        err.print(f"[yellow]failed turns:[/yellow] {escape(f.describe())}", highlight=False, soft_wrap=True)
+    over = [f for f in fails if f.rate > max_error_rate]
+    code = 0
     if counts.get("turns") and counts.get("turns_failed", 0) > counts["turns"] / 2:
         err.print(f"[red]infrastructure:[/red] {counts['turns_failed']} of {counts['turns']} replayed turns failed "
                   "(an error, or an LLM call that failed after its retries); the rows record why. Exit 3.",
                   highlight=False)
-        raise typer.Exit(3)
+        code = 3
+    elif over:
+        err.print(f"[red]failed turns above max_error_rate {max_error_rate}:[/red] "
+                  + escape(", ".join(f"{f.label} {f.rate:.1%}" for f in over))
+                  + " (the run config's max_error_rate; the traces record every error). Exit 1.", highlight=False)
+        code = 1
+    failed = sum(f.failed for f in fails)
+    console.print(f"run: {counts.get('turns', 0)} turns replayed, "
+                  + (f"{failed} failed" if fails else "no failed turn")
+                  + f", {counts.get('seconds', 0)} s: {out}", highlight=False)
+    return code
 
 
 def _config(config: Path | None, resume: Path | None, run_id: str | None, repeats: int | None,
@@ -127,6 +153,11 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
 
     _check_metric_names(metric_names or [])
     scored = score_run(run_dir)
+    done = scored.completeness
+    if done is not None and not done.complete:
+        err.print(f"[yellow]warning: partial:[/yellow] {escape(done.describe())}. These tables are partial (they say "
+                  "so, and every report shows it); `harness gate` refuses the run until it is complete.",
+                  highlight=False, soft_wrap=True)
     if quiet:
         console.print(f"metrics: {scored.path}", highlight=False)
         return
@@ -194,14 +225,16 @@ def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh"
 
 @app.command()
 def metrics(run_dir: Path, metric: list[str] = typer.Option([], "--metric", "-m", help="metrics to print")):
-    """Score a run folder from its traces and labels alone; write its metrics and tables into it; print them."""
+    """Score a run folder from its traces and labels alone; write its metrics and tables into it; print them. An
+    unfinished run is scored all the same and its tables are marked partial."""
+    from harness.run.folder import RunFolderError
     from harness.run.traces import TraceError
 
     if not RunFolder(run_dir).is_run():
         fail(f"{run_dir}: not a run folder")
     try:
         _metrics(run_dir, metric or None)
-    except TraceError as e:
+    except (TraceError, RunFolderError) as e:
         fail(str(e))
 
 

@@ -139,10 +139,11 @@ def typed_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def write_metrics(run_dir: Path, res: MetricsResult, chunk_rows: int = 1_000_000) -> Path:
+def write_metrics(run_dir: Path, res: MetricsResult, metadata: dict[str, str] | None = None,
+                  chunk_rows: int = 1_000_000) -> Path:
     """The run folder's metrics: aggregate rows (kind=aggregate), then per-turn rows (kind=turn),
     built and written a million rows at a time (one concatenated copy of everything doubles the
-    memory of a 100,000-turn run)."""
+    memory of a 100,000-turn run). `metadata`: added to the file's schema (scoring's stamp)."""
     agg = res.aggregates.assign(kind="aggregate", session_id=None, turn_index=None, repeat=None, value=None, unmeasured=None)
     pt = res.per_turn
     folder = RunFolder(run_dir)
@@ -155,7 +156,8 @@ def write_metrics(run_dir: Path, res: MetricsResult, chunk_rows: int = 1_000_000
                     n_sessions=None, repeat_sd=None)
                 t = pa.Table.from_pandas(typed_metrics_frame(part), preserve_index=False)
                 if writer is None:
-                    writer = pq.ParquetWriter(tmp, t.schema)
+                    extra = {k.encode(): v.encode() for k, v in (metadata or {}).items()}
+                    writer = pq.ParquetWriter(tmp, t.schema.with_metadata({**(t.schema.metadata or {}), **extra}))
                 writer.write_table(t.cast(writer.schema) if not t.schema.equals(writer.schema) else t)
         finally:
             if writer is not None:

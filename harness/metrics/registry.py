@@ -13,6 +13,10 @@ from typing import Callable, Literal
 from harness.yamlpos import did_you_mean
 
 Direction = Literal["higher", "lower", "none"]
+# quality: what a retrieval or answer is worth (a verdict's regressions); operational: what it costs
+# to run (latency, tokens, cost, calls), judged by a policy's absolute budgets, never counted as a
+# regression between runs timed on different machines or days
+Kind = Literal["quality", "operational"]
 LIST_COMMAND = "harness list metrics"
 
 
@@ -29,6 +33,11 @@ class Metric:
     needs: frozenset[str]
     description: str
     pattern: str = ""  # the registered form (`recall@k`)
+    kind: Kind = "quality"
+
+    @property
+    def operational(self) -> bool:
+        return self.kind == "operational"
 
     def applies_to(self, capabilities) -> bool:
         return self.needs <= set(capabilities)
@@ -54,6 +63,7 @@ class Template:
     reads: tuple[str, ...] = ()
     aggregation: str = "mean over turns"
     family: str = ""
+    kind: Kind = "quality"
 
     def match(self, name: str) -> Metric | None:
         if self.pattern.endswith("@k"):
@@ -63,7 +73,7 @@ class Template:
         elif name != self.pattern:
             return None
         return Metric(name, self.family, self.direction, self.unit, self.aggregation, self.reads,
-                      frozenset(self.needs), self.description, self.pattern)
+                      frozenset(self.needs), self.description, self.pattern, self.kind)
 
 
 @dataclass
@@ -154,6 +164,6 @@ def direction_of(name: str) -> Direction:
 
 def listing() -> list[dict]:
     """One row per registered metric form, for `harness list metrics`."""
-    return [{"metric": t.pattern, "family": t.family, "direction": t.direction, "unit": t.unit,
+    return [{"metric": t.pattern, "family": t.family, "kind": t.kind, "direction": t.direction, "unit": t.unit,
              "aggregation": t.aggregation, "applies to arms that": ", ".join(t.needs) or "any",
              "description": t.description} for f in families() for t in f.templates]

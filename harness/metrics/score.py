@@ -2,7 +2,9 @@
 from the run folder and written into it: the metrics (per-turn values and aggregates), the
 paired comparisons of every arm against the run's reference arm, abstention by answerability,
 precision and recall per filter field, the arms whose top-10 lists coincide, and each arm's spread
-per turn bucket (the report's bands and headline CIs). Readers only load these; nothing recomputes them."""
+per turn bucket (the report's bands and headline CIs). Readers only load these; nothing recomputes them.
+Every table carries the stamp of what it was computed from (harness/metrics/provenance.py), and
+whether the run was complete when it was scored."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,7 +16,9 @@ from harness.metrics.coinciding import coinciding_arms
 from harness.metrics.compute import MetricsResult, compute_metrics, write_metrics
 from harness.metrics.families.answers import abstention_table
 from harness.metrics.families.guards import filter_fields_table
+from harness.metrics.provenance import metadata, stamp
 from harness.run.folder import RunFolder
+from harness.run.integrity import Completeness, completeness
 from harness.run.traces import read_traces
 
 TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "applied_filters", "ranking",
@@ -29,12 +33,13 @@ class Scored:
     filter_fields: pd.DataFrame
     coinciding: pd.DataFrame
     path: Path  # the metrics file
+    completeness: Completeness | None = None  # of the run as scored: partial tables say so
 
 
-def _write(folder: RunFolder, name: str, df: pd.DataFrame) -> None:
+def _write(folder: RunFolder, name: str, df: pd.DataFrame, meta: dict[str, str]) -> None:
     """A table when it has rows; a table of an earlier scoring that no longer has any goes."""
     if len(df):
-        folder.write_table(name, df)
+        folder.write_table(name, df, meta)
     else:
         folder.remove_table(name)
 
@@ -44,11 +49,14 @@ def score_run(run_dir: Path) -> Scored:
     from harness.analysis.spread import spread_table
 
     folder = RunFolder(run_dir)
+    man = folder.read_manifest()
+    done = completeness(folder, man)
+    meta = metadata(stamp(folder, man, done))  # the inputs as read now: a later change shows as stale
     res = compute_metrics(folder.path)
-    path = write_metrics(folder.path, res)
+    path = write_metrics(folder.path, res, meta)
     comparisons = paired_table(res.per_turn, res.labels, res.arm_infos)
     abstention = abstention_table(res.per_turn, res.labels)
-    schema = folder.read_manifest().get("filter_schema") or []
+    schema = man.get("filter_schema") or []
     rounds = read_traces(folder.path, TRACE_COLUMNS).to_pandas()
     filters = pd.DataFrame()
     if any(f.get("kind") != "entitlement" for f in schema) and len(rounds):
@@ -57,5 +65,5 @@ def score_run(run_dir: Path) -> Scored:
     same = coinciding_arms(final, res.arms) if len(final) else pd.DataFrame()
     for name, df in (("comparisons", comparisons), ("abstention", abstention), ("filter_fields", filters),
                      ("coinciding", same), ("spread", spread_table(res.per_turn))):
-        _write(folder, name, df)
-    return Scored(res, comparisons, abstention, filters, same, path)
+        _write(folder, name, df, meta)
+    return Scored(res, comparisons, abstention, filters, same, path, done)

@@ -1,5 +1,6 @@
 """The report's view of a run folder. ReportRun composes harness.run.folder.RunData (manifest,
-labels, arms, per-turn values and aggregates; loaded with scored=False) with what the report reads
+labels, arms, per-turn values and aggregates; checked by harness.analysis.evidence: an unfinished run
+is marked partial, stale tables are named, never computed here) with what the report reads
 beside it (the trace columns of the drill-down and the tables the scoring step wrote) and its own
 display state: a key unique within the report, arm labels, notes about what the folder lacks,
 caches. Loading only: what a folder lacks is named in a note, never computed here."""
@@ -11,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
+from harness.analysis.evidence import check_run
 from harness.analysis.spread import SPREAD_METRICS
 from harness.metrics.aggregate import turn_values
 from harness.report.table import bucket
@@ -139,7 +141,7 @@ def missing_notes(missing: set[str], traces: pd.DataFrame) -> list[str]:
 
 def load_run(path: str | Path, key: str | None = None) -> ReportRun:
     """One run folder; its key defaults to its run id (load_runs makes the keys unique)."""
-    data = RunData.load(path, scored=False)
+    data = check_run(path, complete=False, scored=False, rescore=False)  # `harness report` rescored it first
     traces = load_traces(data.folder)
     agg = data.aggregates if data.aggregates is not None else pd.DataFrame(columns=AGG_COLUMNS)
     turns = data.per_turn if data.per_turn is not None else pd.DataFrame(columns=TURN_COLUMNS)

@@ -1,11 +1,14 @@
 """The HTML review report of one or more run folders: one self-contained file (plots as base64
 PNG, no script, no external URL, no absolute path of the machine that built it). It opens with
-the verdict blocks (candidate − baseline, computed by the analysis stage and handed in), then the
+the evidence (complete or partial runs, tables scored again, failed turns), then the verdict blocks
+(candidate − baseline, computed by the analysis stage and handed in), then the
 headline, warnings, metrics and plots, the drill-down, and the manifests last. Loads the runs
 (harness.report.load), asks each section (harness.report.sections) for its plain data, and renders templates/report.html.j2 and its
 partials templates/sections/*.html.j2 with jinja2, autoescape on, so every text from eval sets,
 corpora, traces and models is escaped. Reads run folders only; never writes into them, and
-computes no metric: what a folder lacks is a warning."""
+computes no metric: what a folder lacks is a warning, and so are stale tables (`harness report`
+scores them again before rendering, as every command that reads run folders does:
+harness.analysis.evidence)."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -15,8 +18,8 @@ from harness import env as _env  # noqa: F401  (offline-safe environment first)
 from harness.metrics.families.answers import SHOULD_ABSTAIN
 from harness.report.format import shown_path
 from harness.report.load import ReportRun, load_runs
-from harness.report.sections import (abstention, agreement, comparisons, drilldown, guards, headline, manifests,
-                                     metrics, rounds, tradeoff, verdict, warnings)
+from harness.report.sections import (abstention, agreement, comparisons, drilldown, evidence, guards, headline,
+                                     manifests, metrics, rounds, tradeoff, verdict, warnings)
 from harness.run.folder import JUDGMENTS, METRICS, TABLES
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -55,6 +58,7 @@ def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | Non
         "files": FILES,
         "top_hits": drilldown.TOP_HITS,
         "abstention_should": sorted(SHOULD_ABSTAIN),
+        "evidence": evidence.build(runs),
         "verdict": verdict.build(verdicts, runs),
         "manifests": manifests.build(runs),
         "headline": headline.build(runs),

@@ -161,6 +161,9 @@ def gate_summary(v: dict) -> list:
     icon = {"pass": "[green]pass[/green]", "regression": "[red]REGRESSION[/red]",
             "infrastructure": "[yellow]INFRASTRUCTURE[/yellow]"}[v["verdict"]]
     out: list = [f"Gate: {icon}  baseline {escape(v['baseline'])} → candidate {escape(v['candidate'])}"]
+    if v.get("not_compared"):
+        out.append(f"[yellow]not compared (coverage: subset):[/yellow] {escape(v['not_compared'])}")
+    out += [f"[cyan]note:[/cyan] {escape(n)}" for n in v.get("evidence", [])]
     for p in v["pairs"]:
         out.append(escape(f"  {p['label']}: " + ("; ".join(p["changes"]) if p["changes"] else
                                                  "no change in parameters or models")))

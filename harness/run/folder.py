@@ -41,6 +41,21 @@ class NotARunFolder(FileNotFoundError):
     """A path without a manifest (exit 2)."""
 
 
+class RunFolderError(ValueError):
+    """A file of a run folder that cannot be read, named with why (exit 2)."""
+
+
+def _readable(path: Path, read):
+    """`read(path)`, or RunFolderError naming the file and why it cannot be read."""
+    try:
+        return read(path)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, pa.ArrowException) as e:  # truncated, not JSON, not Parquet
+        why = " ".join(str(e).split())
+        raise RunFolderError(f"{path}: unreadable ({type(e).__name__}: {why})") from None
+
+
 class RunFolder:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -61,13 +76,23 @@ class RunFolder:
         yield tmp
         tmp.replace(final)
 
-    def write_parquet(self, name: str, data: pa.Table | pd.DataFrame) -> Path:
+    def write_parquet(self, name: str, data: pa.Table | pd.DataFrame, metadata: dict[str, str] | None = None) -> Path:
+        """`metadata`: key-value pairs added to the file's schema (scoring's provenance)."""
+        table = pa.Table.from_pandas(data, preserve_index=False) if isinstance(data, pd.DataFrame) else data
+        if metadata:
+            table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                                   **{k.encode(): v.encode() for k, v in metadata.items()}})
         with self.atomic(name) as tmp:
-            if isinstance(data, pd.DataFrame):
-                data.to_parquet(tmp, index=False)
-            else:
-                pq.write_table(data, tmp)
+            pq.write_table(table, tmp)
         return self.path / name
+
+    def parquet_metadata(self, name: str) -> dict[str, str]:
+        """The schema's key-value metadata of a Parquet file of the folder ({} when absent)."""
+        p = self.path / name
+        if not p.is_file():
+            return {}
+        meta = _readable(p, pq.read_schema).metadata or {}
+        return {k.decode(): v.decode() for k, v in meta.items()}
 
     # --- manifest -------------------------------------------------------------------------
     def is_run(self) -> bool:
@@ -79,8 +104,12 @@ class RunFolder:
         return self
 
     def read_manifest(self) -> dict:
+        """The manifest; RunFolderError naming the file when it is not readable JSON."""
         self.require()
-        return json.loads((self.path / MANIFEST).read_text(encoding="utf-8"))
+        man = _readable(self.path / MANIFEST, lambda p: json.loads(p.read_text(encoding="utf-8")))
+        if not isinstance(man, dict):
+            raise RunFolderError(f"{self.path / MANIFEST}: unreadable (not a JSON object)")
+        return man
 
     def write_manifest(self, manifest: dict) -> None:
         with self.atomic(MANIFEST) as tmp:
@@ -99,7 +128,7 @@ class RunFolder:
         return (self.path / LABELS).is_file()
 
     def labels_table(self) -> pa.Table:
-        return pq.read_table(self.path / LABELS)
+        return _readable(self.path / LABELS, pq.read_table)
 
     def labels(self) -> pd.DataFrame:
         """labels.parquet with a `seg.KEY` column per key of the turns' extra segment labels."""
@@ -135,10 +164,10 @@ class RunFolder:
         return (self.path / JUDGMENTS).is_file()
 
     def judgments(self) -> pd.DataFrame:
-        return pd.read_parquet(self.path / JUDGMENTS)
+        return _readable(self.path / JUDGMENTS, pd.read_parquet)
 
     def judgments_table(self) -> pa.Table:
-        return pq.read_table(self.path / JUDGMENTS)
+        return _readable(self.path / JUDGMENTS, pq.read_table)
 
     def write_judgments(self, table: pa.Table) -> Path:
         return self.write_parquet(JUDGMENTS, table)
@@ -147,7 +176,12 @@ class RunFolder:
         return (self.path / HUMAN_JUDGMENTS).is_file()
 
     def human_judgments(self) -> pd.DataFrame:
-        return pd.read_parquet(self.path / HUMAN_JUDGMENTS)
+        return _readable(self.path / HUMAN_JUDGMENTS, pd.read_parquet)
+
+    def scoring_inputs(self) -> dict[str, Path]:
+        """The files besides the traces that scoring reads (present or not)."""
+        return {"labels": self.path / LABELS, "judgments": self.path / JUDGMENTS,
+                "human_judgments": self.path / HUMAN_JUDGMENTS}
 
     def write_human_judgments(self, df: pd.DataFrame) -> Path:
         return self.write_parquet(HUMAN_JUDGMENTS, df)
@@ -157,7 +191,7 @@ class RunFolder:
         return (self.path / METRICS).is_file()
 
     def metrics(self) -> pd.DataFrame:
-        return pd.read_parquet(self.path / METRICS)
+        return _readable(self.path / METRICS, pd.read_parquet)
 
     @contextmanager
     def metrics_writer(self) -> Iterator[Path]:
@@ -171,10 +205,13 @@ class RunFolder:
     def table(self, name: str) -> pd.DataFrame | None:
         """A table scoring wrote (comparisons, abstention, filter_fields), or None."""
         p = self.path / TABLES[name]
-        return pd.read_parquet(p) if p.is_file() else None
+        return _readable(p, pd.read_parquet) if p.is_file() else None
 
-    def write_table(self, name: str, df: pd.DataFrame) -> Path:
-        return self.write_parquet(TABLES[name], df)
+    def table_metadata(self, name: str) -> dict[str, str]:
+        return self.parquet_metadata(TABLES[name])
+
+    def write_table(self, name: str, df: pd.DataFrame, metadata: dict[str, str] | None = None) -> Path:
+        return self.write_parquet(TABLES[name], df, metadata)
 
     def remove_table(self, name: str) -> None:
         (self.path / TABLES[name]).unlink(missing_ok=True)
@@ -218,6 +255,7 @@ class RunData:
     arms: list = field(default_factory=list)  # harness.run.armset.ArmInfo
     per_turn: pd.DataFrame | None = None  # arm_id, repeat, session_id, turn_index, metric, value, unmeasured
     aggregates: pd.DataFrame | None = None  # arm_id, metric, segment, mean, p50, p95, n, n_unmeasured, ...
+    evidence: object = None  # harness.analysis.evidence.Evidence, when the folder was checked before reading
 
     @property
     def path(self) -> Path:

@@ -2,6 +2,7 @@
 Never holds a secret: it records model names and endpoints' kinds, never keys."""
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from datetime import datetime, timezone
@@ -39,6 +40,17 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             out[p] = None
     return out
+
+
+def machine() -> dict:
+    """Where and under what load a run was timed: timings from two machines, or one machine on two
+    days under different load, are not comparable (the report says so beside their differences)."""
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
+    return {"host": platform.node(), "cpu_count": os.cpu_count(), "load_average": load,
+            "platform": platform.platform(), "python": platform.python_version()}
 
 
 def write_manifest(run_dir: Path, manifest: dict) -> None:

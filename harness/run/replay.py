@@ -21,7 +21,7 @@ from harness.llm.transport import StopRun
 from harness.run.shard import in_shard
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
 from harness.run.folder import RunFolder
-from harness.run.manifest import git_state, now, read_manifest, versions, write_manifest
+from harness.run.manifest import git_state, machine, now, read_manifest, versions, write_manifest
 from harness.run.traces import PartWriter, TurnKey, read_traces, repair_parts, row, to_json
 from harness.run.workers import CpuWorkers
 
@@ -152,7 +152,7 @@ class Replay:
             "eval_set": {"name": self.es.info.name, "version": self.es.info.version, "hash": self.es.content_hash,
                          "path": str(self.cfg.eval_set), "splits": self.cfg.splits or sorted(set(self.es.split_of.values())),
                          "pooled_corpus": self.es.info.pooled_corpus, "written_here": self.es.info.written_here},
-            "git": self._environment[0], "versions": self._environment[1],
+            "git": self._environment[0], "versions": self._environment[1], "machine": self._environment[2],
             "embedder": index.embedder.name if index else None,
             "index": {"max_chars": self.cfg.index.max_chars, "qdrant": self.cfg.index.qdrant_url or ":memory:",
                       "chunks": index.stats.chunks if index else None,
@@ -171,9 +171,10 @@ class Replay:
         }
 
     @functools.cached_property
-    def _environment(self) -> tuple[dict, dict]:
-        """The git state and package versions, asked once per run (both manifests record them)."""
-        return git_state(), versions()
+    def _environment(self) -> tuple[dict, dict, dict]:
+        """The git state, package versions and the machine with its load at the start, asked once per
+        run (both manifests record them)."""
+        return git_state(), versions(), machine()
 
     def jobs(self, index) -> list[Job]:
         out = []

@@ -12,19 +12,20 @@ from harness.metrics.kernel import LATENCY, Long, Scoring, present
 from harness.metrics.registry import Template, family
 
 _OPS = ("replayed",)
+_K = "operational"  # judged by a policy's budgets, never a regression between two runs (registry.Kind)
 TEMPLATES = [
     Template("llm_calls", "lower", "calls", "distinct LLM requests of the turn (a repair counts, a transport retry "
-             "does not)", needs=_OPS, reads=("llm_calls",)),
+             "does not)", needs=_OPS, reads=("llm_calls",), kind=_K),
     Template("prompt_tokens", "lower", "tokens", "prompt tokens from the replies' usage", needs=_OPS,
-             reads=("prompt_tokens",)),
+             reads=("prompt_tokens",), kind=_K),
     Template("completion_tokens", "lower", "tokens", "completion tokens from the replies' usage", needs=_OPS,
-             reads=("completion_tokens",)),
+             reads=("completion_tokens",), kind=_K),
     Template("cost_usd", "lower", "USD", "cost from the price table; unmeasured when a model's price is unknown",
-             needs=_OPS, reads=("cost_usd",)),
+             needs=_OPS, reads=("cost_usd",), kind=_K),
     Template("cache_hit_rate", "higher", "share", "LLM cache hits / calls (turns with calls)", needs=_OPS,
-             reads=("cache_hits", "llm_calls")),
+             reads=("cache_hits", "llm_calls"), kind=_K),
 ] + [Template(f"latency_{m[3:]}_ms", "lower", "ms", f"time spent in {m[3:]} (all rounds)", needs=_OPS, reads=(m,),
-              aggregation="mean, p50, p95 over turns") for m in LATENCY]
+              aggregation="mean, p50, p95 over turns", kind=_K) for m in LATENCY]
 
 
 def _sums(s: Scoring, keep: np.ndarray):

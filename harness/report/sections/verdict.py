@@ -82,6 +82,34 @@ def gate(v: dict | None, policy: str | None) -> dict | None:
             "warnings": scrub(list(v.get("warnings") or []) + list(v.get("infrastructure") or []))}
 
 
+def _timed(name: str, m: dict | None) -> str:
+    if not m:
+        return f"{name}: machine not recorded"
+    load = "/".join(f"{x:g}" for x in m.get("load_average") or []) or "?"
+    return f"{name}: {m.get('host')}, {m.get('cpu_count')} CPUs, load {load} at the start"
+
+
+def operational(op: dict | None) -> dict | None:
+    """The operational differences, apart from the verdict: never marked as regressions; an arm
+    whose parameters, models and prompts did not change says so instead of a difference."""
+    if not op:
+        return None
+    rows = []
+    for r in op["rows"]:
+        cells = []
+        for m in op["metrics"]:
+            c = r["cells"].get(m["name"])
+            d = DIGITS.get(m["unit"], 3)
+            if c is None or missing(c["diff"]):
+                cells.append({"text": "—", "n": ""})
+                continue
+            ci = "" if missing(c["ci_lo"]) else f"[{_signed(c['ci_lo'], d)}, {_signed(c['ci_hi'], d)}]"
+            cells.append({"text": _signed(c["diff"], d), "n": f"{ci} p {c['p_holm']:.3f}" if c["p_holm"] is not None
+                          else ci})
+        rows.append({"label": r["label"], "changed": r["changed"], "cells": cells})
+    return {"metrics": op["metrics"], "rows": rows, "timed": [_timed(k, v) for k, v in op["timed"].items()]}
+
+
 def _block(b: dict, keys: dict[str, str], policy: str | None) -> dict:
     metrics = [{**m, "arrow": ARROW[m["direction"]][0], "direction_text": ARROW[m["direction"]][1]} for m in b["metrics"]]
     return {"baseline": keys.get(b["baseline_dir"], b["baseline"]), "candidate": keys.get(b["candidate_dir"], b["candidate"]),
@@ -89,6 +117,7 @@ def _block(b: dict, keys: dict[str, str], policy: str | None) -> dict:
             "labels": [{**{k: lab[k] for k in ("label", "how", "baseline_arm", "candidate_arm", "changes")},
                         "rows": [_row(r, b["metrics"]) for r in lab["rows"]]} for lab in b["labels"]],
             "notes": scrub(b["notes"]), "gate": gate(b["gate"], policy),
+            "evidence": scrub(list(b.get("evidence") or [])), "operational": operational(b.get("operational")),
             "na": [m["na"] for m in b["metrics"] if m.get("na")],
             "n_resamples": b["n_resamples"], "n_permutations": b["n_permutations"]}
 

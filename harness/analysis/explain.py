@@ -1,0 +1,54 @@
+"""`harness gate --explain`: for a pair of runs and a policy, every check the gate would make, with
+the sessions it would see, before any statistic is computed. The runs and the policy are checked
+as the gate checks them (complete, fresh, covering, every name known), so a policy that explains
+is a policy that gates."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from harness.analysis.gate import prepare
+from harness.analysis.policy import Policy
+from harness.metrics.registry import resolve
+from harness.metrics.segments import segment_keys
+from harness.run.folder import RunData
+
+
+def sessions(run: RunData, arm_id: str, metric: str, segment: str) -> set[str]:
+    """Sessions with a measured value of `metric` for the arm inside `segment`."""
+    pt = run.per_turn
+    rows = pt[(pt["arm_id"] == arm_id) & (pt["metric"] == metric) & pt["value"].notna()]
+    keys = segment_keys(run.labels, segment)
+    inside = pd.MultiIndex.from_arrays([rows["session_id"], rows["turn_index"]]).isin(list(keys))
+    return set(rows.loc[inside, "session_id"])
+
+
+def _row(kind: str, i: int, item, pair, prep: dict, need: int) -> dict:
+    m = resolve(item.metric)
+    seg = getattr(item, "segment", "all")
+    base, cand = prep["base"], prep["cand"]
+    what = m.name + (f" ({item.test})" if kind == "rule" else f" ({getattr(item, 'stat', 'mean')})")
+    out = {"check": f"{kind} {i + 1}", "metric": what, "label": pair.label, "segment": seg, "need": need}
+    sides = ("baseline", "candidate") if kind == "rule" else ("candidate",)
+    if not all(m.applies_to(getattr(pair, s).capabilities) for s in sides):
+        return {**out, "baseline": None, "candidate": None, "both": None,
+                "will": f"n/a: {m.name} needs {', '.join(sorted(m.needs))}"}
+    c = sessions(cand, pair.candidate.arm_id, m.name, seg)
+    b = sessions(base, pair.baseline.arm_id, m.name, seg) if kind == "rule" else None
+    seen = len(b & c) if b is not None else len(c)
+    will = "n/a: no turn measures it here" if not c and kind != "rule" else \
+        "compared" if seen >= need else f"insufficient data ({seen} < {need} sessions)"
+    return {**out, "baseline": None if b is None else len(b), "candidate": len(c),
+            "both": None if b is None else seen, "will": will}
+
+
+def explain(baseline: Path, candidate: Path, policy: Policy, pairs: list[str] | None = None) -> dict:
+    """{rows: one per check and pair, not_compared, evidence, warnings} (bad input raises as the gate does)."""
+    prep = prepare(baseline, candidate, policy, pairs)
+    rows = []
+    for section, i, item, chosen in prep["chosen"]:
+        need = (getattr(item, "min_sessions", None) or policy.min_sessions)
+        rows += [_row(section[:-1], i, item, p, prep, need) for p in chosen]
+    return {"baseline": prep["base"].name, "candidate": prep["cand"].name, "rows": rows,
+            "not_compared": prep["not_compared"], "evidence": prep["evidence"], "warnings": prep["warnings"]}

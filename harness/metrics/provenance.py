@@ -1,0 +1,129 @@
+"""Where a run folder's tables came from, recorded in the tables themselves.
+
+Scoring writes into the schema metadata of every table it writes (the metrics and the tables beside
+them) one stamp: the content hashes of its inputs (trace parts, labels, judgments, ratings,
+the manifest's arms and settings, the eval set's hash: harness.run.integrity.inputs), the version
+of the scoring code (a hash of the modules that compute the values), whether the run was complete
+and when it was scored. A reader compares the stamp with the folder as it is now (`freshness`):
+tables whose inputs or code changed since, tables from two scorings mixed, or no stamp at all are
+stale, and every reason is named."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness.run.folder import LABELS, METRICS, TABLES, RunFolder, RunFolderError
+from harness.run.integrity import Completeness, inputs
+
+KEY = "harness.scoring"
+PACKAGE = Path(__file__).resolve().parents[1]  # harness/
+# the code that computes the values scoring writes (tests/test_evidence.py: every module scoring
+# loads is here or in NEUTRAL)
+SOURCES = ("metrics", "analysis/paired.py", "analysis/spread.py", "analysis/stats.py", "guards/identifiers.py",
+           "guards/units.py", "run/armset.py", "run/traces.py", "run/folder.py")
+# loaded by scoring, and no value it writes depends on them (integrity and shard decide whether the
+# run is complete, which every reader checks anew)
+NEUTRAL = ("__init__.py", "analysis/__init__.py", "guards/__init__.py", "run/__init__.py", "run/manifest.py",
+           "run/integrity.py", "run/shard.py", "yamlpos.py")
+
+
+@functools.cache
+def code_version() -> str:
+    """A hash of the scoring code's sources (file names and contents)."""
+    h = hashlib.sha256()
+    for rel in SOURCES:
+        p = PACKAGE / rel
+        for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
+            h.update(str(f.relative_to(PACKAGE)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def stamp(folder: RunFolder, manifest: dict, done: Completeness) -> dict:
+    """What a scoring of the folder as it is now reads, and how complete the run is."""
+    return {"inputs": inputs(folder, manifest), "code": code_version(), "complete": done.complete,
+            "incomplete": None if done.complete else done.describe(),
+            "scored": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+def metadata(st: dict) -> dict[str, str]:
+    return {KEY: json.dumps(st, sort_keys=True)}
+
+
+def read_stamp(folder: RunFolder, name: str = METRICS) -> dict | None:
+    """The stamp of one table (None: no table, or a table written before stamps)."""
+    raw = folder.parquet_metadata(name).get(KEY)
+    return json.loads(raw) if raw else None
+
+
+@dataclass
+class Freshness:
+    scored: bool
+    reasons: list[str] = field(default_factory=list)  # why the tables are stale, in words
+    stamp: dict | None = None
+
+    @property
+    def fresh(self) -> bool:
+        return self.scored and not self.reasons
+
+    @property
+    def partial(self) -> bool:
+        """Scored from an incomplete run (the tables say so)."""
+        return bool(self.stamp) and not self.stamp.get("complete")
+
+
+def _changed(what: str, old, new) -> str | None:
+    if old == new:
+        return None
+    if old is None:
+        return f"{what} added since scoring"
+    return f"{what} removed since scoring" if new is None else f"{what} changed since scoring"
+
+
+def _trace_changes(old: dict, new: dict) -> str | None:
+    changed = [p for p in new if p in old and old[p] != new[p]]
+    added, gone = [p for p in new if p not in old], [p for p in old if p not in new]
+    parts = [f"{len(x)} {w} ({', '.join(x[:2])}{', …' if len(x) > 2 else ''})"
+             for x, w in ((changed, "changed"), (added, "added"), (gone, "gone")) if x]
+    return f"the traces changed since scoring: trace parts {'; '.join(parts)}" if parts else None
+
+
+def input_changes(old: dict, new: dict) -> list[str]:
+    out = [_trace_changes(old.get("traces") or {}, new["traces"])]
+    out += [_changed(n, old.get(k), new[k]) for k, n in (("labels", LABELS), ("judgments", "judgments"),
+                                                         ("human_judgments", "people's ratings"))]
+    if old.get("manifest") != new["manifest"]:
+        out.append("the manifest's arms, repeats, shard or metric settings changed since scoring")
+    if old.get("eval_set") != new["eval_set"]:
+        out.append("the eval set's hash in the manifest changed since scoring")
+    return [x for x in out if x]
+
+
+def freshness(folder: RunFolder, manifest: dict | None = None) -> Freshness:
+    """Whether the folder's tables were computed from its inputs as they are now, by this code."""
+    if not folder.has_metrics():
+        return Freshness(False, [f"not scored ({METRICS} is missing)"])
+    try:
+        st = read_stamp(folder)
+    except RunFolderError as e:
+        return Freshness(False, [str(e)])
+    if st is None:
+        return Freshness(True, [f"{METRICS} carries no record of what it was computed from (scored before the "
+                                "harness recorded it)"])
+    man = manifest if manifest is not None else folder.read_manifest()
+    reasons = input_changes(st.get("inputs") or {}, inputs(folder, man))
+    if st.get("code") != code_version():
+        reasons.append(f"the scoring code changed since scoring (then {st.get('code')}, now {code_version()})")
+    for name, file in TABLES.items():
+        if folder.has_table(name):
+            try:
+                other = read_stamp(folder, file)
+            except RunFolderError as e:
+                reasons.append(str(e))
+                continue
+            if other != st:
+                reasons.append(f"{file} is from another scoring than {METRICS}")
+    return Freshness(True, reasons, st)

@@ -1,0 +1,27 @@
+"""Evidence, the report's first section: for each run, whether it is complete (every planned turn
+has its final row) or partial, whether its tables were scored again on reading and why, the turns
+that failed per arm (an error, or an LLM call that failed after its retries), and the machine its
+timings come from. Everything below rests on it."""
+from __future__ import annotations
+
+from harness.report.load import ReportRun
+from harness.run.integrity import failures
+
+
+def _machine(man: dict) -> str:
+    m = man.get("machine")
+    if not m:
+        return "not recorded (a run written before the manifest recorded it)"
+    load = "/".join(f"{x:g}" for x in m.get("load_average") or []) or "unknown"
+    return f"{m.get('host')}, {m.get('cpu_count')} CPUs, load {load} at the start ({man.get('started') or '?'})"
+
+
+def build(runs: list[ReportRun]) -> list[dict]:
+    out = []
+    for r in runs:
+        ev = r.data.evidence
+        fails = failures(r.folder, r.manifest)
+        out.append({"key": r.key, "complete": ev.complete, "completeness": ev.completeness.describe(),
+                    "rescored": list(ev.rescored), "stale": list(ev.stale), "failures": [f.describe() for f in fails],
+                    "n_failed": sum(f.failed for f in fails), "machine": _machine(r.manifest)})
+    return out

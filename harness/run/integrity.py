@@ -1,0 +1,192 @@
+"""Is a run folder whole? What a run planned, what it holds, and what its inputs are now.
+
+- **Planned**: every (arm, repeat, session, turn) the run set out to replay: the labelled turns of
+  its labels snapshot (the splits it ran), the sessions of its shard when it is one, times its arms
+  and repeats (the manifest).
+- **Complete**: the manifest says `complete` and every planned key has its final row. A run killed
+  mid-way (status `running` or `failed`) or with trace parts gone is not, whatever tables it holds.
+- **Inputs**: content hashes of what scoring reads (trace parts, labels, judgments, ratings, the
+  manifest's arms and settings, the eval set's hash); the metrics layer records them in the tables
+  it writes and compares them with these (harness/metrics/provenance.py).
+- **Failures**: the turns whose arm raised or whose LLM calls failed after their retries, per arm.
+
+Reads the run folder only; raises RunFolderError (a file that cannot be read, named) and
+TraceError (an unreadable trace part, named)."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from harness.run.armset import run_arms
+from harness.run.folder import RunFolder
+from harness.run.shard import shard_of
+from harness.run.traces import read_traces
+
+TURN_KEY = ["arm_id", "repeat", "session_id", "turn_index"]
+SHOW = 3  # sessions named per arm in a message
+
+
+@dataclass
+class ArmGap:
+    """The planned turns of one arm that have no final row."""
+
+    label: str
+    arm_id: str
+    planned: int
+    missing: int
+    sessions: int  # sessions planned
+    sessions_missing: int  # sessions with at least one turn missing
+    first: list[str] = field(default_factory=list)  # the first sessions missing, in id order
+
+    def describe(self) -> str:
+        done = self.sessions - self.sessions_missing
+        return (f"{self.label}: {self.planned - self.missing} of {self.planned} turns, {done} of {self.sessions} "
+                f"sessions complete (missing e.g. {', '.join(_short(s) for s in self.first)})")
+
+
+@dataclass
+class Completeness:
+    run: str
+    status: str
+    planned: int
+    done: int
+    gaps: list[ArmGap] = field(default_factory=list)
+    resume: str = ""  # the command that completes the run
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete" and not self.gaps
+
+    def describe(self) -> str:
+        """One paragraph: what is missing and how to finish it."""
+        if self.complete:
+            return f"{self.run}: complete ({self.done} of {self.planned} planned turns)"
+        head = f"{self.run} is incomplete: manifest status {self.status}, {self.done} of {self.planned} planned turns " \
+               "have their final row"
+        arms = "; ".join(g.describe() for g in self.gaps)
+        return f"{head}{' (' + arms + ')' if arms else ''}. `{self.resume}` completes it"
+
+    def as_dict(self) -> dict:
+        return {"complete": self.complete, "status": self.status, "planned": self.planned, "done": self.done,
+                "gaps": [g.__dict__ for g in self.gaps]}
+
+
+def _short(session_id: str) -> str:
+    return session_id if len(session_id) <= 24 else session_id[:12] + "…" + session_id[-6:]
+
+
+def planned_turns(manifest: dict, labels: pd.DataFrame) -> pd.DataFrame:
+    """session_id, turn_index (and split) of every labelled turn the run replays: its labels
+    snapshot, narrowed to its shard's sessions when it is a shard."""
+    cols = [c for c in ("session_id", "turn_index", "split") if c in labels.columns]
+    turns = labels[cols].drop_duplicates(["session_id", "turn_index"])
+    shard = manifest.get("shard")
+    if shard:
+        turns = turns[turns["session_id"].map(lambda s: shard_of(s, shard["of"]) == shard["index"])]
+    return turns.assign(turn_index=turns["turn_index"].astype(int)).reset_index(drop=True)
+
+
+def final_keys(folder: RunFolder) -> pd.DataFrame:
+    """arm_id, repeat, session_id, turn_index of every final row (TraceError when a part is unreadable)."""
+    t = read_traces(folder.path, [*TURN_KEY, "is_final"]).to_pandas()
+    t = t[t["is_final"].astype(bool)][TURN_KEY]
+    return t.assign(repeat=t["repeat"].astype(int), turn_index=t["turn_index"].astype(int))
+
+
+def completeness(folder: RunFolder, manifest: dict | None = None, labels: pd.DataFrame | None = None,
+                 finals: pd.DataFrame | None = None) -> Completeness:
+    man = manifest if manifest is not None else folder.read_manifest()
+    labels = labels if labels is not None else folder.labels()
+    finals = finals if finals is not None else final_keys(folder)
+    turns = planned_turns(man, labels)
+    arms = run_arms(man)
+    repeats = int(man.get("repeats") or 1)
+    plan = pd.DataFrame([(a.arm_id, r) for a in arms for r in range(repeats)], columns=["arm_id", "repeat"]) \
+        .merge(turns[["session_id", "turn_index"]], how="cross")
+    have = finals.drop_duplicates().assign(_have=True)
+    joined = plan.merge(have, on=TURN_KEY, how="left")
+    missing = joined[joined["_have"].isna()]
+    gaps = []
+    for a in arms:
+        m = missing[missing["arm_id"] == a.arm_id]
+        if m.empty:
+            continue
+        mine = plan[plan["arm_id"] == a.arm_id]
+        sessions = sorted(m["session_id"].unique())
+        gaps.append(ArmGap(a.label, a.arm_id, len(mine), len(m), mine["session_id"].nunique(), len(sessions),
+                           sessions[:SHOW]))
+    return Completeness(folder.name, str(man.get("status")), len(plan), len(plan) - len(missing), gaps,
+                        f"harness run --resume {folder.path}")
+
+
+# --- inputs --------------------------------------------------------------------------------------
+
+MANIFEST_FIELDS = ("arms", "metrics", "filter_schema", "repeats", "shard", "eval_set")  # what scoring reads of it
+
+
+def file_hash(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def inputs(folder: RunFolder, manifest: dict | None = None) -> dict:
+    """Content hashes of everything scoring reads, by name (None: the file is absent)."""
+    man = manifest if manifest is not None else folder.read_manifest()
+    scoring = {k: man.get(k) for k in MANIFEST_FIELDS}
+    optional = {name: (file_hash(p) if p.is_file() else None) for name, p in folder.scoring_inputs().items()}
+    return {"traces": {p.name: file_hash(p) for p in folder.parts()}, **optional,
+            "manifest": hashlib.sha256(json.dumps(scoring, sort_keys=True, default=str).encode()).hexdigest()[:16],
+            "eval_set": (man.get("eval_set") or {}).get("hash")}
+
+
+# --- failures ------------------------------------------------------------------------------------
+
+@dataclass
+class ArmFailures:
+    label: str
+    failed: int
+    turns: int
+    first_error: str
+    first_session: str
+    first_turn: int
+
+    def describe(self) -> str:
+        return (f"{self.label}: {self.failed} of {self.turns} turns failed (first: session {self.first_session} "
+                f"turn {self.first_turn}: {self.first_error})")
+
+    @property
+    def rate(self) -> float:
+        return self.failed / self.turns if self.turns else 0.0
+
+
+def failures(folder: RunFolder, manifest: dict | None = None) -> list[ArmFailures]:
+    """Per arm with failed turns (an error on a row, or an LLM call that failed after its retries):
+    how many of its turns, and the first one in key order with its error."""
+    man = manifest if manifest is not None else folder.read_manifest()
+    t = read_traces(folder.path, [*TURN_KEY, "error", "llm_failed", "fallback_reason"]).to_pandas()
+    if t.empty:
+        return []
+    bad = t["error"].notna() | (t["llm_failed"].fillna(0) > 0)
+    turns = t.groupby("arm_id")[["session_id", "turn_index", "repeat"]].apply(lambda g: len(g.drop_duplicates()))
+    out = []
+    for a in run_arms(man):
+        rows = t[bad & (t["arm_id"] == a.arm_id)]
+        if rows.empty:
+            continue
+        r = rows.iloc[0]
+        why = r["error"] if isinstance(r["error"], str) else f"LLM call failed ({r['fallback_reason']})"
+        n = len(rows[TURN_KEY].drop_duplicates())
+        out.append(ArmFailures(a.label, n, int(turns.get(a.arm_id, n)), _first_line(why), str(r["session_id"]),
+                               int(r["turn_index"])))
+    return out
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
