@@ -118,11 +118,12 @@ def one_split(dst: Path, split: str = "main") -> Path:
     return run
 
 
-def seal(run: Path) -> Path:
+def seal(run: Path, llm_failed: float = 0.0) -> Path:
     """A constructed run folder (its metrics written by hand, tests.test_compare_gate.make_run)
     made whole as the replay and the scorer would leave it: a final trace row for every labelled
-    turn of every arm and repeat, status complete, and its tables stamped as computed from the
-    folder as it is now. Call it again after editing the folder by hand."""
+    turn of every arm and repeat (with an error where its `error_rate` value is 1, an LLM call that
+    failed on the first `llm_failed` share of each arm's rows), status complete, and its tables
+    stamped as computed from the folder as it is now. Call it again after editing the folder by hand."""
     from harness.metrics.provenance import metadata, stamp
     from harness.run.folder import METRICS, TABLES, RunFolder
     from harness.run.integrity import completeness
@@ -132,9 +133,16 @@ def seal(run: Path) -> Path:
     man.update(status="complete", repeats=man.get("repeats") or 1)
     write_manifest(run, man)
     lab = labels(run)
+    m = pd.read_parquet(run / "metrics.parquet")
+    errs = m[(m["metric"] == "error_rate") & (m["value"] == 1)] if "kind" in m else m.iloc[:0]
+    errs = set(zip(errs["arm_id"], errs["session_id"], errs["turn_index"].astype(int)))
+    keys = list(zip(lab["session_id"], lab["turn_index"].astype(int)))
     rows = [{"run_id": run.name, "arm_id": a["arm_id"], "arm": a.get("arm"), "repeat": r, "session_id": s,
-             "turn_index": int(t), "round": 1, "is_final": True}
-            for a in man["arms"] for r in range(man["repeats"]) for s, t in zip(lab["session_id"], lab["turn_index"])]
+             "turn_index": t, "round": 1, "is_final": True,
+             "error": "RuntimeError: constructed" if (a["arm_id"], s, t) in errs else None,
+             "llm_failed": int(i < llm_failed * len(keys)),
+             "fallback_reason": "rewrite failed: constructed" if i < llm_failed * len(keys) else None}
+            for a in man["arms"] for r in range(man["repeats"]) for i, (s, t) in enumerate(keys)]
     (run / "traces").mkdir(exist_ok=True)
     for p in (run / "traces").glob("part-*"):
         p.unlink()

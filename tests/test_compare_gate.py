@@ -152,7 +152,7 @@ def test_errors_over_the_limit_are_infrastructure(tmp_path, policy):
     c = make_run(tmp_path, "cand", {ARM: {"rewrite": "offline"}}, errors=0.2)
     r = gate(tmp_path, b, c, policy)
     assert r.exit_code == 3, r.output
-    assert "error rate 20.0% > 5.0%" in (tmp_path / "out/gate.md").read_text()
+    assert "rewrite: 24 of 120 turns failed (20.0% > 5.0%" in (tmp_path / "out/gate.md").read_text()
 
 
 def test_malformed_policy_names_the_line(tmp_path):

@@ -87,13 +87,13 @@ def test_floors_and_rules_need_min_sessions(tmp_path):
 
 
 def test_failed_llm_calls_of_a_run_are_infrastructure(runs, tmp_path):
+    """Read from the traces, per arm: the manifest's counts say nothing failed."""
     b, c = runs
-    man = json.loads((c / "manifest.json").read_text())
-    man["counts"] = {"turns": 120, "turns_failed": 120}
-    (c / "manifest.json").write_text(json.dumps(man))
-    seal(c)
+    seal(c, llm_failed=1.0)
+    assert json.loads((c / "manifest.json").read_text()).get("counts", {}).get("turns_failed", 0) == 0
     r = gate(tmp_path, b, c, "rules:\n  - {metric: recall@10, max_drop: 0.5}\n")
-    assert r.exit_code == 3 and "120 of 120 replayed turns failed" in (tmp_path / "out/gate.md").read_text()
+    md = (tmp_path / "out/gate.md").read_text()
+    assert r.exit_code == 3 and "rewrite: 120 of 120 turns failed" in md, md
 
 
 def test_named_pairs_cannot_reuse_an_arm(runs, tmp_path):

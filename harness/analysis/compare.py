@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.evidence import EvidenceError, Incomplete, check_run
+from harness.analysis.evidence import EvidenceError, Incomplete, check_run, label_differences, lost_turns
 from harness.run.folder import RunData
 from harness.metrics.registry import Metric, UnknownMetric, resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
@@ -33,6 +33,8 @@ def load_run(path: Path, complete: bool = True) -> RunData:
 
 
 def check_same_evalset(runs: list[RunData], allow_different: bool) -> None:
+    """One eval set (name, version, content hash) and the same labels on the splits the runs share;
+    CompareError otherwise, unless `allow_different`."""
     first = runs[0].manifest["eval_set"]
     for r in runs[1:]:
         es = r.manifest["eval_set"]
@@ -40,6 +42,9 @@ def check_same_evalset(runs: list[RunData], allow_different: bool) -> None:
             raise CompareError(f"{runs[0].name} uses eval set {first['name']} {first['version']} ({str(first.get('hash'))[:12]}), "
                                f"{r.name} uses {es['name']} {es['version']} ({str(es.get('hash'))[:12]}); "
                                "comparing them is refused unless --allow-different-evalsets")
+        differ = None if allow_different else label_differences(runs[0], r)
+        if differ:
+            raise CompareError(differ)
 
 
 def why_missing(metric: Metric, run: RunData) -> str:
@@ -123,6 +128,9 @@ def _rows(base: RunData, cand: RunData, pairs: list[Pair], ms: list[Metric], seg
                 continue
             rows += [compare_pair(base, cand, p, m.name, s, n_resamples, seed, pt=pt, n_permutations=n_permutations)
                      for s in segments]
+            lost = lost_turns(base, cand, p.baseline.arm_id, p.candidate.arm_id, m.name, "all")
+            if lost.n:
+                notes.append(f"{p.label} {m.name}: {lost.describe(cand.name)}; those turns are not paired")
     return rows
 
 

@@ -13,12 +13,14 @@ A candidate must also cover what the baseline covers (`coverage`): the baseline'
 splits and repeats for every paired label."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from harness.metrics.provenance import freshness
+from harness.metrics.segments import segment_keys
 from harness.run.folder import NotARunFolder, NotScored, RunData, RunFolder, RunFolderError
 from harness.run.integrity import Completeness, completeness, final_keys
 from harness.run.traces import TraceError
@@ -73,6 +75,8 @@ def check_run(path: str | Path, complete: bool = True, scored: bool = True, resc
         labels = folder.labels()
         finals = final_keys(folder)
         done = completeness(folder, man, labels, finals)
+        if not done.sound:  # rows outside the plan, or twice: no reader can take it, partial or not
+            raise EvidenceError(done.describe())
         if complete and not done.complete:
             raise Incomplete(f"{done.describe()}. A verdict needs every planned turn; nothing was compared")
         fresh = freshness(folder, man)
@@ -88,6 +92,83 @@ def check_run(path: str | Path, complete: bool = True, scored: bool = True, resc
         raise EvidenceError(str(e)) from None
     data.evidence = Evidence(done, finals, rescored, stale)
     return data
+
+
+# --- the labels both runs were scored with ----------------------------------------------------------
+
+def _plain(v):
+    return v.tolist() if hasattr(v, "tolist") else v
+
+
+def label_differences(base: RunData, cand: RunData) -> str | None:
+    """Where two runs of one eval set disagree on the labels of the splits both hold (a labels
+    snapshot edited, or two copies of the eval set under one hash), in words; None when they agree."""
+    b, c = base.labels, cand.labels
+    cols = [x for x in b.columns if x in c.columns and not x.startswith("seg.")]
+    if "split" in cols:
+        splits = set(b["split"]) & set(c["split"])
+        b, c = b[b["split"].isin(splits)], c[c["split"].isin(splits)]
+
+    def rows(df: pd.DataFrame) -> pd.Series:
+        return pd.Series([json.dumps([_plain(v) for v in r], default=str) for r in df[cols].itertuples(index=False)],
+                         index=pd.MultiIndex.from_arrays([df["session_id"], df["turn_index"].astype(int)]))
+
+    rb, rc = rows(b), rows(c)
+    only_b, only_c = rb.index.difference(rc.index), rc.index.difference(rb.index)
+    both = rb.index.intersection(rc.index)
+    differ = [k for k in both if rb[k] != rc[k]]
+    if not (len(only_b) or len(only_c) or differ):
+        return None
+    parts = [f"{len(differ)} turn(s) labelled differently (e.g. session {differ[0][0]} turn {differ[0][1]})"] if differ \
+        else []
+    parts += [f"{len(x)} turn(s) only in {r} (e.g. session {x[0][0]} turn {x[0][1]})"
+              for x, r in ((only_c, cand.name), (only_b, base.name)) if len(x)]
+    return (f"{cand.name}'s labels differ from {base.name}'s on the splits both hold, though both name the same eval "
+            f"set: {'; '.join(parts)}. A labels snapshot was edited, or the runs read different copies of the eval "
+            "set; replay the run whose labels are wrong")
+
+
+# --- turns the candidate left unmeasured ------------------------------------------------------------
+
+@dataclass
+class Lost:
+    """Turns of a segment the baseline arm measured and the candidate arm left unmeasured (an
+    error, a failed call or judgment, n/a): no pairing sees them, so no rule may pass over them
+    unsaid."""
+
+    n: int
+    of: int  # turns of the segment the baseline measured
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.n / self.of if self.of else 0.0
+
+    def describe(self, cand: str) -> str:
+        why = ", ".join(f"{r} ×{k}" for r, k in list(self.reasons.items())[:3])
+        return f"{self.n} of {self.of} turns the baseline measured are unmeasured in {cand} ({why})"
+
+
+def lost_turns(base: RunData, cand: RunData, base_arm: str, cand_arm: str, metric: str, segment: str) -> Lost:
+    keys = list(segment_keys(base.labels, segment))
+
+    def rows(run: RunData, arm: str) -> pd.DataFrame:
+        pt = run.per_turn
+        r = pt[(pt["arm_id"] == arm) & (pt["metric"] == metric)]
+        return r[pd.MultiIndex.from_arrays([r["session_id"], r["turn_index"]]).isin(keys)]
+
+    def turns(df: pd.DataFrame) -> set:
+        return set(zip(df["session_id"], df["turn_index"]))
+
+    b, c = rows(base, base_arm), rows(cand, cand_arm)
+    measured = turns(b[b["value"].notna()])
+    unm = c[c["value"].isna() & c["unmeasured"].notna()] if "unmeasured" in c else c.iloc[:0]
+    lost = (turns(unm) - turns(c[c["value"].notna()])) & measured
+    if not lost:
+        return Lost(0, len(measured))
+    mask = pd.Series([k in lost for k in zip(unm["session_id"], unm["turn_index"])], index=unm.index, dtype=bool)
+    why = unm[mask].drop_duplicates(["session_id", "turn_index"])
+    return Lost(len(lost), len(measured), why["unmeasured"].astype(str).value_counts().to_dict())
 
 
 # --- coverage ------------------------------------------------------------------------------------

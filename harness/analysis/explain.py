@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.gate import prepare
+from harness.analysis.gate_inputs import prepare
 from harness.analysis.policy import Policy
 from harness.metrics.registry import resolve
 from harness.metrics.segments import segment_keys

@@ -21,124 +21,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.compare import CompareError, RunData, check_same_evalset, combined, compare_pair, load_run, why_missing
-from harness.analysis.evidence import coverage, describe_gaps
+from harness.analysis.compare import CompareError, RunData, combined, compare_pair
+from harness.analysis.evidence import lost_turns
+from harness.analysis.gate_inputs import SECTIONS, applies, infrastructure, prepare
 from harness.analysis.gate_report import moved_turns, to_markdown, write_outputs
-from harness.metrics.registry import resolve
-from harness.metrics.segments import SegmentError, check_segment, segment_keys
-from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
+from harness.analysis.pairing import Pair
 from harness.analysis.policy import GateUsageError, Policy, load_policy
+from harness.metrics.registry import resolve
+from harness.metrics.segments import SegmentError, segment_keys
 
 PASS, REGRESSION, USAGE, INFRA = 0, 1, 2, 3
 VERDICT = {PASS: "pass", REGRESSION: "regression", INFRA: "infrastructure"}
 MEANING = {PASS: "pass", REGRESSION: "regression or insufficient data", USAGE: "bad input",
            INFRA: "infrastructure"}
-SECTIONS = ("rules", "floors", "budgets")
-
-
-def infra_reason(reason) -> bool:
-    """An unmeasured value that infrastructure caused (an error, a failed call or judgment), as
-    opposed to one the labels or the arm explain (no relevant document, n/a, abstained)."""
-    return isinstance(reason, str) and (reason.startswith("error") or "failed" in reason)
-
-
-def _applies(m, pair: Pair, side: str | None = None) -> bool:
-    sides = (side,) if side else ("baseline", "candidate")
-    return all(m.applies_to(getattr(pair, x).capabilities) for x in sides)
-
-
-def _matches(rule_arm: str, pair: Pair) -> bool:
-    return rule_arm == "*" or rule_arm in (pair.baseline.label, pair.candidate.label, pair.baseline.arm_id,
-                                           pair.candidate.arm_id)
-
-
-def _items(policy: Policy):
-    for section in SECTIONS:
-        for i, item in enumerate(getattr(policy, section)):
-            yield section, i, item
-
-
-def select_pairs(section: str, i: int, item, policy: Policy, pairs: list[Pair], cand: RunData) -> list[Pair]:
-    """The pairs a rule, floor or budget applies to; naming an arm that is no pair, or one the
-    metric does not apply to, is bad input, and so is a rule that applies to no pair at all."""
-    where, m = policy.where(section, i), resolve(item.metric)
-    matched = [p for p in pairs if _matches(item.arm, p)]
-    if item.arm != "*" and not matched:
-        try:
-            find_arm(cand.arms, item.arm, cand.name)
-        except PairingError as e:
-            raise GateUsageError(f"{where}.arm: {e}") from None
-        raise GateUsageError(f"{where}.arm: {item.arm!r} has no partner in the baseline")
-    side = None if section == "rules" else "candidate"
-    if item.arm != "*":
-        for p in matched:
-            if not _applies(m, p, side):
-                raise GateUsageError(f"{where}.arm: {m.name} does not apply to {p.label} (it needs "
-                                     f"{', '.join(sorted(m.needs))}): remove the check or name another arm")
-    if section == "rules" and not any(_applies(m, p) for p in matched):
-        raise GateUsageError(f"{where}.metric: {m.name} applies to no arm pair of these runs (it needs "
-                             f"{', '.join(sorted(m.needs))}): nothing to compare")
-    return matched
-
-
-def check_inputs(policy: Policy, runs: list[RunData], pairs: list[Pair]) -> None:
-    """Segments that name label values of these runs, and metrics that were measured where they
-    apply (a judged metric needs judgments with an endpoint); bad input otherwise."""
-    for section, i, item in _items(policy):
-        where, m, seg = policy.where(section, i), resolve(item.metric), getattr(item, "segment", "all")
-        try:
-            check_segment(seg, runs[0].labels)
-        except SegmentError as e:
-            raise GateUsageError(f"{where}.segment: {e}") from None
-        if not any(segment_keys(r.labels, seg) for r in runs):
-            raise GateUsageError(f"{where}.segment: {seg} matches no labelled turn of {runs[0].name} or "
-                                 f"{runs[1].name}: the check would compare nothing (remove it or name a segment "
-                                 "these runs have)")
-        for run, side in zip(runs, ("baseline", "candidate")):
-            if section != "rules" and side == "baseline":
-                continue
-            applies = [p for p in pairs if m.applies_to(getattr(p, side).capabilities)]
-            if applies and m.name not in run.metrics and m.family == "judged":
-                raise GateUsageError(f"{where}.metric: {why_missing(m, run)}")
-            rows = run.per_turn[run.per_turn["metric"] == m.name]
-            if len(rows) and "unmeasured" in rows and rows["value"].isna().all() \
-                    and rows["unmeasured"].astype(str).str.startswith("not measured").all():
-                raise GateUsageError(f"{where}.metric: {m.name} of {run.name} was not measured "
-                                     f"({rows['unmeasured'].iloc[0]}): name a judge endpoint under llm.roles.judge "
-                                     f"in the run's config and run `harness judge {run.path}`")
-
-
-def _failed_calls(run: RunData, limit: float) -> list[str]:
-    counts = run.manifest.get("counts") or {}
-    turns, failed = counts.get("turns") or 0, counts.get("turns_failed") or 0
-    if turns and failed / turns > limit:
-        return [f"{run.name}: {failed} of {turns} replayed turns failed (an error, or an LLM call that failed after "
-                f"its retries and fell back) ({failed / turns:.1%} > {limit:.1%})"]
-    return []
-
-
-def infrastructure(policy: Policy, runs: list[RunData], pairs: list[Pair]) -> list[str]:
-    """Why these runs cannot be gated: errors and failed LLM calls, and the metrics of the
-    policy left unmeasured by infrastructure (an error, a failed judgment) past the limits."""
-    lim = policy.limits
-    out = [x for run in runs for x in _failed_calls(run, lim.max_error_rate)]
-    metrics = sorted({item.metric for _, _, item in _items(policy)})
-    for run, side in zip(runs, ("baseline", "candidate")):
-        for p in pairs:
-            pt = run.per_turn[run.per_turn["arm_id"] == getattr(p, side).arm_id]
-            err = pt.loc[pt["metric"] == "error_rate", "value"].mean()
-            if err > lim.max_error_rate:
-                out.append(f"{run.name} {p.label}: error rate {err:.1%} > {lim.max_error_rate:.1%}")
-            for m in metrics:
-                rows = pt[pt["metric"] == m]
-                if rows.empty or "unmeasured" not in rows:
-                    continue
-                bad = rows["unmeasured"].map(infra_reason)
-                if bad.mean() > lim.max_unmeasured_rate:
-                    out.append(f"{run.name} {p.label}: {m} unmeasured on {int(bad.sum())} of {len(rows)} turns "
-                               f"({bad.mean():.1%} > {lim.max_unmeasured_rate:.1%}; e.g. "
-                               f"{rows.loc[bad, 'unmeasured'].iloc[0]})")
-    return out
+__all__ = ["SECTIONS", "evaluate", "evaluate_to", "gate", "prepare"]
 
 
 def _na(kind: str, name: str, pair: Pair, m, segment: str = "all", why: str | None = None) -> dict:
@@ -146,6 +42,35 @@ def _na(kind: str, name: str, pair: Pair, m, segment: str = "all", why: str | No
     return {"kind": kind, "name": name, "status": "n/a", "ok": True, "label": pair.label, "metric": m.name,
             "segment": segment, "direction": m.direction,
             "detail": why or f"n/a for this arm: {m.name} needs {', '.join(sorted(m.needs))}"}
+
+
+def _dropped(kind: str, name: str, pair: Pair, m, segment: str) -> dict | None:
+    """A failed check when the candidate's arm, the same kind of arm as the baseline's, no longer
+    declares a capability the metric needs and the baseline's did: its metric is not measured, and
+    what is not measured cannot pass. (Another kind of arm, e.g. an imported run paired with
+    `original`, is shown n/a, its change of kind named among the pair's changes.)"""
+    if not m.applies_to(pair.baseline.capabilities) or m.applies_to(pair.candidate.capabilities) \
+            or pair.baseline.name != pair.candidate.name:
+        return None
+    gone = sorted(set(m.needs) - set(pair.candidate.capabilities))
+    return {"kind": kind, "name": name, "status": "fail", "ok": False, "label": pair.label, "metric": m.name,
+            "segment": segment, "direction": m.direction,
+            "detail": f"the candidate's arm no longer declares {', '.join(gone)}, which {m.name} needs and the "
+                      "baseline's arm declared: it is not measured, so it cannot pass"}
+
+
+def _lost(out: dict, base: RunData, cand: RunData, pair: Pair, policy: Policy) -> dict:
+    """The check failed when the candidate left more of the turns the baseline measured unmeasured
+    than limits.max_lost_rate allows; else the count is said beside the result."""
+    lost = lost_turns(base, cand, pair.baseline.arm_id, pair.candidate.arm_id, out["metric"], out["segment"])
+    if not lost.n:
+        return out
+    said = lost.describe(cand.name)
+    if lost.rate > policy.limits.max_lost_rate:
+        return {**out, "status": "fail", "ok": False, "lost": lost.n,
+                "detail": f"{said}: {lost.rate:.1%} > max_lost_rate {policy.limits.max_lost_rate:.1%}; what is not "
+                          f"measured is not compared, so it cannot pass ({out['detail']})"}
+    return {**out, "lost": lost.n, "detail": f"{out['detail']}; {said}, left out"}
 
 
 def _insufficient(out: dict, n: int, need: int, where: str) -> dict:
@@ -162,8 +87,8 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
     m = resolve(rule.metric)
     direction = rule.direction or m.direction
     name = f"rule {i + 1}: {rule.test} {m.name} [{rule.segment}] {pair.label}"
-    if not _applies(m, pair):
-        return _na("rule", name, pair, m, rule.segment)
+    if not applies(m, pair):
+        return _dropped("rule", name, pair, m, rule.segment) or _na("rule", name, pair, m, rule.segment)
     row = compare_pair(base, cand, pair, m.name, rule.segment, policy.n_resamples, policy.seed, rule.alpha, pt=pt,
                        direction=direction)
     sign = m.sign(direction)
@@ -184,7 +109,7 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
         p_one = row["p"] / 2 if change < 0 else 1.0
         ok = not (-change > rule.max_drop and p_one < rule.alpha)
         why = f"{said} vs allowed drop {rule.max_drop}, one-sided p {p_one:.4f} vs alpha {rule.alpha}"
-    return {**out, "status": "pass" if ok else "fail", "ok": bool(ok), "detail": why}
+    return _lost({**out, "status": "pass" if ok else "fail", "ok": bool(ok), "detail": why}, base, cand, pair, policy)
 
 
 def _candidate_values(cand: RunData, arm_id: str, metric: str, segment: str) -> pd.Series:
@@ -194,7 +119,7 @@ def _candidate_values(cand: RunData, arm_id: str, metric: str, segment: str) -> 
     return pt[inside].groupby(["session_id", "turn_index"])["value"].mean()
 
 
-def bound_result(kind: str, i: int, item, pair: Pair, cand: RunData, need: int) -> dict:
+def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunData, policy: Policy) -> dict:
     """A floor (min/max of the mean) or a budget (max of a stat) on the candidate's values."""
     m = resolve(item.metric)
     seg = getattr(item, "segment", "all")
@@ -202,7 +127,8 @@ def bound_result(kind: str, i: int, item, pair: Pair, cand: RunData, need: int) 
     name = f"{kind} {i + 1}: {m.name} [{seg}] {pair.label}" if kind == "floor" else \
         f"{kind} {i + 1}: {stat} {m.name} {pair.label}"
     if not m.applies_to(pair.candidate.capabilities):
-        return _na(kind, name, pair, m, seg)
+        return _dropped(kind, name, pair, m, seg) or _na(kind, name, pair, m, seg)
+    need = policy.min_sessions
     turns = _candidate_values(cand, pair.candidate.arm_id, m.name, seg)
     out = {"kind": kind, "name": name, "label": pair.label, "metric": m.name, "segment": seg, "direction": m.direction}
     if turns.empty:  # no labelled turn of this eval set has what the metric measures (identifiers, ...)
@@ -217,22 +143,9 @@ def bound_result(kind: str, i: int, item, pair: Pair, cand: RunData, need: int) 
     lo, hi = (getattr(item, "min", None), item.max)
     ok = (lo is None or v >= lo) and (hi is None or v <= hi)
     bounds = f"min {lo}, max {hi}" if kind == "floor" else f"max {hi}"
-    return {**out, "status": "pass" if ok else "fail", "ok": bool(ok), "value": v,
-            "detail": f"{stat} {v:.4f} ({bounds}) over {len(vals)} turns, {n_s} sessions"}
-
-
-def _pairing(base: RunData, cand: RunData, policy: Policy, cli_pairs: list[str] | None):
-    try:
-        pairing = pair_runs(base, cand, cli_pairs, policy.pairs)
-    except PairingError as e:
-        raise GateUsageError(str(e)) from None
-    missing = pairing.unpaired(base.name, cand.name)
-    if missing and policy.unpaired == "error":
-        raise GateUsageError(f"{missing}. Every label must be compared: add the arms, pair them with --pair "
-                             "BASELINE=CANDIDATE or `pairs:`, or set `unpaired: warn` in the policy")
-    if not pairing.pairs:
-        raise GateUsageError(f"{base.name} and {cand.name} have no arm label in common")
-    return pairing, ([f"not compared: {missing}"] if missing else [])
+    out = {**out, "status": "pass" if ok else "fail", "ok": bool(ok), "value": v,
+           "detail": f"{stat} {v:.4f} ({bounds}) over {len(vals)} turns, {n_s} sessions"}
+    return _lost(out, base, cand, pair, policy) if m.applies_to(pair.baseline.capabilities) else out
 
 
 def _moved(results: list[dict], pairs: list[Pair], pt: pd.DataFrame, base: RunData) -> None:
@@ -240,35 +153,6 @@ def _moved(results: list[dict], pairs: list[Pair], pt: pd.DataFrame, base: RunDa
         if not res["ok"] and res.get("metric"):
             pair = next(p for p in pairs if p.label == res["label"])
             res["moved"] = moved_turns(pt, base, pair, res["metric"], res["segment"], res.get("direction") or "none")
-
-
-def _coverage(base: RunData, cand: RunData, pairs: list[Pair], policy: Policy) -> str | None:
-    """What of the baseline the candidate does not cover, in words (None: everything); bad input
-    unless the policy says `coverage: subset`."""
-    gaps = coverage(base, cand, pairs)
-    if not gaps:
-        return None
-    what = f"{cand.name} lacks what the baseline {base.name} has for {describe_gaps(gaps, cand.name)}"
-    if policy.coverage == "full":
-        raise GateUsageError(f"the candidate does not cover the baseline: {what}. Replay the candidate on the "
-                             "baseline's sessions, splits and repeats, or state `coverage: subset` in the policy to "
-                             "gate what both hold (the verdict then names what was not compared)")
-    return what
-
-
-def prepare(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[str] | None = None) -> dict:
-    """Both runs checked (complete, fresh, covering), paired, and every check with the pairs it
-    applies to; bad input as GateUsageError or CompareError."""
-    base, cand = load_run(baseline), load_run(candidate)
-    check_same_evalset([base, cand], False)
-    pairing, warnings = _pairing(base, cand, policy, pairs_cli)
-    pairs = pairing.pairs
-    not_compared = _coverage(base, cand, pairs, policy)
-    chosen = [(sec, i, item, select_pairs(sec, i, item, policy, pairs, cand)) for sec, i, item in _items(policy)]
-    check_inputs(policy, [base, cand], pairs)
-    evidence = [n for r in (base, cand) for n in r.evidence.notes(r.name)]
-    return {"base": base, "cand": cand, "pairs": pairs, "warnings": warnings, "chosen": chosen,
-            "not_compared": not_compared, "evidence": evidence}
 
 
 def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[str] | None = None) -> dict:
@@ -281,7 +165,7 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[st
     for sec, i, item, ps in chosen:
         for p in ps:
             results.append(rule_result(i, item, p, base, cand, policy, pt) if sec == "rules" else
-                           bound_result(sec[:-1], i, item, p, cand, policy.min_sessions))
+                           bound_result(sec[:-1], i, item, p, base, cand, policy))
     if results and all(r["status"] == "n/a" for r in results):
         raise GateUsageError("no check of the policy applies to these runs (every one is n/a: "
                              + "; ".join(sorted({r["detail"] for r in results})) + "): nothing would be compared")
@@ -290,7 +174,7 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[st
     return {"status": status, "verdict": VERDICT[status], "baseline": base.name, "candidate": cand.name,
             "pairs": [{"label": p.label, "baseline_arm": p.baseline.arm_id, "candidate_arm": p.candidate.arm_id,
                        "how": p.how, "changes": p.changes} for p in pairs],
-            "not_compared": prep["not_compared"], "evidence": prep["evidence"],
+            "not_compared": prep["not_compared"], "evidence": prep["evidence"], "scope": prep["scope"],
             "warnings": warnings, "infrastructure": infra, "results": results}
 
 

@@ -5,7 +5,8 @@ rules     paired comparisons of candidate against baseline (noninferiority or re
           the metric's good direction; a metric without one (`abstained`) needs `direction:`
 floors    absolute bounds on a candidate metric (min, max)
 budgets   caps on a lower-is-better metric's mean, p50 or p95 (cost, latency)
-limits    error and unmeasured rates past which the runs cannot be gated (exit 3)
+limits    error and unmeasured rates past which the runs cannot be gated (exit 3), and the share of
+          the turns a baseline arm measured that its candidate may leave unmeasured (max_lost_rate)
 pairs     named pairs BASELINE: CANDIDATE (labels or arm ids) before pairing by label
 unpaired  error (default: labels without a partner exit 2) or warn (listed, the rest gated)
 coverage  full (default: a candidate lacking baseline sessions, splits or repeats exits 2) or
@@ -56,8 +57,11 @@ class Budget(Strict):
 
 
 class Limits(Strict):
-    max_error_rate: float = Field(default=0.05, ge=0, le=1)
-    max_unmeasured_rate: float = Field(default=0.2, ge=0, le=1)
+    max_error_rate: float = Field(default=0.05, ge=0, le=1)  # an arm's failed turns (errors, failed LLM calls)
+    max_unmeasured_rate: float = Field(default=0.2, ge=0, le=1)  # a metric unmeasured by infrastructure
+    # turns a check's baseline arm measured and its candidate arm left unmeasured (n/a, an error): a
+    # check fails past this share, as what is not measured cannot be compared
+    max_lost_rate: float = Field(default=0.01, ge=0, le=1)
 
 
 class Policy(Strict):

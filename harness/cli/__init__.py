@@ -43,5 +43,20 @@ def fail(msg: str, code: int = 2):
 from harness.cli import evalsets, run, analysis  # noqa: E402,F401  (register the commands)
 
 
-def main():  # pragma: no cover
-    app()
+def main():
+    """The `harness` command. An exception no command turned into a message is a bug of the harness:
+    it exits 3 with one line naming it (never 1, which CI reads as a regression); HARNESS_DEBUG=1
+    shows the traceback."""
+    import os
+    import sys
+    import traceback
+
+    try:
+        app()
+    except Exception as e:  # noqa: BLE001  (the last resort: every known error is a message already)
+        if os.environ.get("HARNESS_DEBUG"):
+            traceback.print_exc()
+        frame = traceback.extract_tb(e.__traceback__)[-1]
+        print(f"internal error (exit 3): {type(e).__name__}: {e} (at {frame.filename}:{frame.lineno}); this is a bug "
+              "of the harness, not a verdict: HARNESS_DEBUG=1 shows the traceback", file=sys.stderr)
+        sys.exit(3)

@@ -218,7 +218,13 @@ def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh"
         fail(str(e))
     code = judge_command(run_dir, refresh == "judge", ep)
     if code in (0, 3) and RunFolder(run_dir).parts():
-        _metrics(run_dir, quiet=True)
+        from harness.run.folder import RunFolderError
+        from harness.run.traces import TraceError
+
+        try:
+            _metrics(run_dir, quiet=True)
+        except (TraceError, RunFolderError) as e:
+            fail(str(e))
     if code:
         raise typer.Exit(code)
 

@@ -3,10 +3,15 @@
 Scoring writes into the schema metadata of every table it writes (the metrics and the tables beside
 them) one stamp: the content hashes of its inputs (trace parts, labels, judgments, ratings,
 the manifest's arms and settings, the eval set's hash: harness.run.integrity.inputs), the version
-of the scoring code (a hash of the modules that compute the values), whether the run was complete
-and when it was scored. A reader compares the stamp with the folder as it is now (`freshness`):
+of the scoring code (a hash of the modules that compute the values), whether the run was complete,
+which tables it wrote, and when it was scored. A reader compares the stamp with the folder as it is now (`freshness`):
 tables whose inputs or code changed since, tables from two scorings mixed, or no stamp at all are
-stale, and every reason is named."""
+stale, and every reason is named.
+
+What a stamp is not: a signature. It catches tables that no longer match their folder (traces
+edited or added after scoring, a scoring interrupted between two tables, an older harness), not a
+deliberate forgery: whoever can write the folder can run the scorer. In CI the gate reads runs the
+job itself replayed and scored."""
 from __future__ import annotations
 
 import functools
@@ -117,6 +122,9 @@ def freshness(folder: RunFolder, manifest: dict | None = None) -> Freshness:
     reasons = input_changes(st.get("inputs") or {}, inputs(folder, man))
     if st.get("code") != code_version():
         reasons.append(f"the scoring code changed since scoring (then {st.get('code')}, now {code_version()})")
+    for name in st.get("tables") or []:
+        if not folder.has_table(name):
+            reasons.append(f"{TABLES[name]} is missing (scoring wrote it)")
     for name, file in TABLES.items():
         if folder.has_table(name):
             try:

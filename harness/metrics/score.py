@@ -17,7 +17,7 @@ from harness.metrics.compute import MetricsResult, compute_metrics, write_metric
 from harness.metrics.families.answers import abstention_table
 from harness.metrics.families.guards import filter_fields_table
 from harness.metrics.provenance import metadata, stamp
-from harness.run.folder import RunFolder
+from harness.run.folder import RunFolder, RunFolderError
 from harness.run.integrity import Completeness, completeness
 from harness.run.traces import read_traces
 
@@ -51,9 +51,10 @@ def score_run(run_dir: Path) -> Scored:
     folder = RunFolder(run_dir)
     man = folder.read_manifest()
     done = completeness(folder, man)
-    meta = metadata(stamp(folder, man, done))  # the inputs as read now: a later change shows as stale
+    if not done.sound:  # a turn the labels lack, a repeat the manifest does not plan, a key twice
+        raise RunFolderError(done.describe())
+    st = stamp(folder, man, done)  # the inputs as read now: a later change shows as stale
     res = compute_metrics(folder.path)
-    path = write_metrics(folder.path, res, meta)
     comparisons = paired_table(res.per_turn, res.labels, res.arm_infos)
     abstention = abstention_table(res.per_turn, res.labels)
     schema = man.get("filter_schema") or []
@@ -63,7 +64,10 @@ def score_run(run_dir: Path) -> Scored:
         filters = filter_fields_table(rounds, res.labels, schema)
     final = rounds[rounds["is_final"]] if len(rounds) else rounds
     same = coinciding_arms(final, res.arms) if len(final) else pd.DataFrame()
-    for name, df in (("comparisons", comparisons), ("abstention", abstention), ("filter_fields", filters),
-                     ("coinciding", same), ("spread", spread_table(res.per_turn))):
+    tables = {"comparisons": comparisons, "abstention": abstention, "filter_fields": filters, "coinciding": same,
+              "spread": spread_table(res.per_turn)}
+    meta = metadata({**st, "tables": sorted(n for n, df in tables.items() if len(df))})  # a table gone shows too
+    path = write_metrics(folder.path, res, meta)
+    for name, df in tables.items():
         _write(folder, name, df, meta)
     return Scored(res, comparisons, abstention, filters, same, path, done)

@@ -160,7 +160,8 @@ def gate_summary(v: dict) -> list:
     what was not, and every check in a table that fits the console."""
     icon = {"pass": "[green]pass[/green]", "regression": "[red]REGRESSION[/red]",
             "infrastructure": "[yellow]INFRASTRUCTURE[/yellow]"}[v["verdict"]]
-    out: list = [f"Gate: {icon}  baseline {escape(v['baseline'])} → candidate {escape(v['candidate'])}"]
+    out: list = [f"Gate: {icon}  baseline {escape(v['baseline'])} → candidate {escape(v['candidate'])}"
+                 + (f" ({escape(v['scope'])})" if v.get("scope") else "")]
     if v.get("not_compared"):
         out.append(f"[yellow]not compared (coverage: subset):[/yellow] {escape(v['not_compared'])}")
     out += [f"[cyan]note:[/cyan] {escape(n)}" for n in v.get("evidence", [])]

@@ -126,4 +126,8 @@ def changes(a: ArmInfo, b: ArmInfo) -> list[str]:
     for k in dict.fromkeys([*da, *db]):
         if da.get(k) != db.get(k):
             out.append(f"{k} {da.get(k, '(none)')} → {db.get(k, '(none)')}")
+    lost, gained = sorted(set(a.capabilities) - set(b.capabilities)), sorted(set(b.capabilities) - set(a.capabilities))
+    if lost or gained:
+        out.append("capabilities " + "; ".join(x for x in (f"lost {', '.join(lost)}" if lost else "",
+                                                             f"gained {', '.join(gained)}" if gained else "") if x))
     return out

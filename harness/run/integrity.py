@@ -55,23 +55,30 @@ class Completeness:
     done: int
     gaps: list[ArmGap] = field(default_factory=list)
     resume: str = ""  # the command that completes the run
+    extra: list[str] = field(default_factory=list)  # final rows outside the plan, described
+    duplicates: int = 0  # planned turns with more than one final row
 
     @property
     def complete(self) -> bool:
-        return self.status == "complete" and not self.gaps
+        return self.status == "complete" and not self.gaps and self.sound
+
+    @property
+    def sound(self) -> bool:
+        """Every final row belongs to the plan, once: otherwise no resume mends the folder."""
+        return not self.extra and not self.duplicates
 
     def describe(self) -> str:
-        """One paragraph: what is missing and how to finish it."""
+        """One paragraph: what is missing or does not belong, and how to finish it."""
         if self.complete:
             return f"{self.run}: complete ({self.done} of {self.planned} planned turns)"
+        if not self.sound:
+            what = self.extra + ([f"{self.duplicates} turn(s) with more than one final row"] if self.duplicates else [])
+            return (f"{self.run} holds trace rows its plan (its manifest's arms and repeats, its labels snapshot) does "
+                    f"not account for: {'; '.join(what)}. The folder was edited or mixed with another run; replay it")
         head = f"{self.run} is incomplete: manifest status {self.status}, {self.done} of {self.planned} planned turns " \
                "have their final row"
         arms = "; ".join(g.describe() for g in self.gaps)
         return f"{head}{' (' + arms + ')' if arms else ''}. `{self.resume}` completes it"
-
-    def as_dict(self) -> dict:
-        return {"complete": self.complete, "status": self.status, "planned": self.planned, "done": self.done,
-                "gaps": [g.__dict__ for g in self.gaps]}
 
 
 def _short(session_id: str) -> str:
@@ -109,6 +116,8 @@ def completeness(folder: RunFolder, manifest: dict | None = None, labels: pd.Dat
     have = finals.drop_duplicates().assign(_have=True)
     joined = plan.merge(have, on=TURN_KEY, how="left")
     missing = joined[joined["_have"].isna()]
+    outside = have.merge(plan.assign(_plan=True), on=TURN_KEY, how="left")
+    outside = outside[outside["_plan"].isna()]
     gaps = []
     for a in arms:
         m = missing[missing["arm_id"] == a.arm_id]
@@ -119,7 +128,31 @@ def completeness(folder: RunFolder, manifest: dict | None = None, labels: pd.Dat
         gaps.append(ArmGap(a.label, a.arm_id, len(mine), len(m), mine["session_id"].nunique(), len(sessions),
                            sessions[:SHOW]))
     return Completeness(folder.name, str(man.get("status")), len(plan), len(plan) - len(missing), gaps,
-                        f"harness run --resume {folder.path}")
+                        f"harness run --resume {folder.path}", _outside(outside, arms, repeats),
+                        int(finals.duplicated().sum()))
+
+
+def _outside(rows: pd.DataFrame, arms: list, repeats: int) -> list[str]:
+    """Final rows no planned key accounts for, in words: an arm the manifest does not list, a
+    repeat past its `repeats`, a turn its labels snapshot (and shard) does not hold."""
+    if rows.empty:
+        return []
+    known = {a.arm_id for a in arms}
+    out = []
+    other = rows[~rows["arm_id"].isin(known)]
+    if len(other):
+        out.append(f"{len(other)} row(s) of arm(s) the manifest does not list ({', '.join(sorted(set(other['arm_id']))[:2])})")
+    rows = rows[rows["arm_id"].isin(known)]
+    late = rows[rows["repeat"] >= repeats]
+    if len(late):
+        out.append(f"{len(late)} row(s) of repeats {int(late['repeat'].min())}–{int(late['repeat'].max())} "
+                   f"(the manifest says repeats: {repeats})")
+    rest = rows[rows["repeat"] < repeats]
+    if len(rest):
+        first = rest.iloc[0]
+        out.append(f"{len(rest)} row(s) of turns the labels snapshot does not hold (e.g. session {first['session_id']} "
+                   f"turn {first['turn_index']})")
+    return out
 
 
 # --- inputs --------------------------------------------------------------------------------------

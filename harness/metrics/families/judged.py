@@ -7,7 +7,9 @@ import numpy as np
 
 from harness.metrics.kernel import Long, Scoring
 from harness.metrics.registry import Template, family
-from harness.run.folder import RunFolder
+from harness.run.folder import JUDGMENTS, RunFolder, RunFolderError
+
+COLUMNS = ("arm_id", "repeat", "session_id", "turn_index", "metric", "value", "status")  # what harness judge writes
 
 TEMPLATES = [
     Template("faithfulness", "higher", "share", "Ragas: supported statements / statements of the answer, judged "
@@ -33,6 +35,10 @@ def judged_rows(s: Scoring) -> Long | None:
     if folder is None or not folder.has_judgments():
         return None
     j = folder.judgments()
+    lack = [c for c in COLUMNS if c not in j.columns]
+    if lack:
+        raise RunFolderError(f"{folder.path / JUDGMENTS}: unreadable (no column {', '.join(lack)}: not written by "
+                             "`harness judge`); judge the run again or remove the file")
     j = j[~j["status"].astype(str).str.startswith("skipped")]
     return Long(arm=_codes(j["arm_id"].tolist(), s.arm_names), rep=j["repeat"].to_numpy(np.int64),
                 sess=_codes(j["session_id"].tolist(), s.session_names), tix=j["turn_index"].to_numpy(np.int64),
