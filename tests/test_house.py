@@ -8,7 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from harness.run import folder
-from harness.run.traces import COLUMNS, SCHEMA, ArmResult, LLMStats, Timings, TurnKey, _columns, col, row, rows_to_table
+from harness.arms.result import ArmResult, LLMStats, Timings, col
+from harness.run.traces import COLUMNS, SCHEMA, TurnKey, _columns, row, rows_to_table
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "harness"
@@ -90,11 +91,11 @@ def test_no_module_builds_a_trace_row_by_hand():
 
 
 def test_the_report_computes_no_statistics():
-    """Confidence intervals, tests and resampling belong to the scoring step (harness.analysis);
+    """Confidence intervals, tests and resampling belong to the scoring step (harness.metrics);
     the report package only loads and renders what it wrote."""
     report = ROOT / "harness" / "report"
     bad = [str(p.relative_to(ROOT)) for p in report.rglob("*.py")
-           if re.search(r"harness\.analysis\.(stats|paired|spread)\b.*import\s+(?!SPREAD_METRICS\b)|"
+           if re.search(r"harness\.metrics\.(stats|paired|spread)\b.*import\s+(?!SPREAD_METRICS\b)|"
                         r"session_bootstrap_ci|random\.default_rng|compare_arms", p.read_text(encoding="utf-8"))]
     assert not bad, bad
 
@@ -114,3 +115,16 @@ def test_scored_tables_do_not_hang_on_hash_order(tmp_path):
                            text=True, check=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
             for seed in ("1", "2", "3")}
     assert len(outs) == 1 and len(next(iter(outs))) > 100
+
+
+def test_imports_point_down_the_layers_and_no_package_has_a_cycle():
+    """The contracts of pyproject.toml ([tool.importlinter]): the layers of docs/architecture.md, an
+    import never pointing up, and no cycle among the modules of a package (import-linter)."""
+    import subprocess
+    import sys
+
+    lint = Path(sys.executable).with_name("lint-imports")
+    p = subprocess.run([str(lint), "--config", str(ROOT / "pyproject.toml")], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    assert "2 kept, 0 broken" in p.stdout

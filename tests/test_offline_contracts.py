@@ -19,7 +19,8 @@ from harness.roles.grade import grade_offline
 from harness.roles.hyde import hyde_offline
 from harness.roles.rerank import rerank_offline
 from harness.roles.rewrite import METHODS, STANDALONE_CHARS, offline_rewrite
-from harness.roles.state import CompactState, compact_state
+from harness.arms.state import compact_state
+from harness.roles.state import CompactState
 from harness.roles.text import within
 from harness.run.replay import Replay
 from tests.conftest import ROOT

@@ -13,7 +13,7 @@ from harness.corpus.support import Support, support_z
 from harness.roles.grade import grade_offline
 from harness.roles.rerank import apply_rerank, rerank_offline
 from harness.roles.rewrite import rewrite_offline
-from harness.roles.state import compact_state
+from harness.arms.state import compact_state
 from tests.conftest import ROOT
 
 

@@ -25,7 +25,7 @@ from harness.evalset.load import load_eval_set
 from harness.run.replay import Replay
 from harness.testing import TestServer
 from harness.run.traces import read_traces
-from harness.run.workers import CpuWorkers
+from harness.workers import CpuWorkers
 from tests.conftest import write_set
 from tests.test_llm_layer import echo_rewrite, many_sessions
 

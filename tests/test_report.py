@@ -192,8 +192,8 @@ def no_scoring(monkeypatch):
 
     names = {"harness.metrics.compute": ["compute_metrics"], "harness.metrics.score": ["score_run"],
              "harness.metrics.families.guards": ["filter_fields_table"],
-             "harness.metrics.families.answers": ["abstention_table"], "harness.analysis.paired": ["paired_table"],
-             "harness.analysis.spread": ["spread_table"], "harness.analysis.stats": ["session_bootstrap_ci"]}
+             "harness.metrics.families.answers": ["abstention_table"], "harness.metrics.paired": ["paired_table"],
+             "harness.metrics.spread": ["spread_table"], "harness.metrics.stats": ["session_bootstrap_ci"]}
     modules = {m: importlib.import_module(m) for m in names}  # all imported before any is patched
     for module, funcs in names.items():
         for f in funcs:

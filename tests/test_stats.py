@@ -1,4 +1,4 @@
-"""harness.analysis.stats on constructed data with known answers: identical arms, a clear improvement,
+"""harness.metrics.stats on constructed data with known answers: identical arms, a clear improvement,
 session-level (not turn-level) resampling, Holm by hand, wins/ties/losses, oracle gap,
 pairing with unmeasured turns and repeats, MDE, determinism."""
 import math
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis.stats import (Unmeasured, between_repeat_spread, compare_arms, holm,
+from harness.metrics.stats import (Unmeasured, between_repeat_spread, compare_arms, holm,
                            min_detectable_drop, oracle_gap_closed, paired_frame,
                            session_bootstrap_ci, session_randomization_test, wins_ties_losses)
 
@@ -212,7 +212,7 @@ def test_compare_arms_rows_holm_and_segment():
 
 
 def test_spread_table_is_each_arms_mean_and_bootstrap_ci_per_turn_bucket():
-    from harness.analysis.spread import spread_table
+    from harness.metrics.spread import spread_table
 
     rows = []
     for s in range(12):

@@ -94,7 +94,7 @@ def test_b2b_concat_beats_original_on_follow_ups(b2b, split):
 def paired(run, pt, ref_arm: str, arm: str, metric: str, segment: str):
     """(diff, ci_lo, ci_hi) of `arm` against `ref_arm` (arm ids) on a segment: the harness's own
     paired statistics (session bootstrap)."""
-    from harness.analysis.stats import compare_arms
+    from harness.metrics.stats import compare_arms
     from harness.metrics.segments import parse_segment, segment_keys
 
     keys = segment_keys(load_labels(run), parse_segment(segment))

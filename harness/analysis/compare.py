@@ -16,7 +16,7 @@ from harness.metrics.registry import Metric, UnknownMetric, resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.run.armset import changes
-from harness.analysis.stats import compare_arms, holm
+from harness.metrics.stats import compare_arms, holm
 
 
 class CompareError(ValueError):

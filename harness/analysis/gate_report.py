@@ -12,7 +12,7 @@ from xml.sax.saxutils import escape
 import pandas as pd
 
 from harness.metrics.segments import segment_keys
-from harness.analysis.stats import paired_frame
+from harness.metrics.stats import paired_frame
 
 ICON = {"pass": "✅ pass", "regression": "❌ regression", "infrastructure": "⚠️ infrastructure"}
 STATUS = {"pass": "pass", "fail": "**FAIL**", "insufficient": "**FAIL** (insufficient data)", "n/a": "n/a"}

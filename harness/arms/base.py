@@ -11,7 +11,7 @@ from typing import Any, Callable, ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.evalset.model import Account, Session, Turn
-from harness.run.traces import ArmResult  # noqa: F401  (what an arm returns, declared with the trace row)
+from harness.arms.result import ArmResult  # noqa: F401  (what an arm returns; the trace row is derived from it)
 from harness.yamlpos import did_you_mean, validation_problems
 
 REGISTRY: dict[str, type["Arm"]] = {}
@@ -65,7 +65,7 @@ class TurnContext:
     seed: int = 0
     roles: Any = None  # harness.roles.base.Roles
     identifiers: list[str] | None = None  # the turn's identifiers, found once when the context is made
-    workers: Any = None  # harness.run.workers.CpuWorkers: CPU work off the event loop (None: inline)
+    workers: Any = None  # harness.workers.CpuWorkers: CPU work off the event loop (None: inline)
 
     def __post_init__(self):
         if self.identifiers is None:

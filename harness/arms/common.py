@@ -2,7 +2,7 @@
 round, from the outcomes of its role calls."""
 from __future__ import annotations
 
-from harness.run.traces import LLMStats
+from harness.arms.result import LLMStats
 
 
 def llm_stats(outcomes) -> LLMStats:

@@ -28,7 +28,7 @@ from harness.roles.base import OFFLINE
 from harness.corpus.fusion import rrf
 from harness.roles.grade import BELOW, Z_MIN, GradeOutput, grade_offline
 from harness.roles.lang import detect_language
-from harness.run.workers import off_loop
+from harness.workers import off_loop
 
 
 class CorrectiveParams(Params):

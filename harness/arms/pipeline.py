@@ -14,7 +14,7 @@ from harness.guards.identifiers import find_identifiers
 from harness.roles.answer import AnswerOutput, abstention, answer_from_evidence, answer_offline
 from harness.roles.lang import detect_language
 from harness.roles.rerank import OFFLINE_NOTE, RerankOutput, apply_rerank, rerank_offline
-from harness.run.workers import off_loop, timed
+from harness.workers import off_loop, timed
 
 
 def _candidates(hits, lane: str) -> list[dict]:

@@ -23,7 +23,8 @@ from harness.llm.ledger import TIME_BUDGET, RoleTimeout, TimeBudget
 from harness.roles.base import Outcome
 from harness.roles.decide import Decision, decide_offline
 from harness.roles.rewrite import Method, RewriteOutput, offline_rewrite
-from harness.roles.state import CompactState, compact_state
+from harness.arms.state import compact_state
+from harness.roles.state import CompactState
 
 
 class RewriteParams(Params):

@@ -16,7 +16,7 @@ from harness.arms.pipeline import query_vectors
 from harness.arms.rewrite import RewriteFamily, RewriteParams
 from harness.roles import attributes
 from harness.roles.hyde import HydeOutput, hyde_offline
-from harness.run.workers import off_loop
+from harness.workers import off_loop
 
 
 class HydeParams(RewriteParams):

@@ -10,7 +10,7 @@ from harness.arms.base import ArmResult, TurnContext
 from harness.evalset.load import iter_labelled, load_eval_set
 from harness.run.folder import RunFolder
 from harness.run.manifest import git_state, now, versions, write_manifest
-from harness.metrics.families.ir import DEFAULT_SETTINGS
+from harness.config import metric_settings
 from harness.run.replay import labels_table, new_run_id, result_rows
 from harness.run.armset import EXTERNAL
 from harness.importers.trec import RunFileError, query_ids, ranked, read_trec_run
@@ -62,7 +62,7 @@ def import_run(run_file: Path, eval_set: Path, runs_dir: Path = Path("runs"), ru
                 "arms": [{"arm_id": name, "arm": "external", "label": name, "params": {"file": name}, "backends": {},
                           "capabilities": sorted(EXTERNAL)}],
                 "filter_schema": [f.model_dump() for f in es.info.filters], "prompt_hashes": {}, "seed": 0,
-                "repeats": 1, "metrics": DEFAULT_SETTINGS, "started": now()}
+                "repeats": 1, "metrics": metric_settings(None), "started": now()}
     write_manifest(run_dir, manifest)
     RunFolder(run_dir).write_labels(labels_table(es, None))
     writer = PartWriter(run_dir)

@@ -17,7 +17,7 @@ from harness.run.armset import run_arms
 from harness.run.folder import RunFolder
 from harness.run.manifest import read_manifest
 from harness.metrics.aggregate import AGG_COLUMNS, aggregate, aggregate_long
-from harness.metrics.kernel import Codes, Final, Groups, Labels, Long, Scoring, Traces, to_frame
+from harness.metrics.kernel import Long, Scoring, Traces, scoring, to_frame
 from harness.metrics.registry import families, lookup
 from harness.metrics.segments import Segment, default_segments
 
@@ -53,15 +53,6 @@ class _Stages:
         self.timings[name] = self.timings.get(name, 0.0) + t - self.clock
         self.timings[f"peak MB after {name}"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         self.clock = t
-
-
-def scoring(run_dir: Path | None, manifest: dict, labels: pd.DataFrame, tr: Traces) -> Scoring:
-    lab = Labels(labels, tr)
-    from harness.metrics.families.ir import DEFAULT_SETTINGS
-
-    return Scoring(tr=tr, lab=lab, groups=Groups(tr, lab), final=Final(tr, lab), codes=Codes(),
-                   settings=manifest.get("metrics") or DEFAULT_SETTINGS, schema=manifest.get("filter_schema", []),
-                   arms={a.arm_id: a for a in run_arms(manifest)}, run_dir=Path(run_dir) if run_dir else None)
 
 
 def applicable(s: Scoring, long: Long) -> Long:

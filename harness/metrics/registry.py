@@ -113,12 +113,7 @@ def family(name: str, templates: list[Template], order: int) -> Callable:
     return deco
 
 
-def _load() -> None:
-    import harness.metrics.families  # noqa: F401  (registers every family)
-
-
 def families() -> list[Family]:
-    _load()
     return sorted(FAMILIES.values(), key=lambda f: f.order)
 
 
@@ -127,7 +122,6 @@ class UnknownMetric(ValueError):
 
 
 def lookup(name: str) -> Metric | None:
-    _load()
     for t in TEMPLATES:
         m = t.match(name.strip())
         if m is not None:
@@ -138,7 +132,6 @@ def lookup(name: str) -> Metric | None:
 def examples(extra: list[str] = ()) -> list[str]:
     """Concrete names to suggest from: every fixed name, common cutoffs, and `extra` (e.g. the
     names a run computed)."""
-    _load()
     out = list(extra)
     for t in TEMPLATES:
         out += [t.pattern.replace("@k", f"@{k}") for k in (5, 10, 20)] if t.pattern.endswith("@k") else [t.pattern]

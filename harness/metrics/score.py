@@ -45,8 +45,8 @@ def _write(folder: RunFolder, name: str, df: pd.DataFrame, meta: dict[str, str])
 
 
 def score_run(run_dir: Path) -> Scored:
-    from harness.analysis.paired import paired_table
-    from harness.analysis.spread import spread_table
+    from harness.metrics.paired import paired_table
+    from harness.metrics.spread import spread_table
 
     folder = RunFolder(run_dir)
     man = folder.read_manifest()

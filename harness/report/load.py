@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from harness.analysis.evidence import check_run
-from harness.analysis.spread import SPREAD_METRICS
+from harness.metrics.spread import SPREAD_METRICS
 from harness.metrics.aggregate import turn_values
 from harness.report.table import bucket
 from harness.run.folder import METRICS, TABLES, TURN_COLUMNS, RunData, RunFolder

@@ -16,7 +16,7 @@ from harness.llm.cache import LLMCache
 from harness.llm.client import EndpointConfig, LLMClient
 from harness.llm.ledger import CallRecord, SpendCap, check_priced, load_prices
 from harness.roles.prompts import Prompt, load_prompt
-from harness.run.workers import off_loop
+from harness.workers import off_loop
 
 ROLES = ("rewrite", "decide", "hyde", "grade", "rerank", "answer", "judge")
 OFFLINE = "offline"
@@ -62,7 +62,7 @@ class Roles:
     config: LLMConfig = field(default_factory=LLMConfig)
     concurrency: int = 16
     clients: dict[str, LLMClient] = field(default_factory=dict)
-    workers: Any = None  # harness.run.workers.CpuWorkers: offline roles run there (None: inline)
+    workers: Any = None  # harness.workers.CpuWorkers: offline roles run there (None: inline)
     base_dir: str | None = None  # the run config's folder: prompt files are relative to it
 
     def __post_init__(self):

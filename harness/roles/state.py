@@ -1,15 +1,10 @@
 """The compact state a rewriter sees instead of the transcript: the last N turns, the items the
 assistant showed (in order, ids and names, with their catalogue attributes), the active
-filters and the account context."""
+filters and the account context. An arm builds it from its turn (harness.arms.state)."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # no runtime import: harness.arms imports the roles
-    from harness.arms.base import TurnContext
 
 COUNTRY_NAMES = {"DE": "Germany", "AT": "Austria", "CH": "Switzerland", "NL": "the Netherlands", "BE": "Belgium",
                  "FR": "France", "IT": "Italy", "PL": "Poland", "DK": "Denmark", "CZ": "Czechia"}
@@ -59,17 +54,3 @@ class CompactState:
             "active_filters": self.filters, "account": self.account,
             "filter_fields": self.schema, "turn": self.turn, **({"retry": self.retry} if self.retry else {}),
         }, ensure_ascii=False)
-
-
-def compact_state(ctx: "TurnContext", last_n: int = 4) -> CompactState:
-    meta = getattr(ctx.index, "meta", {}) if ctx.index is not None else {}
-    hist = []
-    for t in ctx.history[-last_n:]:
-        shown = []
-        if t.assistant:
-            shown = [ShownItem(s.doc_id, s.name, meta.get(s.doc_id, {})) for s in t.assistant.shown]
-        hist.append(PastTurn(t.user, t.assistant.answer if t.assistant else "", shown))
-    schema = [{"field": f.field, "type": f.type, **({"values": f.values} if f.values else {}),
-               **({"unit": f.unit} if f.unit else {})} for f in ctx.info.filters if f.kind == "preference"]
-    account = {k: v for k, v in ctx.account.model_dump().items() if v is not None}
-    return CompactState(ctx.turn.user, hist, list(ctx.inherited_filters), account, schema)

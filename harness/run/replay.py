@@ -23,7 +23,7 @@ from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
 from harness.run.folder import RunFolder
 from harness.run.manifest import git_state, machine, now, read_manifest, versions, write_manifest
 from harness.run.traces import PartWriter, TurnKey, read_traces, repair_parts, row, to_json
-from harness.run.workers import CpuWorkers
+from harness.workers import CpuWorkers
 
 LABEL_SCHEMA = pa.schema([
     ("session_id", pa.string()), ("turn_index", pa.int32()), ("split", pa.string()), ("domain", pa.string()),

@@ -1,6 +1,7 @@
 """The trace row: the contract between replay, metrics and reports (extend, don't break),
-declared once, as typed dataclasses: `TurnKey` (what the replay knows), `ArmResult` (what an arm
-reports for a round) with its typed `LLMStats` and `Timings`. The Parquet schema, the columns
+declared once, as typed dataclasses: `TurnKey` (what the replay knows, here) and `ArmResult`
+(what an arm reports for a round, with its typed `LLMStats` and `Timings`: harness/arms/result.py,
+below the run stage). The Parquet schema, the columns
 and the row dicts are derived from them, so adding a field is one edit. One row per (arm_id,
 repeat, session_id, turn_index, round). Parts are written to a temporary name and renamed when
 complete, so a killed run loses at most the part in flight."""
@@ -8,65 +9,16 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from harness.arms.result import ArmResult, LLMStats, Timings, col
 from harness.run.folder import RunFolder
 
 KEY = ("arm_id", "repeat", "session_id", "turn_index", "round")
-
-CANDIDATE = pa.struct([("doc_id", pa.string()), ("score", pa.float64()), ("rank", pa.int32()), ("lane", pa.string())])
-_STR_LIST = pa.list_(pa.string())
-
-
-def col(arrow: pa.DataType, default=None, factory=None, json: bool = False, name: str | None = None):
-    """A field of the trace row: its Arrow type, whether it is stored as JSON text, and its column
-    name when it differs from the field's."""
-    meta = {"arrow": arrow, "json": json, "column": name}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-@dataclass
-class Timings:
-    """Milliseconds per stage of a round: each LLM exchange (or the stored latency of a cached
-    reply) and each piece of compute, never the time it queued behind other turns. Columns ms_*."""
-
-    rewrite: float | None = col(pa.float64())
-    retrieve: float | None = col(pa.float64())
-    grade: float | None = col(pa.float64())
-    answer: float | None = col(pa.float64())
-    decide: float | None = col(pa.float64())
-    rerank: float | None = col(pa.float64())
-    support: float | None = col(pa.float64())
-    total: float | None = col(pa.float64())  # the turn's stages summed over its rounds (final row)
-
-    def add(self, **ms: float | None) -> None:
-        for k, v in ms.items():
-            setattr(self, k, v)
-
-    def stages(self) -> float:
-        return sum(getattr(self, f.name) or 0.0 for f in fields(self) if f.name != "total")
-
-
-@dataclass
-class LLMStats:
-    """The LLM calls of a round."""
-
-    calls: int = col(pa.int32(), 0, name="llm_calls")
-    prompt_tokens: int = col(pa.int64(), 0)
-    completion_tokens: int = col(pa.int64(), 0)
-    cost_usd: float | None = col(pa.float64())  # None: a model without a price made a call
-    cache_hits: int = col(pa.int32(), 0)
-    prompt_hashes: dict = col(pa.string(), factory=dict, json=True)  # {role: hash}
-    failed: int = col(pa.int32(), 0, name="llm_failed")  # calls that failed after their retries
-    repairs: int = col(pa.int32(), 0, name="llm_repairs")  # replies that failed validation and were asked again
-    repair_notes: list[str] = col(_STR_LIST, factory=list, name="llm_repair_notes")  # "role: why the reply failed"
-
 
 @dataclass
 class TurnKey:
@@ -86,33 +38,6 @@ class TurnKey:
     is_final: bool = col(pa.bool_(), True)
     original_query: str | None = col(pa.string())
     backend: dict = col(pa.string(), factory=dict, json=True)  # {role: model or "offline"}
-
-
-@dataclass
-class ArmResult:
-    """What an arm reports for one round of one turn (arms without rounds report one)."""
-
-    issued_queries: list[str] = col(_STR_LIST, factory=list)
-    lanes: list[str] = col(_STR_LIST, factory=list)
-    applied_filters: list[dict] = col(pa.string(), factory=list, json=True)
-    candidates: list[dict] = col(pa.list_(CANDIDATE), factory=list)  # {doc_id, score, rank, lane}
-    ranking: list[str] = col(_STR_LIST, factory=list)  # the arm's result list
-    must_keep: list[str] = col(_STR_LIST, factory=list)
-    proposed_filters: list[dict] = col(pa.string(), factory=list, json=True)
-    filter_violations: list[str] = col(_STR_LIST, factory=list)  # entitlement fields a model proposed
-    fallback_reason: str | None = col(pa.string())
-    not_applicable: str | None = col(pa.string())  # the arm cannot run on this turn (e.g. no reference rewrite)
-    verdict: str | None = col(pa.string())
-    verdict_reason: str | None = col(pa.string())
-    answer: str | None = col(pa.string())
-    answer_doc_ids: list[str] = col(_STR_LIST, factory=list)
-    abstained: bool | None = col(pa.bool_())
-    llm: LLMStats = field(default_factory=LLMStats)
-    ms: Timings = field(default_factory=Timings)
-    error: str | None = col(pa.string())
-    clarify: dict | None = col(pa.string(), json=True)  # {question, options} when the rewrite asked back
-    turn_class: str | None = col(pa.string())  # the decide role's class of the turn, where an arm asked it
-    filters_removed: list[str] = col(_STR_LIST, factory=list)  # "field: reason" for every rejected filter
 
 
 _NESTED = {"llm": (LLMStats, ""), "ms": (Timings, "ms_")}

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from harness.config import metric_settings
 from harness.metrics.kernel import Long, Scoring, Traces
 from harness.metrics.registry import Template, family
 
-DEFAULT_SETTINGS = {"cutoffs": [5, 10, 20], "ndcg_at": 10, "mrr_at": 10}  # a manifest without `metrics`
 READS = ("ranking", "not_applicable", "error", "labels.qrels")
 
 
@@ -23,15 +23,14 @@ def ir_metric_names(cutoffs: list[int], ndcg_at: int, mrr_at: int) -> list[str]:
 
 
 def names_of(settings: dict | None) -> list[str]:
-    s = settings or DEFAULT_SETTINGS
+    s = metric_settings(settings)
     return ir_metric_names(s["cutoffs"], s["ndcg_at"], s["mrr_at"])
 
 
 def score_rankings(labels, rankings: list[dict], names: list[str]):
     """The ranking metrics `names` of rankings held in memory ({session_id, turn_index, ranking}
     each; e.g. a TREC run file), against labels with `qrels`: the per-turn frame."""
-    from harness.metrics.compute import scoring
-    from harness.metrics.kernel import Traces, to_frame
+    from harness.metrics.kernel import Traces, scoring, to_frame
 
     rows = [{"arm_id": "run", "repeat": 0, "round": 1, "is_final": True, **r} for r in rankings]
     s = scoring(None, {"metrics": {"names": list(names)}, "arms": []}, labels, Traces.from_rows(rows))

@@ -1,7 +1,7 @@
 """Metrics by turn index: per IR metric of the run (and faithfulness when judged), the exact
 aggregates of its metrics table (turn-index segments as columns, every other segment in a details
 table) and, for the main metrics, a plot of the mean per turn bucket with a session-level bootstrap 95% CI
-(computed by the scoring step: harness.analysis.spread)."""
+(computed by the scoring step: harness.metrics.spread)."""
 from __future__ import annotations
 
 from harness.report.format import cell
@@ -39,7 +39,7 @@ def _point(run: ReportRun, arm: str, metric: str, b: str) -> dict:
 
 def turn_series(run: ReportRun, metric: str) -> tuple[list[dict], list[str]]:
     """Mean per turn bucket (1, 2, 3, 4+) per arm with its session-level bootstrap 95% CI, as the
-    scoring step wrote them (the `spread` table; harness.analysis.spread)."""
+    scoring step wrote them (the `spread` table; harness.metrics.spread)."""
     have = set(run.labels["turn_index"].map(bucket))
     buckets = [b for b in BUCKETS if b in have]
     series = []

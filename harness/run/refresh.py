@@ -3,7 +3,7 @@ write `<eval set>/embeddings` (harness.corpus.embed.eval_set_cache); this replay
 config with its new vectors going to a temporary folder, then adds those vectors to the eval
 set's shipped folder as one new shard per model and kind (existing shards are left as they are).
 
-    python -m harness.corpus.refresh CONFIG [CONFIG ...]
+    python -m harness.run.refresh CONFIG [CONFIG ...]
 """
 from __future__ import annotations
 

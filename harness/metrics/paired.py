@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.metrics.segments import parse_segment, segment_keys
-from harness.analysis.stats import compare_arms, holm, oracle_gap_closed
+from harness.metrics.stats import compare_arms, holm, oracle_gap_closed
 
 DEFAULT_METRICS = ("recall@10", "ndcg@10")
 DEFAULT_SEGMENTS = ("all", "turn_index>=2")

@@ -1,13 +1,13 @@
 """Each arm's own spread, for the report's plot bands and headline: per metric and turn bucket
 (1, 2, 3, 4+, and all turns) the mean of the arm's per-turn values (repeats averaged, unmeasured
 turns left out) with a session-level bootstrap 95% CI. No pairing: this is one arm's uncertainty;
-differences between arms are the paired comparisons' (harness.analysis.paired). Computed by the
+differences between arms are the paired comparisons' (harness.metrics.paired). Computed by the
 scoring step into the run folder (its `spread` table); the report only reads it."""
 from __future__ import annotations
 
 import pandas as pd
 
-from harness.analysis.stats import session_bootstrap_ci
+from harness.metrics.stats import session_bootstrap_ci
 from harness.metrics.aggregate import turn_values
 from harness.metrics.segments import BUCKETS, bucket
 
