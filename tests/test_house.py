@@ -95,7 +95,7 @@ def test_the_report_computes_no_statistics():
     the report package only loads and renders what it wrote."""
     report = ROOT / "harness" / "report"
     bad = [str(p.relative_to(ROOT)) for p in report.rglob("*.py")
-           if re.search(r"harness\.metrics\.(stats|paired|spread)\b.*import\s+(?!SPREAD_METRICS\b)|"
+           if re.search(r"harness\.metrics\.(stats|paired|spread)\b.*import\s+(?!spread_metrics\b)|"
                         r"session_bootstrap_ci|random\.default_rng|compare_arms", p.read_text(encoding="utf-8"))]
     assert not bad, bad
 

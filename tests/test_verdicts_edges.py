@@ -5,6 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from harness.errors import BadInput
 from harness.run.armset import arm_info, derive_labels
 from harness.cli import app
 from harness.run.replay import build_arms
@@ -129,7 +130,7 @@ def test_labels_name_only_what_differs_and_the_configs_label_wins():
         "corrective top_k=3 max_rounds=1", "corrective top_k=3 max_rounds=3"]
     assert labels_of([{"name": "rewrite", "label": "mine"}, {"name": "rewrite", "last_n": 1}]) == ["mine", "rewrite"]
     assert labels_of([{"name": "corrective", "top_k": [1, 3], "label": "loop"}]) == ["loop top_k=1", "loop top_k=3"]
-    with pytest.raises(ValueError, match="label 'x' names two arms"):
+    with pytest.raises(BadInput, match="label 'x' names two arms"):
         labels_of([{"name": "rewrite", "label": "x"}, {"name": "original", "label": "x"}])
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.errors import BadInput
 from harness.analysis.evidence import EvidenceError, Incomplete, check_run, label_differences, lost_turns
 from harness.run.folder import RunData
 from harness.metrics.registry import Metric, UnknownMetric, resolve
@@ -19,7 +20,7 @@ from harness.run.armset import changes
 from harness.metrics.stats import compare_arms, holm
 
 
-class CompareError(ValueError):
+class CompareError(BadInput, ValueError):
     """Bad input or usage (exit 2)."""
 
 

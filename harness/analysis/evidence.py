@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.errors import BadInput
 from harness.metrics.provenance import freshness
 from harness.metrics.segments import segment_keys
 from harness.run.folder import NotARunFolder, NotScored, RunData, RunFolder, RunFolderError
@@ -28,7 +29,7 @@ from harness.run.traces import TraceError
 SHOW = 3  # sessions named in a message
 
 
-class EvidenceError(ValueError):
+class EvidenceError(BadInput, ValueError):
     """Evidence a reader refuses: unreadable, incomplete, or not covering the baseline (exit 2)."""
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from harness.errors import BadInput
 from harness.run.armset import ArmInfo, changes
 from harness.yamlpos import did_you_mean
 
 
-class PairingError(ValueError):
+class PairingError(BadInput, ValueError):
     """A named pair that names no arm (exit 2)."""
 
 

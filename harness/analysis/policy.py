@@ -21,6 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from harness.errors import BadInput
 from harness.metrics.registry import UnknownMetric, resolve
 from harness.metrics.segments import SegmentError, parse_segment
 from harness.yamlpos import line_of, located, read_yaml, validation_problems
@@ -82,7 +83,7 @@ class Policy(Strict):
         return f"{self._where.get((section, i), '?')}: {section}.{i}"
 
 
-class GateUsageError(Exception):
+class GateUsageError(BadInput):
     """Bad input (exit 2)."""
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 from jinja2 import Environment, select_autoescape
 
+from harness.errors import BadInput
 from harness.run.folder import RunFolder
 from harness.run.traces import read_traces
 
@@ -68,19 +69,21 @@ def write_sample(df: pd.DataFrame, out_dir: Path, run_name: str) -> tuple[Path, 
     return csv_path, html_path
 
 
-class RatingsError(ValueError):
+class RatingsError(BadInput, ValueError):
     pass
 
 
 def import_ratings(run_dir: Path, ratings_csv: Path) -> Path:
     """Rated CSV -> the run folder's human judgments; bad rows name line and field."""
     folder = RunFolder(run_dir).require()
+    folder.read_manifest()  # a run folder whose manifest can be read, or an error naming it
     rows, problems = [], []
     with open(ratings_csv, encoding="utf-8", newline="") as f:
-        for no, r in enumerate(csv.DictReader(f), start=2):
-            missing = [c for c in ("arm_id", "session_id", "turn_index", "rating_faithful") if c not in r]
-            if missing:
-                raise RatingsError(f"{ratings_csv}: missing column(s) {', '.join(missing)}")
+        reader = csv.DictReader(f)
+        missing = [c for c in ("arm_id", "session_id", "turn_index", "rating_faithful") if c not in (reader.fieldnames or [])]
+        if missing:
+            raise RatingsError(f"{ratings_csv}: missing column(s) {', '.join(missing)} (the sample CSV of `harness sample`)")
+        for no, r in enumerate(reader, start=2):
             raw = (r.get("rating_faithful") or "").strip()
             if raw == "":
                 continue  # not rated (yet)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.errors import BadInput
 from harness.importers.trec import ranked, read_trec_qrels, read_trec_run
 from harness.metrics.families.ir import score_rankings
 from harness.metrics.registry import resolve
@@ -23,7 +24,7 @@ def score_run(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]
         qids = [q for q in qids if q in run]
     for m in metrics:
         if resolve(m).family != "ir":
-            raise ValueError(f"-m {m}: trec-eval scores ranking metrics only (recall@k, ndcg@k, mrr@k)")
+            raise BadInput(f"-m {m}: trec-eval scores ranking metrics only (recall@k, ndcg@k, mrr@k)")
     labels = pd.DataFrame({"session_id": qids, "turn_index": 1, "qrels": [json.dumps(qrels[q]) for q in qids],
                            "qrels_measured": True})
     if not qids:

@@ -20,12 +20,11 @@ from harness.analysis.gate import SECTIONS, evaluate
 from harness.analysis.pairing import PairingError, pair_runs
 from harness.analysis.policy import GateUsageError, Policy, load_policy
 from harness.metrics.aggregate import turn_values
-from harness.metrics.registry import resolve
+from harness.metrics.registry import headline, judged, resolve
 from harness.metrics.segments import TURN_SEGMENTS, segment_keys
 from harness.run.folder import RunData, RunFolder
 from harness.analysis.evidence import EvidenceError, check_run, coverage, describe_gaps
 
-VERDICT_METRICS = ("recall@10", "ndcg@10", "mrr@10", "faithfulness")  # quality: what regressions count
 # shown apart, never counted as regressions: timings and spend depend on the machine, its load and
 # the day (the manifests record where each run was timed); a policy's budgets judge them
 OPERATIONAL_METRICS = ("latency_total_ms", "cost_usd", "llm_calls")
@@ -34,8 +33,6 @@ N_RESAMPLES = 5000  # bootstrap resamples of each CI
 # permutations of each randomization test: p can be as small as 1/20001, so Holm across a block of
 # up to ~1000 comparisons can still reach ALPHA (with 5000 it could not past ~250)
 N_PERMUTATIONS = 20000
-TURN_METRICS = ("recall@10", "ndcg@10")  # per turn, candidate against baseline, for the drill-down
-JUDGED = "faithfulness"
 EPS = 1e-12
 CELL = ("diff", "ci_lo", "ci_hi", "p", "p_holm", "n_turns", "n_sessions", "n_unmeasured", "mean_ref", "mean_arm")
 
@@ -102,11 +99,17 @@ def unpairable(base: RunData, cand: RunData) -> str | None:
     return None
 
 
+def verdict_metrics(base: RunData) -> list[str]:
+    """The quality metrics a block shows by default: the baseline's headline ranking metrics (its
+    own cutoffs) and the judged ones; regressions are counted on them."""
+    return headline(base.manifest.get("metrics")) + judged()
+
+
 def _metrics(base: RunData, cand: RunData, policy: Policy | None, extra: list[str]) -> tuple[list[str], list[str]]:
     """(quality, operational): the default metrics both runs measured, then those of -m/--metric
     (checked: unknown or unmeasured is bad input) and of the policy, each in its kind."""
     both = base.metrics & cand.metrics
-    names = [m for m in VERDICT_METRICS + OPERATIONAL_METRICS if m in both]
+    names = [m for m in verdict_metrics(base) + list(OPERATIONAL_METRICS) if m in both]
     names += [m.name for m in check_metrics(list(extra), [base, cand])]
     if policy is not None:
         names += [i.metric for s in SECTIONS for i in getattr(policy, s) if i.metric in both]
@@ -117,23 +120,23 @@ def _metrics(base: RunData, cand: RunData, policy: Policy | None, extra: list[st
 def unmeasured(base: RunData, cand: RunData) -> dict[str, str]:
     """Default metrics a run did not measure -> why, in words (faithfulness: no judgments)."""
     out = {}
-    for m in VERDICT_METRICS:
+    for m in verdict_metrics(base):
         lack = [r.name for r in (base, cand) if m not in r.metrics]
         if lack:
             why = (f"no judgments in {' and '.join(lack)} (`harness judge RUN`, then `harness metrics RUN`)"
-                   if m == JUDGED else f"not measured in {' and '.join(lack)}")
+                   if m in judged() else f"not measured in {' and '.join(lack)}")
             out[m] = f"{m} n/a: {why}"
     return out
 
 
 def turn_pairs(base: RunData, cand: RunData, pairs: list) -> list[dict]:
-    """Per paired arm, session and turn: the baseline's and the candidate's value of TURN_METRICS
-    (repeats averaged, unmeasured turns left out) and whether the candidate is worse in the
-    metric's direction (the drill-down shows them and filters the turns where one is)."""
+    """Per paired arm, session and turn: the baseline's and the candidate's value of the baseline's
+    headline recall and nDCG (repeats averaged, unmeasured turns left out) and whether the candidate
+    is worse in the metric's direction (the drill-down shows them and filters the turns where one is)."""
     back = {p.baseline.arm_id: p.candidate.arm_id for p in pairs}
     keys = ["arm_id", "session_id", "turn_index"]
     out = []
-    for m in TURN_METRICS:
+    for m in headline(base.manifest.get("metrics"))[:2]:
         if m not in base.metrics or m not in cand.metrics:
             continue
         up = resolve(m).direction != "lower"

@@ -10,6 +10,7 @@ from typing import Any, Callable, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from harness.errors import BadInput
 from harness.evalset.model import Account, Session, Turn
 from harness.arms.result import ArmResult  # noqa: F401  (what an arm returns; the trace row is derived from it)
 from harness.yamlpos import did_you_mean, validation_problems
@@ -166,7 +167,7 @@ class BaseArm:
         return self.arm_id
 
 
-class ArmSpecError(ValueError):
+class ArmSpecError(BadInput, ValueError):
     """A bad arm spec; `problems`: (key path within the spec, message) pairs, for a config loader
     to name file and line (harness/yamlpos.py `located`)."""
 

@@ -1,20 +1,43 @@
 """The `harness` command. Thin: parse, call, print; one module per stage (evalsets, run,
-analysis). User errors are one clean message and a non-zero exit (2 for bad input, 3 for
-infrastructure), never a traceback."""
+analysis). Modules raise harness.errors.HarnessError (bad input, infrastructure); one handler here,
+around every command, prints its message and exits with its code (2, 3), never a traceback."""
 from __future__ import annotations
+
+import functools
 
 import typer
 
 from harness import env as _env  # noqa: F401  (sets offline-safe environment variables first)
+from harness.errors import HarnessError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Offline evaluation harness for retrieval with query rewriting.")
-eval_set_app = typer.Typer(no_args_is_help=True, help="Work with eval sets.")
-import_app = typer.Typer(no_args_is_help=True, help="Import public data or external runs as eval sets.")
+
+class _App(typer.Typer):
+    """A Typer whose every command runs inside the one error handler (`handled`)."""
+
+    def command(self, *args, **kwargs):
+        register = super().command(*args, **kwargs)
+        return lambda f: register(handled(f))
+
+
+def handled(f):
+    """The command `f` with its errors turned into one clean message and their exit code."""
+    @functools.wraps(f)
+    def run(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except HarnessError as e:
+            fail(str(e), e.exit_code)
+    return run
+
+
+app = _App(add_completion=False, no_args_is_help=True, help="Offline evaluation harness for retrieval with query rewriting.")
+eval_set_app = _App(no_args_is_help=True, help="Work with eval sets.")
+import_app = _App(no_args_is_help=True, help="Import public data or external runs as eval sets.")
 app.add_typer(eval_set_app, name="eval-set")
 app.add_typer(import_app, name="import")
-list_app = typer.Typer(no_args_is_help=True, help="List what the harness knows: metrics, arms.")
+list_app = _App(no_args_is_help=True, help="List what the harness knows: metrics, arms.")
 app.add_typer(list_app, name="list")
-export_app = typer.Typer(no_args_is_help=True, help="Export a run's arm or an eval set's labels for other tools (TREC).")
+export_app = _App(no_args_is_help=True, help="Export a run's arm or an eval set's labels for other tools (TREC).")
 app.add_typer(export_app, name="export")
 class _Console:
     """A rich console made when it prints, so its width follows COLUMNS at that moment (else the

@@ -29,20 +29,19 @@ def sample(run_dir: Path, n: int = typer.Option(100, "--n"), seed: int = typer.O
 @app.command("trec-eval")
 def trec_eval_cmd(qrels: Path, run_file: Path,
                   complete: bool = typer.Option(False, "-c", help="score queries missing from the run as 0"),
-                  measure: list[str] = typer.Option(["recall@5", "recall@10", "recall@20", "ndcg@10", "mrr@10"], "-m"),
+                  measure: list[str] = typer.Option([], "-m", help="ranking metrics (default: every ranking metric "
+                                                    "of the default metric settings, recall@5/10/20, ndcg@10, mrr@10)"),
                   per_query: bool = typer.Option(False, "-q", help="print every query's values as well as the means "
                                                  "(trec_eval's -q)")):
     """Score a TREC run against TREC qrels with the harness's metric code, in trec_eval's layout."""
     from harness.analysis.trec_eval import format_trec, trec_eval
-    from harness.importers.trec import RunFileError
+
+    from harness.metrics.families.ir import names_of
 
     for p in (qrels, run_file):
         if not p.exists():
             fail(f"{p}: no such file")
-    try:
-        df = trec_eval(qrels, run_file, list(measure), complete)
-    except (RunFileError, ValueError) as e:
-        fail(str(e))
+    df = trec_eval(qrels, run_file, list(measure) or names_of(None), complete)
     print(format_trec(df, per_query))
 
 
@@ -53,7 +52,8 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
                                                                               "arm (a label or id)"),
             arm: list[str] = typer.Option([], "--arm", help="only these arms (labels or ids)"),
             pair: list[str] = typer.Option([], "--pair", help="BASELINE=CANDIDATE (labels or arm ids)"),
-            metric: list[str] = typer.Option(["recall@10", "ndcg@10", "mrr@10"], "--metric", "-m"),
+            metric: list[str] = typer.Option([], "--metric", "-m", help="metrics (default: the first run's headline "
+                                             "ranking metrics, recall@10, ndcg@10 and mrr@10 unless its cutoffs differ)"),
             segment: list[str] = typer.Option(["all", "turn_index>=2"], "--segment", "-s"),
             allow_different_evalsets: bool = typer.Option(False, "--allow-different-evalsets"),
             allow_partial: bool = typer.Option(False, "--allow-partial", help="compare runs with planned turns "
@@ -62,21 +62,19 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
     """Per-metric, per-segment paired differences with CIs, Holm-corrected p-values, wins/ties/losses by each
     metric's direction. Runs pair arms by label; labels without a partner are named. Runs must be complete (unless
     --allow-partial); stale tables are scored again first, and it says so."""
-    from harness.analysis.compare import COLUMNS, CompareError, compare_runs, compare_within, to_markdown
-    from harness.metrics.segments import SegmentError
+    from harness.analysis.compare import COLUMNS, compare_runs, compare_within, to_markdown
+    from harness.metrics.registry import headline
     from harness.report.terminal import compare_table
 
-    try:
-        if reference is not None:
-            if len(runs) != 1:
-                fail("--reference compares the arms of one run: give one run folder")
-            c = compare_within(runs[0], reference, list(metric), list(segment), list(arm) or None,
-                               allow_partial=allow_partial)
-        else:
-            c = compare_runs(runs, list(metric), list(segment), list(arm) or None, list(pair) or None,
-                             allow_different_evalsets, allow_partial=allow_partial)
-    except (CompareError, SegmentError) as e:
-        fail(str(e))
+    metric = list(metric) or headline(RunFolder(runs[0]).read_manifest().get("metrics"))
+    if reference is not None:
+        if len(runs) != 1:
+            fail("--reference compares the arms of one run: give one run folder")
+        c = compare_within(runs[0], reference, list(metric), list(segment), list(arm) or None,
+                           allow_partial=allow_partial)
+    else:
+        c = compare_runs(runs, list(metric), list(segment), list(arm) or None, list(pair) or None,
+                         allow_different_evalsets, allow_partial=allow_partial)
     df = c.table
     out.mkdir(parents=True, exist_ok=True)
     df.reindex(columns=[x for x in COLUMNS if x in df.columns]).to_csv(out / "compare.csv", index=False)
@@ -124,15 +122,10 @@ def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typ
 def _explain(baseline: Path, candidate: Path, policy: Path, pairs: list[str]) -> None:
     from rich.table import Table
 
-    from harness.analysis.compare import CompareError
     from harness.analysis.explain import explain
-    from harness.analysis.policy import GateUsageError, load_policy
-    from harness.metrics.segments import SegmentError
+    from harness.analysis.policy import load_policy
 
-    try:
-        x = explain(baseline, candidate, load_policy(policy), pairs)
-    except (GateUsageError, CompareError, SegmentError) as e:
-        fail(str(e))
+    x = explain(baseline, candidate, load_policy(policy), pairs)
     t = Table(title=f"{policy.name} on {x['baseline']} → {x['candidate']}: the sessions each check would see",
               title_justify="left", pad_edge=False)
     for c in ("check", "metric", "label", "segment", "baseline", "candidate", "both", "would be"):
@@ -162,13 +155,10 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
     BASELINE CANDIDATE (or --baseline RUN and candidates) it opens with candidate − baseline per label, metric and
     turn index (95% CI, Holm p, regressions marked), and with --policy the gate's verdict; runs on different eval
     sets are shown side by side. Exit 0 whatever the verdict; 2 for bad input."""
-    from harness.analysis.compare import CompareError
-    from harness.analysis.policy import GateUsageError
     from harness.analysis.verdict import plan, verdicts
-    from harness.metrics.segments import SegmentError
     from harness.report.render import render_report
 
-    from harness.analysis.evidence import EvidenceError, check_run
+    from harness.analysis.evidence import check_run
 
     for r in [*runs, *([baseline] if baseline else [])]:
         if not RunFolder(r).is_run():
@@ -176,17 +166,11 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
     if policy is not None and not policy.is_file():
         fail(f"{policy}: no such policy file")
     for r in dict.fromkeys([*([baseline] if baseline else []), *runs]):
-        try:
-            data = check_run(r, complete=False, scored=False)  # stale tables are scored again, once, here
-        except EvidenceError as e:
-            fail(str(e))
+        data = check_run(r, complete=False, scored=False)  # stale tables are scored again, once, here
         for note in data.evidence.notes(data.name):
             console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
     p = plan(list(runs), baseline)
-    try:
-        v = verdicts(p, policy, list(metric), list(arm) or None, list(pair) or None)
-    except (CompareError, GateUsageError, SegmentError) as e:
-        fail(str(e))
+    v = verdicts(p, policy, list(metric), list(arm) or None, list(pair) or None)
     path = render_report(p.runs, out, verdicts=v)
     for b in v["blocks"]:
         gate = f"; gate: {b['gate']['verdict']}" if b["gate"] else ""
@@ -221,7 +205,7 @@ def list_arms():
     """Every registered arm with its capabilities (what metrics can apply to it)."""
     from rich.table import Table
 
-    from harness.arms import REGISTRY
+    from harness.arms.catalog import REGISTRY
 
     t = Table(title="arms (harness/arms; capabilities with default parameters)")
     for c in ("arm", "capabilities", "parameters"):
@@ -238,14 +222,11 @@ def export_trec_cmd(run_dir: Path, arm: str = typer.Option(..., "--arm", help="t
                     repeat: int = typer.Option(0, help="which repeat, for runs with repeats")):
     """An arm of a run as a TREC run file (qid Q0 docno rank score tag; score = -rank, so ties cannot
     reorder); turns where the arm was n/a or failed are left out. Score it with `harness trec-eval`."""
-    from harness.analysis.export import ExportError, export_trec
+    from harness.analysis.export import export_trec
 
     if not RunFolder(run_dir).is_run():
         fail(f"{run_dir}: not a run folder")
-    try:
-        n, left = export_trec(run_dir, arm, out, repeat)
-    except ExportError as e:
-        fail(str(e))
+    n, left = export_trec(run_dir, arm, out, repeat)
     console.print(f"{out}: {n} queries" + (f" ({left} n/a or failed turns left out)" if left else ""), highlight=False)
 
 
@@ -253,10 +234,6 @@ def export_trec_cmd(run_dir: Path, arm: str = typer.Option(..., "--arm", help="t
 def export_qrels_cmd(eval_set: Path, out: Path = typer.Option(..., "--out", "-o", help="the qrels file to write")):
     """An eval set's relevance labels as TREC qrels (qid 0 docno grade); turns without labels are left out."""
     from harness.analysis.export import export_qrels
-    from harness.evalset.load import EvalSetError
 
-    try:
-        n = export_qrels(eval_set, out)
-    except EvalSetError as e:
-        fail(str(e))
+    n = export_qrels(eval_set, out)
     console.print(f"{out}: {n} queries", highlight=False)

@@ -31,15 +31,11 @@ def eval_set_validate(path: Path):
 def import_mtrag(src: Path = typer.Argument(..., help="raw MTRAG folder (mtragun-human/, derived/)"),
                  out: Path = typer.Option(Path("eval_sets/mtrag-un"), "--out", "-o")):
     """Convert MTRAG-UN (human tasks, qrels, pooled corpus) into an eval set."""
-    from harness.evalset.load import EvalSetError
     from harness.importers.mtrag import import_mtrag as run
 
     if not (src / "mtragun-human").is_dir():
         fail(f"{src}: not an MTRAG folder (no mtragun-human/)")
-    try:
-        run(src, out)
-    except EvalSetError as e:
-        fail(str(e))
+    run(src, out)
     eval_set_validate(out)
 
 
@@ -52,16 +48,12 @@ def import_trec(docs: Path = typer.Option(..., help="TREC documents (<DOC><DOCNO
                 source: str = typer.Option("TREC collection"),
                 notice: list[Path] = typer.Option([], help="licence/notice files to keep beside the set")):
     """Convert a TREC collection (documents, topics, qrels) into an eval set."""
-    from harness.evalset.load import EvalSetError
     from harness.importers.trec import import_trec as run
 
     for p in (docs, topics, qrels, *notice):
         if not p.exists():
             fail(f"{p}: no such file")
-    try:
-        run(docs, topics, qrels, out, name=name, licence=licence, source=source, notices=notice)
-    except (EvalSetError, ValueError) as e:
-        fail(str(e))
+    run(docs, topics, qrels, out, name=name, licence=licence, source=source, notices=notice)
     eval_set_validate(out)
 
 
@@ -69,16 +61,11 @@ def import_trec(docs: Path = typer.Option(..., help="TREC documents (<DOC><DOCNO
 def import_run_cmd(run_file: Path, eval_set: Path = typer.Option(..., "--eval-set", help="the eval set the run answers"),
                    run_id: Optional[str] = typer.Option(None), runs_dir: Path = typer.Option(Path("runs"))):
     """Turn a TREC run file into a run folder whose arm is named after the file."""
-    from harness.evalset.load import EvalSetError
     from harness.importers.run import import_run
-    from harness.importers.trec import RunFileError
 
     if not run_file.exists():
         fail(f"{run_file}: no such file")
-    try:
-        out = import_run(run_file, eval_set, runs_dir, run_id)
-    except (EvalSetError, RunFileError, FileExistsError) as e:
-        fail(str(e))
+    out = import_run(run_file, eval_set, runs_dir, run_id)
     from harness.run.manifest import read_manifest
 
     man = read_manifest(out)
@@ -98,14 +85,11 @@ def import_run_cmd(run_file: Path, eval_set: Path = typer.Option(..., "--eval-se
 @import_app.command("ratings")
 def import_ratings_cmd(run_dir: Path, ratings: Path):
     """Bring people's ratings (the sample CSV, filled in) back as human judgments of a run."""
-    from harness.analysis.review import RatingsError, import_ratings, judge_agreement
+    from harness.analysis.review import import_ratings, judge_agreement
 
     if not ratings.exists():
         fail(f"{ratings}: no such file")
-    try:
-        out = import_ratings(run_dir, ratings)
-    except (RatingsError, FileNotFoundError) as e:
-        fail(str(e))
+    out = import_ratings(run_dir, ratings)
     console.print(f"human judgments: {out}; judge agreement: {judge_agreement(run_dir)}", highlight=False)
 
 
@@ -113,13 +97,9 @@ def import_ratings_cmd(run_dir: Path, ratings: Path):
 def import_log_cmd(log: Path, corpus_from: Path = typer.Option(..., "--corpus-from", help="eval set whose corpus the log used"),
                    out: Path = typer.Option(..., "--out", "-o"), name: str = typer.Option(...)):
     """Build an eval set from logged production sessions (JSONL); e-mails, phone numbers and IBANs redacted first."""
-    from harness.evalset.load import EvalSetError
-    from harness.importers.log import LogError, import_log
+    from harness.importers.log import import_log
 
     if not log.exists():
         fail(f"{log}: no such file")
-    try:
-        import_log(log, corpus_from, out, name)
-    except (LogError, EvalSetError) as e:
-        fail(str(e))
+    import_log(log, corpus_from, out, name)
     eval_set_validate(out)

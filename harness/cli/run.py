@@ -25,30 +25,22 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
         max_cost_usd: Optional[float] = typer.Option(None, "--max-cost-usd", min=0, help="what this run may spend on "
                                                      "requests the cache does not answer, over llm.max_cost_usd")):
     """Replay every (arm, session, labelled turn) of a config; write a run folder under runs/."""
-    from harness.config import ConfigError
-    from harness.evalset.load import EvalSetError
     from harness.run.manifest import read_manifest
     from harness.run.replay import Replay
 
-    try:
-        cfg, raw, run_dir = _config(config, resume, run_id, repeats, llm_cache, max_cost_usd)
-        from harness.run.shard import parse_shard
+    cfg, raw, run_dir = _config(config, resume, run_id, repeats, llm_cache, max_cost_usd)
+    from harness.run.shard import parse_shard
 
-        sh = parse_shard(shard) if shard else None
-        if resume and not sh:
-            sh_m = (read_manifest(resume).get("shard") or {})
-            sh = (sh_m["index"], sh_m["of"]) if sh_m else None
-        rp = Replay(cfg, raw, run_dir=run_dir, progress=progress and sys.stderr.isatty(), resume=bool(resume),
-                    shard=sh)
-    except (ConfigError, EvalSetError, FileNotFoundError, ValueError) as e:
-        fail(str(e))
+    sh = parse_shard(shard) if shard else None
+    if resume and not sh:
+        sh_m = (read_manifest(resume).get("shard") or {})
+        sh = (sh_m["index"], sh_m["of"]) if sh_m else None
+    rp = Replay(cfg, raw, run_dir=run_dir, progress=progress and sys.stderr.isatty(), resume=bool(resume),
+                shard=sh)
     from harness.llm.ledger import BudgetExceeded
-    from harness.llm.transport import ReplayMiss
 
     try:
         out = rp.run()
-    except (FileExistsError, ReplayMiss) as e:
-        fail(str(e))
     except BudgetExceeded as e:  # infrastructure, not bad input: the rows so far are kept
         err.print(f"[red]infrastructure:[/red] {escape(str(e))}. The run stopped with the turns it finished; the "
                   "replies paid for are in the LLM cache, a new run does not pay for them again; `harness run --resume "
@@ -146,7 +138,7 @@ def _missing(m, run_dir: Path, res) -> str:
 
 def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool = False):
     """Score a run folder (every table into the folder), then print them (or where they are)."""
-    from harness.metrics.registry import resolve
+    from harness.metrics.registry import headline, judged, resolve
     from harness.metrics.score import score_run
     from harness.report import terminal
     from harness.run.folder import RunFolder
@@ -167,10 +159,8 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
         m = resolve(n)
         if m.name not in res.metric_names:
             fail(f"-m/--metric {m.name}: {_missing(m, run_dir, res)}; computed here: {', '.join(res.metric_names)}")
-    names = [resolve(n).name for n in metric_names] if metric_names else \
-        [m for m in res.metric_names if m.startswith(("recall@10", "ndcg@", "mrr@"))]
-    if "faithfulness" in res.metric_names and not metric_names:
-        names.append("faithfulness")
+    default = headline(man.get("metrics")) + judged()  # the run's headline metrics, the judged ones if judged
+    names = [resolve(n).name for n in metric_names] if metric_names else [m for m in default if m in res.metric_names]
     labels = {a.arm_id: a.label for a in res.arm_infos}
     tables = terminal.metric_tables(res, names, labels, man["eval_set"]["name"], folder.name)
     tables += [terminal.abstention(scored.abstention, labels, folder.name),
@@ -187,12 +177,9 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
 def merge(shards: list[Path] = typer.Argument(..., help="the shard run folders of one run"),
           out: Path = typer.Option(..., "--out", "-o", help="the merged run folder (must not exist)")):
     """Join shard run folders (harness run --shard i/n) into one run folder; then score it."""
-    from harness.run.shard import ShardError, merge_runs
+    from harness.run.shard import merge_runs
 
-    try:
-        path = merge_runs(list(shards), out)
-    except (ShardError, FileExistsError, FileNotFoundError) as e:
-        fail(str(e))
+    path = merge_runs(list(shards), out)
     console.print(f"merged: {path}", highlight=False)
     _metrics(path)
 
@@ -212,36 +199,26 @@ def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh"
 
     if refresh not in (None, "judge"):
         fail("--refresh takes 'judge'")
-    try:
-        ep = judge_endpoint(endpoint, model, kind, judge_config)
-    except ValueError as e:
-        fail(str(e))
-    code = judge_command(run_dir, refresh == "judge", ep)
-    if code in (0, 3) and RunFolder(run_dir).parts():
-        from harness.run.folder import RunFolderError
-        from harness.run.traces import TraceError
-
-        try:
-            _metrics(run_dir, quiet=True)
-        except (TraceError, RunFolderError) as e:
-            fail(str(e))
-    if code:
-        raise typer.Exit(code)
+    ep = judge_endpoint(endpoint, model, kind, judge_config)
+    summary = judge_command(run_dir, refresh == "judge", ep)
+    console.print(f"judge: {summary.line()}", highlight=False, markup=False)
+    if RunFolder(run_dir).parts():
+        _metrics(run_dir, quiet=True)
+    if summary.mostly_failed:
+        failed, asked = summary.counts.get("error", 0), summary.counts.get("ok", 0) + summary.counts.get("error", 0)
+        err.print(f"[red]infrastructure:[/red] {failed} of {asked} judgments failed (see the status column of "
+                  f"{escape(str(summary.path))}); exit 3", highlight=False)
+        raise typer.Exit(3)
 
 
 @app.command()
 def metrics(run_dir: Path, metric: list[str] = typer.Option([], "--metric", "-m", help="metrics to print")):
     """Score a run folder from its traces and labels alone; write its metrics and tables into it; print them. An
     unfinished run is scored all the same and its tables are marked partial."""
-    from harness.run.folder import RunFolderError
-    from harness.run.traces import TraceError
 
     if not RunFolder(run_dir).is_run():
         fail(f"{run_dir}: not a run folder")
-    try:
-        _metrics(run_dir, metric or None)
-    except (TraceError, RunFolderError) as e:
-        fail(str(e))
+    _metrics(run_dir, metric or None)
 
 
 @app.command()

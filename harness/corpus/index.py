@@ -11,6 +11,7 @@ import numpy as np
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
+from harness.errors import BadInput
 from harness.corpus.chunk import Chunk, chunk_document, split_sentences
 from harness.corpus.embed import EmbeddingCache, Embedder
 from harness.corpus.filters import matches, to_qdrant
@@ -50,7 +51,7 @@ class Index:
         self.max_chars = max_chars
         self.chunks: list[Chunk] = [c for d in docs.values() for c in chunk_document(d.doc_id, d.title, d.text, max_chars)]
         if not self.chunks:
-            raise ValueError("empty corpus: nothing to index")
+            raise BadInput("empty corpus: nothing to index")
         self.meta = {d.doc_id: d.metadata for d in docs.values()}
         misses0 = cache.misses
         vecs = cache.get_or_compute(embedder, "passage", [c.text for c in self.chunks])

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from harness.errors import BadInput
 from harness.evalset.model import Document, EvalSetInfo, Session
 
 SPLIT_FILES = {"main": "sessions.jsonl", "test": "sessions.test.jsonl"}
@@ -35,7 +36,7 @@ def _short(text: str, limit: int) -> str:
     return f"{text[: limit - 40]}… ({len(text)} characters)"
 
 
-class EvalSetError(Exception):
+class EvalSetError(BadInput):
     def __init__(self, problems: list[Problem]):
         self.problems = problems
         head = f"{len(problems)} problem(s) in eval set"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from harness.errors import BadInput
 from harness.evalset.load import load_eval_set
 from harness.importers.common import write_eval_set
 
@@ -42,7 +43,7 @@ def redact(text: str) -> str:
     return PHONE.sub(phone, text)
 
 
-class LogError(ValueError):
+class LogError(BadInput, ValueError):
     pass
 
 

@@ -8,6 +8,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from harness.errors import BadInput
 from harness.importers.common import write_eval_set
 
 
@@ -53,7 +54,7 @@ def _session(task: dict, qrels: dict[str, int] | None) -> dict:
     last = turns[-1]
     tix = int(task["turn"])
     if last["turn_index"] != tix:
-        raise ValueError(f"task {task['task_id']}: {last['turn_index']} user turns but turn={tix}")
+        raise BadInput(f"task {task['task_id']}: {last['turn_index']} user turns but turn={tix}")
     targets = task.get("targets") or []
     labels = {
         "qrels": qrels or {},

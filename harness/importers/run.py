@@ -8,9 +8,9 @@ from pathlib import Path
 
 from harness.arms.base import ArmResult, TurnContext
 from harness.evalset.load import iter_labelled, load_eval_set
-from harness.run.folder import RunFolder
+from harness.run.folder import RunFolder, RunFolderExists
 from harness.run.manifest import git_state, now, versions, write_manifest
-from harness.config import metric_settings
+from harness.defaults import metric_settings
 from harness.run.replay import labels_table, new_run_id, result_rows
 from harness.run.armset import EXTERNAL
 from harness.importers.trec import RunFileError, query_ids, ranked, read_trec_run
@@ -51,7 +51,7 @@ def import_run(run_file: Path, eval_set: Path, runs_dir: Path = Path("runs"), ru
     name = Path(run_file).stem
     run_dir = Path(runs_dir) / (run_id or new_run_id(f"import-{name}"))
     if run_dir.exists():
-        raise FileExistsError(f"{run_dir} exists")
+        raise RunFolderExists(f"{run_dir} exists")
     run_dir.mkdir(parents=True)
     arm = _External(name)
     manifest = {"run_id": run_dir.name, "status": "running", "config": {"imported_from": str(run_file)},

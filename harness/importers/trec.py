@@ -7,6 +7,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from harness.errors import BadInput
 from harness.corpus.fusion import order
 from harness.importers.common import write_eval_set
 
@@ -38,7 +39,11 @@ def read_trec_topics(path: Path) -> dict[str, str]:
     return out
 
 
-def read_columns(path: Path, layout: str, error: type[ValueError] = ValueError):
+class RunFileError(BadInput, ValueError):
+    pass
+
+
+def read_columns(path: Path, layout: str, error: type[ValueError] = RunFileError):
     """(line number, fields) of each line of a whitespace-separated TREC file (qrels, runs)
     whose fields are named by `layout`; blank lines are skipped, any other field count raises
     `error` naming the file and line."""
@@ -58,7 +63,7 @@ def read_trec_qrels(path: Path) -> dict[str, dict[str, int]]:
         try:
             q.setdefault(qid, {})[doc] = int(grade)
         except ValueError:
-            raise ValueError(f"{path}:{no}: grade {grade!r} is not an integer") from None
+            raise RunFileError(f"{path}:{no}: grade {grade!r} is not an integer") from None
     return q
 
 
@@ -79,10 +84,6 @@ def import_trec(docs_path: Path, topics_path: Path, qrels_path: Path, out: Path,
             "languages": ["en"], "source": source, "licence": licence, "written_here": False,
             "pooled_corpus": False, "filters": []}
     return write_eval_set(out, info, docs, sessions, notices=notices)
-
-
-class RunFileError(ValueError):
-    pass
 
 
 def read_trec_run(path: Path) -> dict[str, dict[str, float]]:

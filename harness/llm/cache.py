@@ -18,6 +18,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from harness.errors import BadInput
 
 MODES = ("readwrite", "replay", "refresh", "off")
 
@@ -79,7 +80,7 @@ def request_key(kind: str, path: str, body: dict) -> str:
 class LLMCache:
     def __init__(self, folder: str | Path, mode: str = "readwrite"):
         if mode not in MODES:
-            raise ValueError(f"cache mode {mode!r}: expected one of {', '.join(MODES)}")
+            raise BadInput(f"cache mode {mode!r}: expected one of {', '.join(MODES)}")
         self.mode = mode
         self.folder = Path(folder)
         self.path = self.folder / "llm_cache.sqlite"

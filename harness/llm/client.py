@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from openai._models import FinalRequestOptions
 from openai.types.chat import ChatCompletion
 
+from harness.errors import BadInput
 from harness.llm.cache import LLMCache, canonical_json, key_of_json, prompt_hash
 from harness.llm.ledger import TIME_BUDGET, CallRecord, RoleTimeout, SpendCap, cost_usd, in_budget, load_prices
 from harness.llm.schema import response_format
@@ -69,10 +70,10 @@ class EndpointConfig(BaseModel):
         if self.kind == "azure":
             url = self.base_url or os.environ.get("AZURE_OPENAI_BASE_URL")
             if not url:
-                raise ValueError("azure endpoint: set AZURE_OPENAI_BASE_URL or base_url (…/openai/v1/)")
+                raise BadInput("azure endpoint: set AZURE_OPENAI_BASE_URL or base_url (…/openai/v1/)")
             return url
         if self.kind == "openai-compatible" and not self.base_url:
-            raise ValueError("openai-compatible endpoint needs base_url")
+            raise BadInput("openai-compatible endpoint needs base_url")
         return self.base_url
 
 
@@ -147,7 +148,7 @@ class LLMClient:
             if endpoint.kind == "openai-compatible" or (cache is not None and cache.mode == "replay"):
                 key = "none"  # replay mode never sends a request: CI without the secret (a fork's pull request)
             else:
-                raise ValueError(f"{endpoint.kind} endpoint: set {key_env} in the environment "
+                raise BadInput(f"{endpoint.kind} endpoint: set {key_env} in the environment "
                                  "(or replay the LLM cache: --llm-cache replay)")
         self.sdk = AsyncOpenAI(
             api_key=key, base_url=endpoint.resolved_base_url(), max_retries=0, timeout=endpoint.timeout,

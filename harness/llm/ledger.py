@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from harness.errors import BadInput, Infrastructure
 from harness.llm.transport import StopRun
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.yaml")
@@ -46,7 +47,7 @@ class CallRecord:
     prompt_hash: str | None = None
 
 
-class BudgetExceeded(StopRun):
+class BudgetExceeded(StopRun, Infrastructure):
     """llm.max_cost_usd reached: the run stops (exit 3); `--resume` continues from the cache."""
 
 
@@ -76,7 +77,7 @@ def check_priced(prices: dict, models: dict[str, str]) -> None:
     """A spend cap needs a price for every model it pays for: {role: model} without one raises."""
     unpriced = {r: m for r, m in models.items() if m not in prices}
     if unpriced:
-        raise ValueError("llm.max_cost_usd: no price for " + ", ".join(f"role {r} model {m!r}" for r, m in unpriced.items())
+        raise BadInput("llm.max_cost_usd: no price for " + ", ".join(f"role {r} model {m!r}" for r, m in unpriced.items())
                          + " in the price table (llm.prices); a cap cannot count what it cannot price")
 
 

@@ -28,6 +28,7 @@ import httpx2
 import openai
 from httpx_aiohttp.httpx2 import AiohttpTransport
 
+from harness.errors import BadInput
 from harness.llm.cache import LLMCache, prompt_hash, request_key
 
 ROLE_HEADER = "x-harness-role"
@@ -54,7 +55,7 @@ class StopRun(openai.OpenAIError):
     folder records why and `harness run --resume` continues it."""
 
 
-class ReplayMiss(StopRun):
+class ReplayMiss(StopRun, BadInput):
     """Replay mode and no cached reply: the run must not call out."""
 
 

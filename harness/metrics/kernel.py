@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from harness.config import metric_settings
+from harness.defaults import metric_settings
 from harness.run.armset import run_arms
 from harness.run.traces import KEY
 

@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import pandas as pd
 
+from harness.metrics.registry import headline
 from harness.metrics.segments import parse_segment, segment_keys
 from harness.metrics.stats import compare_arms, holm, oracle_gap_closed
 
-DEFAULT_METRICS = ("recall@10", "ndcg@10")
 DEFAULT_SEGMENTS = ("all", "turn_index>=2")
 
 
 def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list, reference: str | None = None,
-                 metrics=DEFAULT_METRICS, segments=DEFAULT_SEGMENTS, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+                 metrics=None, segments=DEFAULT_SEGMENTS, n_resamples: int = 2000, seed: int = 0,
+                 settings: dict | None = None) -> pd.DataFrame:
     """`arms`: the run's arms (harness.run.armset.ArmInfo); the reference is `reference` (an arm id)
     or the arm that declares the `reference` capability; the oracle gap is measured to the arm
-    that declares `oracle`."""
+    that declares `oracle`. `metrics`: the run's headline recall and nDCG (its metric `settings`)
+    unless given."""
+    metrics = metrics or headline(settings)[:2]
+    recall = headline(settings)[0]
     ids = [a.arm_id for a in arms]
     ref = reference or next((a.arm_id for a in arms if "reference" in a.capabilities), None)
     if ref is None:
@@ -53,11 +57,11 @@ def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list, refer
         return pd.DataFrame()
     out = pd.concat(frames, ignore_index=True)
     out["p_holm"] = holm(out["p"].tolist())  # across every comparison of this table
-    # cost per recall point relative to the reference: extra USD per turn per +1 point of recall@10
+    # cost per recall point relative to the reference: extra USD per turn per +1 point of headline recall
     cost = per_turn[per_turn["metric"] == "cost_usd"].groupby("arm_id")["value"].mean()
-    rec = out[(out["metric"] == "recall@10") & (out["segment"] == "all")].set_index("arm")["diff"]
+    rec = out[(out["metric"] == recall) & (out["segment"] == "all")].set_index("arm")["diff"]
     out["cost_per_recall_point"] = [
         (cost.get(r.arm, float("nan")) - cost.get(ref, float("nan"))) / (100 * rec[r.arm])
-        if r.metric == "recall@10" and r.segment == "all" and r.arm in rec and rec[r.arm] not in (0,) else float("nan")
+        if r.metric == recall and r.segment == "all" and r.arm in rec and rec[r.arm] not in (0,) else float("nan")
         for r in out.itertuples()]
     return out

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Literal
 
+from harness.errors import BadInput
 from harness.yamlpos import did_you_mean
 
 Direction = Literal["higher", "lower", "none"]
@@ -117,7 +118,7 @@ def families() -> list[Family]:
     return sorted(FAMILIES.values(), key=lambda f: f.order)
 
 
-class UnknownMetric(ValueError):
+class UnknownMetric(BadInput, ValueError):
     """A metric name the registry does not know (exit 2)."""
 
 
@@ -148,6 +149,23 @@ def resolve(name: str, extra: list[str] = ()) -> Metric:
     if m is None:
         raise UnknownMetric(f"unknown metric {name!r}{suggestion(name, extra)} (see `{LIST_COMMAND}`)")
     return m
+
+
+def headline(settings: dict | None = None) -> list[str]:
+    """The ranking metrics readers lead with, from a run's metric settings (its manifest's
+    `metrics`; the defaults of harness.config.MetricsConfig without): recall at the computed
+    cutoff nearest 10, nDCG and MRR at their configured cutoffs. Every command and report section
+    asks here, so a run with `cutoffs: [5, 20]` shows recall@5, never an empty recall@10."""
+    from harness.defaults import metric_settings
+
+    s = metric_settings(settings)
+    k = min(s["cutoffs"], key=lambda c: (abs(c - 10), c))
+    return [f"recall@{k}", f"ndcg@{s['ndcg_at']}", f"mrr@{s['mrr_at']}"]
+
+
+def judged() -> list[str]:
+    """The metrics computed from the judge's verdicts (the `judged` family's)."""
+    return [t.pattern for f in families() if f.name == "judged" for t in f.templates]
 
 
 def direction_of(name: str) -> Direction:

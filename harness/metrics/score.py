@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.defaults import metric_settings
 from harness.metrics.coinciding import coinciding_arms
 from harness.metrics.compute import MetricsResult, compute_metrics, write_metrics
 from harness.metrics.families.answers import abstention_table
 from harness.metrics.families.guards import filter_fields_table
+from harness.metrics.paired import paired_table
 from harness.metrics.provenance import metadata, stamp
+from harness.metrics.spread import spread_table
 from harness.run.folder import RunFolder, RunFolderError
 from harness.run.integrity import Completeness, completeness
 from harness.run.traces import read_traces
@@ -45,9 +48,6 @@ def _write(folder: RunFolder, name: str, df: pd.DataFrame, meta: dict[str, str])
 
 
 def score_run(run_dir: Path) -> Scored:
-    from harness.metrics.paired import paired_table
-    from harness.metrics.spread import spread_table
-
     folder = RunFolder(run_dir)
     man = folder.read_manifest()
     done = completeness(folder, man)
@@ -55,7 +55,8 @@ def score_run(run_dir: Path) -> Scored:
         raise RunFolderError(done.describe())
     st = stamp(folder, man, done)  # the inputs as read now: a later change shows as stale
     res = compute_metrics(folder.path)
-    comparisons = paired_table(res.per_turn, res.labels, res.arm_infos)
+    settings = metric_settings(man.get("metrics"))
+    comparisons = paired_table(res.per_turn, res.labels, res.arm_infos, settings=settings)
     abstention = abstention_table(res.per_turn, res.labels)
     schema = man.get("filter_schema") or []
     rounds = read_traces(folder.path, TRACE_COLUMNS).to_pandas()
@@ -65,7 +66,7 @@ def score_run(run_dir: Path) -> Scored:
     final = rounds[rounds["is_final"]] if len(rounds) else rounds
     same = coinciding_arms(final, res.arms) if len(final) else pd.DataFrame()
     tables = {"comparisons": comparisons, "abstention": abstention, "filter_fields": filters, "coinciding": same,
-              "spread": spread_table(res.per_turn)}
+              "spread": spread_table(res.per_turn, settings=settings)}
     meta = metadata({**st, "tables": sorted(n for n, df in tables.items() if len(df))})  # a table gone shows too
     path = write_metrics(folder.path, res, meta)
     for name, df in tables.items():

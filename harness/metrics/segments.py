@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from harness.errors import BadInput
 from harness.yamlpos import did_you_mean
 
 _IN = re.compile(r"^\s*([A-Za-z_][\w.]*)\s+in\s+\[(.*)\]\s*$")
@@ -29,7 +30,7 @@ def bucket(turn_index) -> str:
     return "4+" if t >= 4 else str(t)
 
 
-class SegmentError(ValueError):
+class SegmentError(BadInput, ValueError):
     pass
 
 

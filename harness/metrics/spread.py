@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.metrics.stats import session_bootstrap_ci
 from harness.metrics.aggregate import turn_values
+from harness.metrics.registry import headline, judged
 from harness.metrics.segments import BUCKETS, bucket
+from harness.metrics.stats import session_bootstrap_ci
 
-SPREAD_METRICS = ("recall@10", "ndcg@10", "mrr@10", "faithfulness")
 COLUMNS = ["arm_id", "metric", "bucket", "mean", "lo", "hi", "n", "n_sessions"]
 N_RESAMPLES = 1000
 
@@ -24,8 +24,16 @@ def point(values: pd.DataFrame, n_resamples: int = N_RESAMPLES) -> tuple[float, 
     return float(mean), float(lo), float(hi)
 
 
-def spread_table(per_turn: pd.DataFrame, metrics=SPREAD_METRICS, n_resamples: int = N_RESAMPLES) -> pd.DataFrame:
-    """One row per arm, metric and bucket ("1", "2", "3", "4+", "all") that has a measured turn."""
+def spread_metrics(settings: dict | None) -> list[str]:
+    """The metrics whose spread scoring writes: the run's headline ranking metrics and the judged ones."""
+    return headline(settings) + judged()
+
+
+def spread_table(per_turn: pd.DataFrame, metrics=None, n_resamples: int = N_RESAMPLES,
+                 settings: dict | None = None) -> pd.DataFrame:
+    """One row per arm, metric and bucket ("1", "2", "3", "4+", "all") that has a measured turn;
+    `metrics`: spread_metrics(settings) unless given."""
+    metrics = metrics or spread_metrics(settings)
     t = turn_values(per_turn[per_turn["metric"].isin(metrics)], ("arm_id", "metric", "session_id", "turn_index"))
     t = t.assign(bucket=t["turn_index"].map(bucket))
     rows = []

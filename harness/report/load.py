@@ -12,9 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
+from harness.errors import BadInput
 from harness.analysis.evidence import check_run
-from harness.metrics.spread import SPREAD_METRICS
+from harness.metrics.spread import spread_metrics
 from harness.metrics.aggregate import turn_values
+from harness.metrics.registry import headline, judged
 from harness.report.table import bucket
 from harness.run.folder import METRICS, TABLES, TURN_COLUMNS, RunData, RunFolder
 from harness.run.traces import read_traces
@@ -65,6 +67,16 @@ class ReportRun:
     @property
     def has_judgments(self) -> bool:
         return self.folder.has_judgments()
+
+    @property
+    def headline(self) -> list[str]:
+        """The run's headline ranking metrics (harness.metrics.registry.headline: its own cutoffs)."""
+        return headline(self.manifest.get("metrics"))
+
+    @property
+    def judged(self) -> list[str]:
+        """The metrics judgments give (faithfulness)."""
+        return judged()
 
     def table(self, name: str) -> pd.DataFrame | None:
         return self.tables[name]
@@ -117,7 +129,7 @@ def missing_tables(data: RunData, traces: pd.DataFrame, turns: pd.DataFrame, tab
         out.add("abstention")  # missing, or written by a scoring step that did not count per label
     if tables["filter_fields"] is None and measured & {"filter_precision", "filter_recall"}:
         out.add("filter_fields")
-    if tables["spread"] is None and measured & set(SPREAD_METRICS):
+    if tables["spread"] is None and measured & set(spread_metrics(data.manifest.get("metrics"))):
         out.add("spread")
     return out
 
@@ -169,7 +181,7 @@ def unique_keys(names: list[str]) -> list[str]:
 
 def load_runs(paths: list[str | Path]) -> list[ReportRun]:
     if not paths:
-        raise ValueError("give at least one run folder")
+        raise BadInput("give at least one run folder")
     runs = [load_run(p) for p in paths]
     for r, k in zip(runs, unique_keys([r.key for r in runs])):
         r.key = k

@@ -10,6 +10,8 @@ from harness import env as _env  # noqa: F401  (MPLCONFIGDIR before matplotlib l
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from harness.metrics.registry import lookup
+
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
           "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
@@ -64,7 +66,7 @@ def metric_by_turn(series: list[dict], buckets: list[str], metric: str, title: s
     ax.set_xticklabels([f"turn {b}" for b in buckets])
     ax.set_xlim(-0.5, len(buckets) - 0.5)
     ax.set_ylabel(plain(metric))
-    if metric.startswith(("recall@", "ndcg@", "mrr@", "faithfulness")):
+    if (lookup(metric) is not None and lookup(metric).unit == "share"):  # a share: the whole 0..1 range
         ax.set_ylim(-0.02, 1.04)
     ax.grid(True, alpha=0.3)
     ax.set_title(plain(title), fontsize=10)

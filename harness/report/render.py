@@ -45,6 +45,12 @@ def run_context(run: ReportRun, plots: bool = True, index: int = 0, against=None
     }
 
 
+def _headline(runs: list[ReportRun]) -> list[str]:
+    """The headline metric names the report's prose uses: the runs' own when they share them."""
+    names = {tuple(r.headline) for r in runs}
+    return list(names.pop()) if len(names) == 1 else ["recall", "nDCG", "MRR"]
+
+
 def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | None = None) -> dict:
     """`verdicts`: the verdict blocks the analysis stage computed for these runs
     (harness.analysis.verdict.verdicts), or None (the report then says how to get them)."""
@@ -55,6 +61,7 @@ def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | Non
         "title": "Review report: " + ", ".join(keys),
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "run_keys": keys,
+        "headline_names": _headline(runs),
         "files": FILES,
         "top_hits": drilldown.TOP_HITS,
         "abstention_should": sorted(SHOULD_ABSTAIN),

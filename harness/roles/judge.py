@@ -19,11 +19,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from harness.defaults import JUDGED_METRIC
 from harness.llm.cache import LLMCache
 from harness.llm.client import EndpointConfig, LLMClient
 from harness.llm.transport import ROLE_HEADER
 
 ROLE = "judge"
+METRIC = JUDGED_METRIC  # the judged metric this role gives (harness/metrics/families/judged.py)
 OK = "ok"
 
 

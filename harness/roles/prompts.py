@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from harness.errors import BadInput
 from harness.llm.cache import prompt_hash
 
 
-class PromptError(ValueError):
+class PromptError(BadInput, ValueError):
     """A prompt that cannot be found (exit 2)."""
 
 

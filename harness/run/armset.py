@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from harness.errors import BadInput
 
 # what an arm can declare; metrics name the capabilities they need (harness/metrics/registry.py)
 CAPABILITIES = {
@@ -62,7 +63,7 @@ def _legacy_capabilities(entry: dict) -> tuple[frozenset, int | None]:
     (the only place that declares them), built with the recorded parameters."""
     if entry.get("arm") in (None, "external"):
         return EXTERNAL, None
-    from harness.arms import REGISTRY  # heavy: only for old manifests
+    from harness.arms.catalog import REGISTRY  # heavy: only for old manifests
 
     cls = REGISTRY.get(entry["arm"])
     if cls is None:
@@ -103,7 +104,7 @@ def derive_labels(arms: list[ArmInfo]) -> dict[str, str]:
     for aid in [a.arm_id for a in arms]:
         lab = out[aid]
         if lab in seen:
-            raise ValueError(f"label {lab!r} names two arms: {seen[lab]} and {aid}")
+            raise BadInput(f"label {lab!r} names two arms: {seen[lab]} and {aid}")
         seen[lab] = aid
     return out
 

@@ -25,6 +25,7 @@ from typing import Iterator
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from harness.errors import BadInput
 
 MANIFEST = "manifest.json"
 LABELS = "labels.parquet"
@@ -33,15 +34,20 @@ PART_GLOB = "part-*.parquet"
 JUDGMENTS = "judgments.parquet"
 HUMAN_JUDGMENTS = "human_judgments.parquet"
 METRICS = "metrics.parquet"
+LABEL_KEYS = ("session_id", "turn_index", "qrels", "qrels_measured")  # what scoring reads of every snapshot
 TABLES = {"comparisons": "comparisons.parquet", "abstention": "abstention.parquet",
           "filter_fields": "filter_fields.parquet", "coinciding": "coinciding.parquet", "spread": "spread.parquet"}
 
 
-class NotARunFolder(FileNotFoundError):
+class NotARunFolder(BadInput, FileNotFoundError):
     """A path without a manifest (exit 2)."""
 
 
-class RunFolderError(ValueError):
+class RunFolderExists(BadInput, FileExistsError):
+    """A run folder that would be written over (exit 2)."""
+
+
+class RunFolderError(BadInput, ValueError):
     """A file of a run folder that cannot be read, named with why (exit 2)."""
 
 
@@ -50,7 +56,7 @@ def _readable(path: Path, read):
     try:
         return read(path)
     except FileNotFoundError:
-        raise
+        raise RunFolderError(f"{path}: missing (not a complete run folder)") from None
     except (OSError, ValueError, pa.ArrowException) as e:  # truncated, not JSON, not Parquet
         why = " ".join(str(e).split())
         raise RunFolderError(f"{path}: unreadable ({type(e).__name__}: {why})") from None
@@ -133,6 +139,10 @@ class RunFolder:
     def labels(self) -> pd.DataFrame:
         """labels.parquet with a `seg.KEY` column per key of the turns' extra segment labels."""
         labels = self.labels_table().to_pandas()
+        lack = [c for c in LABEL_KEYS if c not in labels.columns]
+        if lack:
+            raise RunFolderError(f"{self.path / LABELS}: unreadable (no column {', '.join(lack)}: not a labels snapshot "
+                                 "written by `harness run`)")
         segs = [json.loads(s or "{}") for s in labels["segments"]] if "segments" in labels else [{}] * len(labels)
         for k in sorted({k for s in segs for k in s}):
             labels[f"seg.{k}"] = [s.get(k) for s in segs]
@@ -239,7 +249,7 @@ def run_folder(path: str | Path | RunFolder) -> RunFolder:
     return path if isinstance(path, RunFolder) else RunFolder(path)
 
 
-class NotScored(ValueError):
+class NotScored(BadInput, ValueError):
     """A run folder without metrics where they are needed (exit 2)."""
 
 

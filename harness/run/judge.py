@@ -9,10 +9,10 @@ endpoint` with value null. Answer relevancy is not computed: Ragas' AnswerReleva
 embedding model (cosine similarity of generated questions), see docs/llm.md."""
 from __future__ import annotations
 
+from harness.errors import BadInput
 from harness import env as _env  # noqa: F401  (RAGAS_DO_NOT_TRACK and offline settings first)
 
 import asyncio
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,11 +20,10 @@ import pyarrow as pa
 
 from harness.llm.cache import LLMCache
 from harness.llm.client import EndpointConfig
-from harness.roles.judge import OK, ROLE, RagasJudge, first_lines
+from harness.roles.judge import METRIC, OK, ROLE, RagasJudge, first_lines
 from harness.run.folder import RunFolder
 from harness.run.traces import read_traces
 
-METRIC = "faithfulness"
 TOP_RANKED = 3  # contexts when the answer cites no documents: the top of the ranking
 
 NOT_MEASURED = "not measured: no judge endpoint"
@@ -72,6 +71,12 @@ class JudgeSummary:
                     f"{self.http_calls} HTTP call(s), {self.cache_hits} cache hit(s)")
         return f"{head}; {c.get('skipped', 0)} skipped; {self.path}"
 
+    @property
+    def mostly_failed(self) -> bool:
+        """More than half of the judgments asked failed: the judge endpoint is down or broken."""
+        asked = self.counts.get("ok", 0) + self.counts.get("error", 0)
+        return bool(asked) and self.counts.get("error", 0) > asked / 2
+
 
 # ---- inputs -------------------------------------------------------------------------------
 
@@ -87,7 +92,7 @@ def _doc_texts(folder: RunFolder, manifest: dict) -> dict[str, str]:
 
     path = folder.eval_set_path(manifest)
     if path is None:
-        raise ValueError("manifest names no eval set: cannot read the retrieved documents")
+        raise BadInput("manifest names no eval set: cannot read the retrieved documents")
     es = load_eval_set(path)
     return {d: (f"{doc.title}\n{doc.text}" if doc.title else doc.text) for d, doc in es.docs.items()}
 
@@ -205,40 +210,29 @@ def judge_endpoint(url: str | None, model: str | None, kind: str = "openai-compa
         for k in where:
             ep = ep.get(k) if isinstance(ep, dict) else None
         if not isinstance(ep, dict):
-            raise ValueError(f"--config {config}: " + ("no llm.roles.judge in this run config" if where else
+            raise BadInput(f"--config {config}: " + ("no llm.roles.judge in this run config" if where else
                                                        "expected the fields of llm.roles.judge (kind, model, ...)"))
         try:
             return EndpointConfig.model_validate(ep)
         except ValidationError as e:
             problems = [(where + loc, msg) for loc, msg in validation_problems(e, EndpointConfig)]
-            raise ValueError(f"--config {config}: not a judge endpoint (the fields of llm.roles.judge, or a run "
+            raise BadInput(f"--config {config}: not a judge endpoint (the fields of llm.roles.judge, or a run "
                              "config with them):\n" + located(config, text, problems)) from None
     if url is None and model is None:
         return None
     if not url or not model:
-        raise ValueError("--endpoint and --model go together")
+        raise BadInput("--endpoint and --model go together")
     return EndpointConfig(kind=kind, base_url=url, model=model)
 
 
-def judge_command(run_dir: Path, refresh: bool, endpoint: EndpointConfig | None = None) -> int:
-    """`harness judge RUN_DIR [--refresh]`: 0 done (a few judge errors are rows, not failures), 2 not
-    a run folder or an unusable judge configuration, 3 more than half of the judgments failed
-    (the endpoint is down or broken; the rows are written all the same). Prints one summary line."""
+def judge_command(run_dir: Path, refresh: bool = False, endpoint: EndpointConfig | None = None) -> JudgeSummary:
+    """`harness judge RUN_DIR [--refresh]`: judge every answer of the run (the rows are written, a
+    few judge errors included) and return the summary; BadInput when the folder is not a run or the
+    judge configuration is unusable. Whether too many failed (exit 3) is the command's to say."""
     from harness.evalset.load import EvalSetError
 
-    folder = RunFolder(run_dir)
-    if not folder.is_run():
-        print(f"error: {run_dir}: not a run folder", file=sys.stderr)
-        return 2
+    folder = RunFolder(run_dir).require()
     try:
-        summary = asyncio.run(ajudge_run(folder.path, refresh, endpoint))
-    except (ValueError, FileNotFoundError, RuntimeError, EvalSetError) as e:
-        print(f"error: {run_dir}: {first_lines(e, 3)}", file=sys.stderr)
-        return 2
-    print(f"judge: {summary.line()}")
-    asked = summary.counts.get("ok", 0) + summary.counts.get("error", 0)
-    if asked and summary.counts.get("error", 0) > asked / 2:
-        print(f"infrastructure: {summary.counts['error']} of {asked} judgments failed (see the status column of "
-              f"{summary.path}); exit 3", file=sys.stderr)
-        return 3
-    return 0
+        return asyncio.run(ajudge_run(folder.path, refresh, endpoint))
+    except (ValueError, FileNotFoundError, RuntimeError, EvalSetError) as e:  # ragas and its SDKs say it their way
+        raise BadInput(f"{run_dir}: {first_lines(e, 3)}") from None

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from harness.arms import BaseArm, expand_grid, make_arm
+from harness.errors import BadInput
+from harness.arms.catalog import BaseArm, expand_grid, make_arm
 from harness.arms.base import ArmResult, TurnContext
 from harness.config import RunConfig, canonical_hash
 from harness.llm.transport import StopRun
 from harness.run.shard import in_shard
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
-from harness.run.folder import RunFolder
+from harness.run.folder import RunFolder, RunFolderExists
 from harness.run.manifest import git_state, machine, now, read_manifest, versions, write_manifest
 from harness.run.traces import PartWriter, TurnKey, read_traces, repair_parts, row, to_json
 from harness.workers import CpuWorkers
@@ -88,7 +89,7 @@ def build_arms(cfg: RunConfig, roles=None) -> list[BaseArm]:
         for point in points:
             arm = make_arm(point, roles)
             if arm.arm_id in seen:
-                raise ValueError(f"arm {arm.arm_id} listed twice")
+                raise BadInput(f"arm {arm.arm_id} listed twice")
             seen.add(arm.arm_id)
             if given:
                 arm.given_label = " ".join([str(given)] + [f"{k}={point[k]}" for k in grid])
@@ -209,7 +210,7 @@ class Replay:
             done = _done_keys(self.run_dir)
         else:
             if self.run_dir.exists():
-                raise FileExistsError(f"{self.run_dir} exists; use --resume or another run id")
+                raise RunFolderExists(f"{self.run_dir} exists; use --resume or another run id")
             self.run_dir.mkdir(parents=True)
             done, repaired = set(), {}
         write_manifest(self.run_dir, self._manifest("running", started=started))

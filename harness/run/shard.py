@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from harness.run.folder import RunFolder
+from harness.errors import BadInput
+from harness.run.folder import RunFolder, RunFolderExists
 from harness.run.manifest import now
 from harness.run.traces import KEY, read_traces
 
 
-class ShardError(ValueError):
+class ShardError(BadInput, ValueError):
     """Shard run folders that cannot be merged (named and explained)."""
 
 
@@ -27,7 +28,7 @@ def shard_of(key: str, n: int) -> int:
     """The shard (0..n-1) of a key: the first 8 bytes of its sha256, modulo n. Stable across
     processes, machines and Python versions (unlike hash())."""
     if n < 1:
-        raise ValueError(f"shard count must be >= 1, got {n}")
+        raise ShardError(f"shard count must be >= 1, got {n}")
     return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") % n
 
 
@@ -36,9 +37,9 @@ def parse_shard(text: str) -> tuple[int, int]:
     try:
         i, n = (int(x) for x in text.split("/"))
     except ValueError:
-        raise ValueError(f"--shard {text!r}: expected i/n, e.g. 0/4") from None
+        raise ShardError(f"--shard {text!r}: expected i/n, e.g. 0/4") from None
     if n < 1 or not 0 <= i < n:
-        raise ValueError(f"--shard {text!r}: need 0 <= i < n")
+        raise ShardError(f"--shard {text!r}: need 0 <= i < n")
     return i, n
 
 
@@ -128,7 +129,7 @@ def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
     if not folders:
         raise ShardError("no shard run folders given")
     if out.exists():
-        raise FileExistsError(f"{out} exists; choose another output folder")
+        raise RunFolderExists(f"{out} exists; choose another output folder")
     mans = [f.read_manifest() for f in folders]
     _check_manifests([f.path for f in folders], mans)
     _check_rows(folders)

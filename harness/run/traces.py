@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from harness.errors import BadInput
 from harness.arms.result import ArmResult, LLMStats, Timings, col
 from harness.run.folder import RunFolder
 
@@ -151,7 +152,7 @@ class PartWriter:
                 pool.shutdown(wait=True)
 
 
-class TraceError(RuntimeError):
+class TraceError(BadInput, RuntimeError):
     """A trace part that cannot be read (a user-facing message naming the file)."""
 
 

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from harness.errors import BadInput
 from harness.testing.server import FAULTS, TestServer
 from harness.yamlpos import did_you_mean, located, read_yaml, validation_problems
 
@@ -31,7 +32,7 @@ ROLE_SCHEMAS = {"rewrite": "RewriteOutput", "decide": "Decision", "hyde": "HydeO
                 "rerank": "RerankOutput", "answer": "AnswerOutput"}
 
 
-class ScriptError(ValueError):
+class ScriptError(BadInput, ValueError):
     """A script that cannot be served (exit 2)."""
 
 

@@ -56,6 +56,7 @@ from functools import partial
 from typing import Any, Callable
 
 from aiohttp import web
+from harness.errors import BadInput
 
 __all__ = ["FAULTS", "Recorded", "Rule", "Script", "TestServer", "prompt_hash"]
 
@@ -84,7 +85,7 @@ class _FaultSpec:
 
     def __post_init__(self) -> None:
         if unknown := set(self.kinds) - set(FAULTS):
-            raise ValueError(f"unknown faults {sorted(unknown)}; expected some of {FAULTS}")
+            raise BadInput(f"unknown faults {sorted(unknown)}; expected some of {FAULTS}")
 
     def draw(self, rng: random.Random) -> str | None:
         exhausted = self.times is not None and self.injected >= self.times

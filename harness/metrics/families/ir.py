@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.config import metric_settings
+from harness.defaults import metric_settings
 from harness.metrics.kernel import Long, Scoring, Traces
 from harness.metrics.registry import Template, family
 

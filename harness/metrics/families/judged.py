@@ -7,12 +7,13 @@ import numpy as np
 
 from harness.metrics.kernel import Long, Scoring
 from harness.metrics.registry import Template, family
+from harness.defaults import JUDGED_METRIC as METRIC
 from harness.run.folder import JUDGMENTS, RunFolder, RunFolderError
 
 COLUMNS = ("arm_id", "repeat", "session_id", "turn_index", "metric", "value", "status")  # what harness judge writes
 
 TEMPLATES = [
-    Template("faithfulness", "higher", "share", "Ragas: supported statements / statements of the answer, judged "
+    Template(METRIC, "higher", "share", "Ragas: supported statements / statements of the answer, judged "
              "against the retrieved passages", needs=("answers",), reads=("judgments",)),
 ]
 

@@ -20,7 +20,6 @@ from harness.report.load import ReportRun
 PAGE_SIZE = 20  # sessions per page (a <details> each; the first open)
 TOP_HITS = 5
 CORPUS = "corpus.jsonl"  # of the eval set folder
-SCORES = ("recall@10", "ndcg@10", "faithfulness")  # shown per arm and turn, where measured
 
 
 def corpus_root(run: ReportRun) -> Path | None:
@@ -54,7 +53,7 @@ def turn_disagreement(run: ReportRun) -> pd.Series:
     """Per (session_id, turn_index): how much the arms disagree (spread of recall@10 across arms,
     plus half that of ndcg@10, plus distinct top-5 lists beyond the first / 10); 0 where they agree."""
     parts = []
-    for m, w in (("recall@10", 1.0), ("ndcg@10", 0.5)):
+    for m, w in zip(run.headline[:2], (1.0, 0.5)):
         tv = run.turn_values(m)
         if not tv.empty:
             g = tv.groupby(["session_id", "turn_index"])["value"]
@@ -177,9 +176,10 @@ def _turn(d: Drill, lab: dict) -> dict:
 
 
 def turn_scores(run: ReportRun) -> dict[tuple, dict]:
-    """(arm, session, turn) -> {metric: value text} of SCORES as shown (repeats averaged)."""
+    """(arm, session, turn) -> {metric: value text} of the run's headline recall and nDCG and the judged
+    metrics, as shown (repeats averaged)."""
     out: dict[tuple, dict] = {}
-    for m in SCORES:
+    for m in run.headline[:2] + run.judged:
         for r in run.turn_values(m).itertuples():
             out.setdefault((r.arm_id, r.session_id, r.turn_index), {})[m] = fmt(r.value)
     return out

@@ -1,28 +1,25 @@
-"""Headline across runs: recall@10, nDCG@10 and faithfulness (n/a, said why, for a run not judged) over all
+"""Headline across runs: each run's headline recall and nDCG (harness.metrics.registry.headline: at
+its own cutoffs) and the judged metrics (n/a, said why, for a run not judged) over all
 labelled turns (segment all) per arm, one column group per run, as the runs' metrics tables hold
 them, each with the session-level bootstrap 95% CI of the arm's own per-turn values that the scoring
 step wrote (the run folder's `spread` table, the plots' bands) and the best arm of each run and metric marked in the metric's direction (oracle arms,
 an upper bound, are not ranked)."""
 from __future__ import annotations
 
-from harness.metrics.registry import direction_of
+from harness.metrics.registry import direction_of, judged as judged_metrics
 from harness.report.format import cell, fmt
 from harness.report.load import ReportRun
 
-JUDGED = "faithfulness"
-# the headline's metrics: faithfulness always (n/a, said why, where a run was not judged)
-HEADLINE_METRICS = ("recall@10", "ndcg@10", JUDGED)
-
 
 def judged(run: ReportRun) -> bool:
-    return any(run.aggregate(a, JUDGED) is not None for a in run.arms)
+    return any(run.aggregate(a, m) is not None for a in run.arms for m in run.judged)
 
 
 def _cell(run: ReportRun, arm: str | None, metric: str) -> dict:
     c = {"best": False, "ci": None, "value": None, "arm": arm, "na": False}
     if arm is None:
         return {**c, "present": False}
-    if metric == JUDGED and not judged(run):
+    if metric in run.judged and not judged(run):
         return {**c, "present": False, "na": True}
     c.update(cell(run.key, arm, metric, "all", run.aggregate(arm, metric, "all")))
     sp = run.spread(arm, metric, "all") if c.get("present") and c["n"] else None
@@ -49,7 +46,8 @@ def _mark_best(rows: list[dict], n_runs: int, metrics: list[str]) -> None:
 def build(runs: list[ReportRun]) -> dict:
     """Rows by label (runs pair arms by label: one row is one arm as people read it, whatever its
     id in each run); `differs` when the label's arm id is not the same in every run having it."""
-    metrics = list(HEADLINE_METRICS)
+    # each run's headline recall and nDCG, then the judged metrics always (n/a, said why, where not judged)
+    metrics = list(dict.fromkeys(m for r in runs for m in r.headline[:2])) + judged_metrics()
     labels = list(dict.fromkeys(r.label[a] for r in runs for a in r.arms))
     oracles = {a.arm_id for r in runs for a in r.data.arms if "oracle" in a.capabilities}
     rows = []
@@ -61,6 +59,6 @@ def build(runs: list[ReportRun]) -> dict:
                      "differs": len(set(present)) > 1, "oracle": bool(oracles & set(present))})
     _mark_best(rows, len(runs), metrics)
     unjudged = [r.key for r in runs if not judged(r)]
-    na = (f"{JUDGED} n/a for {', '.join(unjudged)}: no judgments (`harness judge RUN`, then `harness metrics RUN`)"
-          if unjudged else None)
+    na = (f"{', '.join(judged_metrics())} n/a for {', '.join(unjudged)}: no judgments (`harness judge RUN`, then "
+          "`harness metrics RUN`)" if unjudged else None)
     return {"metrics": metrics, "rows": rows, "na": na}

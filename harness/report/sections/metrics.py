@@ -4,14 +4,13 @@ table) and, for the main metrics, a plot of the mean per turn bucket with a sess
 (computed by the scoring step: harness.metrics.spread)."""
 from __future__ import annotations
 
+from harness.metrics.registry import lookup
+from harness.metrics.segments import BUCKETS
 from harness.report.format import cell
 from harness.report.load import ReportRun
-from harness.metrics.segments import BUCKETS
 from harness.report.table import TURN_SEGMENTS, bucket
 
-PLOT_METRICS = ("recall@10", "ndcg@10", "mrr@10", "faithfulness")  # faithfulness when the run was judged
-JUDGED = "faithfulness"
-SHOWN = ("recall@", "ndcg@", "mrr@", JUDGED)
+SHOWN = ("ir", "judged")  # the metric families whose tables this section shows
 
 
 def metric_table(run: ReportRun, metric: str) -> dict:
@@ -55,16 +54,18 @@ def build(run: ReportRun, plots: bool = True) -> dict:
     faithfulness (a judged run's), its unmeasured turns counted in every cell."""
     from harness.report import plots as P
 
-    ir = [m for m in dict.fromkeys(run.agg["metric"]) if m.startswith(SHOWN)]
-    ir = [m for m in PLOT_METRICS if m in ir] + [m for m in ir if m not in PLOT_METRICS]
+    plotted = run.headline + run.judged  # plotted: the run's headline metrics, and the judged ones when judged
+    ir = [m for m in dict.fromkeys(run.agg["metric"]) if (lookup(m) is not None and lookup(m).family in SHOWN)]
+    ir = [m for m in plotted if m in ir] + [m for m in ir if m not in plotted]
     tables = []
     for m in ir:
         plot = None
-        if m in PLOT_METRICS and plots:
+        if m in plotted and plots:
             series, buckets = turn_series(run, m)
             if series and buckets:
                 plot = P.metric_by_turn(series, buckets, m, f"{m} by turn index — {run.key} (95% session bootstrap CI)")
         tables.append({**metric_table(run, m), "plot": plot})
-    na = None if JUDGED in ir else (f"{JUDGED} n/a: this run has no judgments (`harness judge RUN`, then "
-                                    "`harness metrics RUN`), so no turn is measured")
+    unjudged = [m for m in run.judged if m not in ir]
+    na = None if not unjudged else (f"{', '.join(unjudged)} n/a: this run has no judgments (`harness judge RUN`, "
+                                    "then `harness metrics RUN`), so no turn is measured")
     return {"tables": tables, "na": na}

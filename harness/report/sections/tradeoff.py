@@ -1,5 +1,6 @@
-"""Recall@10 versus cost and latency: per arm over all turns, recall@10, mean cost per turn, LLM
-calls per turn and latency p50/p95 from the metrics table's aggregates, and their plot."""
+"""Recall versus cost and latency: per arm over all turns, the run's headline recall (recall@10
+unless its cutoffs lack 10), mean cost per turn, LLM calls per turn and latency p50/p95 from the
+metrics table's aggregates, and their plot."""
 from __future__ import annotations
 
 from harness.report.format import fmt, missing
@@ -7,10 +8,11 @@ from harness.report.load import ReportRun
 
 
 def rows(run: ReportRun) -> list[dict]:
-    """recall@10, cost per turn, LLM calls and latency per arm (segment all)."""
+    """Headline recall, cost per turn, LLM calls and latency per arm (segment all)."""
     out = []
+    recall = run.headline[0]
     for i, arm in enumerate(run.arms):
-        rec = run.aggregate(arm, "recall@10")
+        rec = run.aggregate(arm, recall)
         if rec is None or not rec["n"]:
             continue
         cost = run.aggregate(arm, "cost_usd")
@@ -37,4 +39,6 @@ def build(run: ReportRun, plots: bool = True) -> dict:
 
     trade = rows(run)
     return {"rows": trade,
-            "plot": P.tradeoff(trade, f"recall@10 vs cost and p95 latency — {run.key}") if trade and plots else None}
+            "recall": run.headline[0],
+            "plot": P.tradeoff(trade, f"{run.headline[0]} vs cost and p95 latency — {run.key}", run.headline[0])
+            if trade and plots else None}

@@ -52,7 +52,7 @@ def _arm_state(run: ReportRun) -> list[dict]:
     for metrics, what in unmeasured_groups(run):
         out.append({"level": "warn", "text": f"unmeasured turns (counted beside the mean, never averaged in) of "
                     f"{', '.join(metrics)}: {what}"})
-    na_all = all_seg[(all_seg["metric"] == "recall@10") & (all_seg["n"].fillna(0) == 0)]["arm_id"].tolist()
+    na_all = all_seg[(all_seg["metric"] == run.headline[0]) & (all_seg["n"].fillna(0) == 0)]["arm_id"].tolist()
     for a in na_all:
         out.append({"level": "warn", "text": f"{run.label.get(a, a)} is n/a on every turn of this set."})
     tr = run.traces
