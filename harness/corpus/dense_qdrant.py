@@ -95,9 +95,10 @@ def attach(client: QdrantClient, where: str, spec: Attach, docs: dict, dim: int,
                                   "use a Cosine collection or unit vectors")
 
     def filter_of(filters: list[dict]) -> qm.Filter | None:
-        if not filters:
+        keep = allowed(filters) if filters else None
+        if keep is None or keep.all():
             return None
-        return qm.Filter(must=[qm.HasIdCondition(has_id=[ids[r] for r in np.flatnonzero(allowed(filters))])])
+        return qm.Filter(must=[qm.HasIdCondition(has_id=[ids[r] for r in np.flatnonzero(keep)])])
 
     return QdrantLane(client, spec.collection, len(ids), name, filter_of, ids=ids, using=using), chunks, vecs
 
