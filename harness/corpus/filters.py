@@ -1,6 +1,9 @@
-"""Filters as data ({field, op, value}) turned into a Qdrant filter and into a Python predicate
-over document metadata (for the lexical lane). For `string_list` fields, `eq` means the list
-contains the value and `in` means it contains one of the values."""
+"""Filters as data ({field, op, value}) turned into an engine's filter (qdrant-client's for a
+Qdrant server, Qdrant Edge's for the embedded engine: one translation, two filter models) and into
+a Python predicate over document metadata (for the lexical and identifier lanes). For
+`string_list` fields, `eq` means the list contains the value and `in` means it contains one of
+the values. Numbers match by value, as in Python (an `eq 5` finds 5 and 5.0): range conditions,
+since a match condition takes only strings, integers and booleans and matches integers only."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,31 +15,59 @@ def _as_list(v: Any) -> list:
     return list(v) if isinstance(v, (list, tuple, set)) else [v]
 
 
-def _is_float(v) -> bool:
-    return isinstance(v, float) and not isinstance(v, bool)
+def _is_number(v, bools: bool = False) -> bool:
+    return isinstance(v, (int, float)) and (bools or not isinstance(v, bool))
 
 
-def to_qdrant(filters: list[dict]) -> qm.Filter | None:
+def _build(filters: list[dict], m, range_, bools_as_numbers: bool):
+    """The filter in engine module `m`'s model (FieldCondition, MatchValue, MatchAny, Filter)
+    with `range_` its numeric range class."""
     if not filters:
         return None
+    num = lambda v: _is_number(v, bools_as_numbers)  # noqa: E731
+    equal = lambda key, v: m.FieldCondition(key=key, range=range_(gte=float(v), lte=float(v)))  # noqa: E731
     must = []
     for f in filters:
         key, op, val = f"meta.{f['field']}", f.get("op", "eq"), f["value"]
-        if op == "eq" and _is_float(val):  # MatchValue takes only str, int and bool
-            must.append(qm.FieldCondition(key=key, range=qm.Range(gte=val, lte=val)))
+        if op == "eq" and num(val):
+            must.append(equal(key, val))
         elif op == "eq":
-            must.append(qm.FieldCondition(key=key, match=qm.MatchValue(value=val)))
-        elif op == "in" and any(_is_float(v) for v in _as_list(val)):
-            must.append(qm.Filter(should=[qm.FieldCondition(key=key, range=qm.Range(gte=v, lte=v)) for v in _as_list(val)]))
+            must.append(m.FieldCondition(key=key, match=m.MatchValue(value=val)))
+        elif op == "in" and any(num(v) for v in _as_list(val)):
+            must.append(m.Filter(should=[equal(key, v) if num(v) else
+                                         m.FieldCondition(key=key, match=m.MatchValue(value=v)) for v in _as_list(val)]))
         elif op == "in":
-            must.append(qm.FieldCondition(key=key, match=qm.MatchAny(any=_as_list(val))))
+            must.append(m.FieldCondition(key=key, match=m.MatchAny(any=_as_list(val))))
         elif op == "gte":
-            must.append(qm.FieldCondition(key=key, range=qm.Range(gte=val)))
+            must.append(m.FieldCondition(key=key, range=range_(gte=val)))
         elif op == "lte":
-            must.append(qm.FieldCondition(key=key, range=qm.Range(lte=val)))
+            must.append(m.FieldCondition(key=key, range=range_(lte=val)))
         else:
             raise ValueError(f"unknown filter op {op!r}")
-    return qm.Filter(must=must)
+    return m.Filter(must=must)
+
+
+def to_qdrant(filters: list[dict]) -> qm.Filter | None:
+    """The filter for qdrant-client (a Qdrant server, or its local mode)."""
+    return _build(filters, qm, qm.Range, bools_as_numbers=False)
+
+
+def to_edge(filters: list[dict]):
+    """The filter in Qdrant Edge's model, over payloads written by `edge_payload`. Booleans are
+    numbers there (qdrant-edge-py 0.9.0 reads MatchValue(True) as the integer 1, which never
+    matches a JSON true), as they are to Python's `matches` (True == 1)."""
+    import qdrant_edge as edge
+
+    return _build(filters, edge, edge.RangeFloat, bools_as_numbers=True)
+
+
+def edge_payload(meta: dict) -> dict:
+    """A document's metadata as a Qdrant Edge payload for `to_edge`: booleans as 0 and 1."""
+    def enc(v):
+        if isinstance(v, bool):
+            return int(v)
+        return [enc(x) for x in v] if isinstance(v, (list, tuple)) else v
+    return {"meta": {k: enc(v) for k, v in meta.items()}}
 
 
 def matches(meta: dict, filters: list[dict]) -> bool:

@@ -1,24 +1,26 @@
-"""The index: chunks with embeddings in Qdrant (embedded in-memory by default, a server URL for
-scale) and a bm25s lexical index beside it. Searches return document rankings (a document's
-score is its best chunk's score), ordered by score then doc id descending."""
+"""The index: chunks with embeddings in a dense engine (Qdrant Edge embedded in the process by
+default, exact search; a Qdrant server or cluster at `index.qdrant_url`, where the index can also
+attach to an existing collection: harness/corpus/dense.py), a bm25s lexical index and an
+identifier lane beside it. Searches return document rankings (a document's score is its best
+chunk's score), ordered by score then doc id descending."""
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
-from qdrant_client import QdrantClient
-from qdrant_client import models as qm
 
+from harness.corpus.chunk import chunk_document, split_sentences
+from harness.corpus.dense import Attach, DenseLane, exact_top
+from harness.corpus.dense_edge import EdgeLane
+from harness.corpus.dense_qdrant import attach, build_collection, connect
 from harness.errors import BadInput
-from harness.corpus.chunk import Chunk, chunk_document, split_sentences
 from harness.corpus.embed import EmbeddingCache, Embedder
-from harness.corpus.filters import matches, to_qdrant
+from harness.corpus.filters import matches
 from harness.corpus.fusion import order, rrf
 from harness.corpus.tokenize import tokenize
-
-COLLECTION = "chunks"
 
 
 @dataclass
@@ -41,36 +43,52 @@ class IndexStats:
     extra: dict = field(default_factory=dict)
 
 
+def open_lane(vecs: np.ndarray, payloads: Callable[[], list[dict]], client=None, where: str = "") -> DenseLane:
+    """The engine for the index's own chunk vectors (point i = chunk row i): Qdrant Edge without a
+    qdrant-client `client`, else a collection built on the server it talks to (`where`: its URL;
+    tests give qdrant-client's local mode). `payloads()` gives each chunk's payload there
+    (doc_id, chunk_id, text, meta)."""
+    if client is None:
+        return EdgeLane(vecs, [{"meta": p["meta"]} for p in payloads()])
+    return build_collection(client, vecs, payloads(), where)
+
+
 class Index:
     def __init__(self, docs: dict, embedder: Embedder, cache: EmbeddingCache, max_chars: int = 2000,
-                 qdrant_url: str | None = None, collection: str = COLLECTION):
+                 qdrant_url: str | None = None, collection: str | None = None, vector: str | None = None,
+                 id_field: str = "doc_id", text_field: str = "text", client=None):
+        """The dense lane runs on Qdrant Edge unless a server is given (`qdrant_url`, or `client`: a
+        qdrant-client client standing for one, e.g. its local mode in tests). With `collection`,
+        the index attaches to that existing collection on the server (its points are the chunks:
+        `id_field` and `text_field` name their payload fields, `vector` their named vector) and
+        neither embeds passages nor writes anything there; else it chunks `docs` (`max_chars`)
+        and embeds them through `cache`."""
         t0 = time.perf_counter()
         self.docs = docs
         self.embedder = embedder
         self.cache = cache
         self.max_chars = max_chars
-        self.chunks: list[Chunk] = [c for d in docs.values() for c in chunk_document(d.doc_id, d.title, d.text, max_chars)]
-        if not self.chunks:
-            raise BadInput("empty corpus: nothing to index")
+
         self.meta = {d.doc_id: d.metadata for d in docs.values()}
-        misses0 = cache.misses
-        vecs = cache.get_or_compute(embedder, "passage", [c.text for c in self.chunks])
-        cache.flush()
-        self._vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-        self.stats = IndexStats(chunks=len(self.chunks), embedded=cache.misses - misses0)
-        self.client = QdrantClient(url=qdrant_url) if qdrant_url else QdrantClient(location=":memory:")
-        self._local = not qdrant_url
         self._masks: dict[str, np.ndarray] = {}
-        self.collection = collection
-        if self.client.collection_exists(collection):
-            self.client.delete_collection(collection)
-        # DOT on vectors normalised here = cosine, without qdrant-client's local mode
-        # renormalising stored vectors in place on every search (scores drifted by ~1e-7)
-        self.client.create_collection(collection, vectors_config=qm.VectorParams(size=vecs.shape[1], distance=qm.Distance.DOT))
-        self.client.upload_collection(
-            collection, vectors=self._vecs, ids=list(range(len(self.chunks))),
-            payload=[{"doc_id": c.doc_id, "chunk_id": c.chunk_id, "text": c.text, "meta": self.meta[c.doc_id]}
-                     for c in self.chunks], batch_size=512, wait=True)
+        self._reference = None
+        self.stats = IndexStats()
+        if collection and not (qdrant_url or client):
+            raise BadInput("an existing collection needs a server: qdrant_url (or client)")
+        made = client is None and qdrant_url is not None
+        client = connect(qdrant_url) if made else client  # before embedding anything: a bad URL fails at once
+        try:
+            spec = Attach(collection, vector, id_field, text_field) if collection else None
+            self._lane = self._attach(client, qdrant_url, spec) if spec else self._own(client, qdrant_url)
+        except BaseException:
+            if made:
+                client.close()
+            raise
+        if client is not None:
+            self._lane.owns_client = made
+        self._vecs64 = self._vecs.astype(np.float64)  # what dense scores are computed from (dense.exact_top)
+        self.stats.chunks = len(self.chunks)
+        self.stats.extra["dense"] = self._lane.where
         import bm25s
 
         self.bm25 = bm25s.BM25()
@@ -82,6 +100,56 @@ class Index:
         self._build_identifier_lane()
         self._latent: dict = {}
         self.stats.seconds = time.perf_counter() - t0
+
+    def _own(self, client, url: str | None):
+        """The index's own chunks of the documents, embedded through the cache, in Qdrant Edge, or
+        in a collection it builds on the server `client` talks to."""
+        self.chunks = [c for d in self.docs.values() for c in chunk_document(d.doc_id, d.title, d.text, self.max_chars)]
+        if not self.chunks:
+            raise BadInput("empty corpus: nothing to index")
+        misses0 = self.cache.misses
+        vecs = self.cache.get_or_compute(self.embedder, "passage", [c.text for c in self.chunks])
+        self.cache.flush()
+        self.stats.embedded = self.cache.misses - misses0
+        self._vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+        return open_lane(self._vecs, self._payloads, client, url or "qdrant-client")
+
+    def _attach(self, client, url: str | None, spec: Attach):
+        """An existing collection's points as the chunks, with their vectors and texts."""
+        lane, self.chunks, self._vecs = attach(client, url or "qdrant-client", spec, self.docs,
+                                               getattr(self.embedder, "dim", 0), self._allowed_chunks)
+        self.stats.extra["docs_without_points"] = len(set(self.docs) - {c.doc_id for c in self.chunks})
+        return lane
+
+    def _payloads(self) -> list[dict]:
+        """Each chunk's payload in a collection the index builds (what `index.id_field: doc_id`
+        and `index.text_field: text` read when another run attaches to it)."""
+        return [{"doc_id": c.doc_id, "chunk_id": c.chunk_id, "text": c.text, "meta": self.meta[c.doc_id]}
+                for c in self.chunks]
+
+    @property
+    def client(self):
+        """A qdrant-client client on the dense points: the server's, else a copy of the embedded
+        engine's points in qdrant-client's local mode, made on first use (the reference the
+        embedded engine is compared with), its collection `self.collection`."""
+        lane_client = getattr(self._lane, "client", None)
+        if lane_client is not None:
+            return lane_client
+        if self._reference is None:
+            from qdrant_client import QdrantClient
+
+            from harness.corpus.dense_qdrant import build_collection
+
+            self._reference = build_collection(QdrantClient(location=":memory:"), self._vecs, self._payloads(),
+                                               "qdrant-client local mode")
+            self._reference.owns_client = True
+        return self._reference.client
+
+    @property
+    def collection(self) -> str:
+        from harness.corpus.dense_qdrant import COLLECTION
+
+        return getattr(self._lane, "collection", COLLECTION)
 
     def _build_identifier_lane(self) -> None:
         """A BM25 index over identifier tokens only (part numbers, EANs, drawing numbers in a
@@ -177,28 +245,15 @@ class Index:
 
     def dense(self, queries: list[str], k: int, filters: list[list[dict]] | None = None,
               vectors: np.ndarray | None = None) -> list[list[Hit]]:
-        """Batched dense search; `vectors` overrides the query embeddings (e.g. HyDE mixes)."""
+        """Batched dense search; `vectors` overrides the query embeddings (e.g. HyDE mixes). A
+        document scores its best chunk among the query's k * 3 best chunks (dense.exact_top)."""
         if not queries:
             return []
         vecs = vectors if vectors is not None else self.embed_queries(queries)
         vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
         filters = filters or [[] for _ in queries]
-        here = [bool(f) and self._local for f in filters]  # filtered here, not by the embedded Qdrant
-        reqs = [qm.QueryRequest(query=v.tolist(), limit=self._unfiltered_limit(f, k * 3), with_payload=False) if h else
-                qm.QueryRequest(query=v.tolist(), filter=to_qdrant(f), limit=k * 3, with_payload=False)
-                for v, f, h in zip(vecs, filters, here)]
-        out = []
-        for f, h, resp in zip(filters, here, self.client.query_batch_points(self.collection, reqs)):
-            points = resp.points
-            if h:
-                allowed = self._allowed_chunks(f)
-                points = [p for p in points if allowed[p.id]][:k * 3]
-            best: dict[str, float] = {}
-            for p in points:
-                d = self.chunks[p.id].doc_id  # point ids are chunk rows
-                best[d] = max(best.get(d, -1e9), float(p.score))
-            out.append(_hits(best, k, "dense"))
-        return out
+        return [self._best_docs(rows, scores, k, "dense")
+                for rows, scores in exact_top(self._lane, self._vecs64, vecs, filters, k * 3)]
 
     def _allowed_chunks(self, filters: list[dict]) -> np.ndarray:
         """Which chunks a filter keeps (`matches`, the identifier lane's predicate), per chunk
@@ -207,14 +262,6 @@ class Index:
         if key not in self._masks:
             self._masks[key] = np.array([matches(self.meta[c.doc_id], filters) for c in self.chunks], dtype=bool)
         return self._masks[key]
-
-    def _unfiltered_limit(self, filters: list[dict], limit: int) -> int:
-        """The embedded Qdrant checks a payload filter point by point in Python (about 0.1 s a
-        search over b2b-shop's 413 chunks with its entitlement filters). So the dense lane asks
-        it, unfiltered, for as many points as guarantee `limit` allowed ones (every point the
-        filter rejects could come first) and keeps the allowed ones in Qdrant's order: the same
-        points, scores and order as Qdrant's filtered search. A Qdrant server filters itself."""
-        return min(len(self.chunks), limit + int((~self._allowed_chunks(filters)).sum()))
 
     def lexical(self, queries: list[str], k: int, filters: list[list[dict]] | None = None) -> list[list[Hit]]:
         filters = filters or [[] for _ in queries]
@@ -257,7 +304,10 @@ class Index:
         return out
 
     def close(self):
-        self.client.close()
+        """Close the dense engine (the embedded one's shard folder is removed) and the local-mode copy, if made."""
+        self._lane.close()
+        if self._reference is not None:
+            self._reference.close()
 
 
 def _hits(best: dict[str, float], k: int, lane: str) -> list[Hit]:
@@ -266,8 +316,11 @@ def _hits(best: dict[str, float], k: int, lane: str) -> list[Hit]:
 
 def build_index(es, cfg) -> Index:
     """The index of a run config's `index:` section over the eval set's embedding cache (the
-    shipped shards read-only, new vectors in `cfg.embedding_cache` or .cache/embeddings)."""
+    shipped shards read-only, new vectors in `cfg.embedding_cache` or .cache/embeddings), or
+    attached to the existing collection `cfg.collection` names. A problem with the server or
+    the collection is a dense.IndexSetupError naming the field."""
     from harness.corpus.embed import eval_set_cache, make_embedder
 
     return Index(es.docs, make_embedder(cfg.embedder), eval_set_cache(es, cfg.embedding_cache),
-                 max_chars=cfg.max_chars, qdrant_url=cfg.qdrant_url)
+                 max_chars=cfg.max_chars, qdrant_url=cfg.qdrant_url, collection=cfg.collection, vector=cfg.vector,
+                 id_field=cfg.id_field or "doc_id", text_field=cfg.text_field or "text")

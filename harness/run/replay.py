@@ -155,7 +155,8 @@ class Replay:
                          "pooled_corpus": self.es.info.pooled_corpus, "written_here": self.es.info.written_here},
             "git": self._environment[0], "versions": self._environment[1], "machine": self._environment[2],
             "embedder": index.embedder.name if index else None,
-            "index": {"max_chars": self.cfg.index.max_chars, "qdrant": self.cfg.index.qdrant_url or ":memory:",
+            "index": {"max_chars": self.cfg.index.max_chars, "qdrant_url": self.cfg.index.qdrant_url,
+                      "dense": index.stats.extra.get("dense") if index else None,
                       "chunks": index.stats.chunks if index else None,
                       "embedded_cold": index.stats.embedded if index else None},
             "arms": [a.describe() for a in self.arms],
@@ -197,6 +198,10 @@ class Replay:
         from harness.corpus.index import build_index
 
         started = now()
+        if not self.resume and self.run_dir.exists():
+            raise RunFolderExists(f"{self.run_dir} exists; use --resume or another run id")
+        t0 = time.perf_counter()
+        index = index or build_index(self.es, self.cfg.index)  # first: a bad `index:` leaves no folder behind
         if self.resume:
             old = read_manifest(self.run_dir)
             started = old.get("started") or started
@@ -209,14 +214,10 @@ class Replay:
                           file=sys.stderr)
             done = _done_keys(self.run_dir)
         else:
-            if self.run_dir.exists():
-                raise RunFolderExists(f"{self.run_dir} exists; use --resume or another run id")
             self.run_dir.mkdir(parents=True)
             done, repaired = set(), {}
-        write_manifest(self.run_dir, self._manifest("running", started=started))
+        write_manifest(self.run_dir, self._manifest("running", index=index, started=started))
         RunFolder(self.run_dir).write_labels(labels_table(self.es, self.cfg.splits))
-        t0 = time.perf_counter()
-        index = index or build_index(self.es, self.cfg.index)
         jobs = [j for j in self.jobs(index) if (self._arm_identity(j.arm)[0], j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]
         writer = PartWriter(self.run_dir, self.cfg.rows_per_part)
         gc.freeze()  # the eval set and index are long-lived: keep full collections from walking them mid-run

@@ -55,7 +55,7 @@ def manifest_rows(manifests: list[dict]) -> list[dict]:
     add("git", "commit", lambda m: (m.get("git") or {}).get("commit"))
     add("git", "dirty", lambda m: (m.get("git") or {}).get("dirty"))
     add("retrieval", "embedder", lambda m: m.get("embedder"))
-    for k in ("max_chars", "chunks", "qdrant"):
+    for k in ("max_chars", "chunks", "dense", "qdrant_url"):
         add("retrieval", f"index.{k}", lambda m, k=k: (m.get("index") or {}).get(k))
     add("retrieval", "metrics config", lambda m: m.get("metrics"))
     roles = sorted({r for m in manifests for r in ((m.get("llm") or {}).get("roles") or {})}
