@@ -84,3 +84,20 @@ def loopback_only():
     mp.setattr(socket.socket, "connect", connect)
     yield
     mp.undo()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def committed_folders_untouched():
+    """No test writes into what the repository commits under runs/ and eval_sets/ (a test gating
+    the committed baseline must never rescore it in place): `git status` stays clean after the suite."""
+    import hashlib
+
+    def state():
+        return {str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+                for d in (ROOT / "runs" / "baselines", ROOT / "eval_sets") for p in sorted(d.rglob("*")) if p.is_file()}
+
+    before = state()
+    yield
+    after = state()
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    assert not changed, f"tests changed committed files: {changed[:5]}"

@@ -86,9 +86,9 @@ def test_a_trace_part_truncated_after_scoring_is_named(tmp_path):
 
 
 def test_metrics_from_another_scoring_code_are_rescored(tmp_path, monkeypatch):
-    cand = copy_run(tmp_path / "cand")
+    base, cand = copy_run(tmp_path / "base"), copy_run(tmp_path / "cand")  # both rescored: never the committed one
     monkeypatch.setattr("harness.metrics.provenance.code_version", lambda: "another-scoring-code")
-    r = gate(tmp_path / "g", BASELINE, cand)
+    r = gate(tmp_path / "g", base, cand)
     assert r.exit_code == 0 and "rescored" in r.output and "scoring code" in r.output, r.output
 
 
