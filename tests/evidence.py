@@ -148,6 +148,7 @@ def seal(run: Path, llm_failed: float = 0.0) -> Path:
         p.unlink()
     pq.write_table(rows_to_table(rows), run / "traces" / "part-00000-sealed00.parquet")
     folder = RunFolder(run)
+    man = folder.read_manifest()
     meta = metadata(stamp(folder, man, completeness(folder, man)))
     for p in [run / METRICS, *[run / n for n in TABLES.values()]]:
         if p.is_file():

@@ -235,8 +235,8 @@ def reference_metrics(run_dir: Path, segments=None) -> MetricsResult:
     hits = {a.arm_id: a.hits_per_round for a in arms}
     rounds = read_traces(run_dir).to_pandas()
     final = rounds[rounds["is_final"]].reset_index(drop=True)
-    parts = [per_turn_ir(final, labels, names_of(man.get("metrics"))), per_turn_outcomes(final, caps),
-             per_turn_loop(rounds, labels, caps, hits), per_turn_guards(rounds, labels, man.get("filter_schema", []), caps),
+    parts = [per_turn_ir(final, labels, names_of(man.metrics)), per_turn_outcomes(final, caps),
+             per_turn_loop(rounds, labels, caps, hits), per_turn_guards(rounds, labels, man.filter_schema, caps),
              per_turn_ops(rounds, caps), judgment_rows(run_dir)]
     per_turn = pd.concat([p for p in parts if not p.empty], ignore_index=True)
     agg = aggregate(per_turn, labels, segments or default_segments(labels))

@@ -48,9 +48,9 @@ def test_peak_in_flight_equals_concurrency_and_never_exceeds_it(small, tmp_path,
         run = _replay(small, srv, tmp_path, "cold", concurrency)
         assert srv.calls == 24
         assert srv.peak_in_flight == concurrency  # reached, and never exceeded
-        counts = read_manifest(run)["counts"]
+        counts = read_manifest(run).counts
         assert counts["llm_calls"] == counts["http_calls"] == 24 and counts["errors"] == 0
         srv.reset_stats()
         warm = _replay(small, srv, tmp_path, "warm", concurrency)
-        assert srv.calls == 0 and read_manifest(warm)["counts"]["http_calls"] == 0
-        assert read_manifest(warm)["counts"]["cache_hits"] == 24
+        assert srv.calls == 0 and read_manifest(warm).counts["http_calls"] == 0
+        assert read_manifest(warm).counts["cache_hits"] == 24

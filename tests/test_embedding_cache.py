@@ -44,7 +44,7 @@ def shipped_set(tmp_path_factory):
 
 def run(root: Path, runs: Path, name: str) -> dict:
     raw = {"name": "t", "eval_set": str(root), "arms": ["original"], "runs_dir": str(runs), "index": {"max_chars": 200}}
-    return read_manifest(Replay(parse_config(raw), raw, run_dir=runs / name, progress=False).run())
+    return read_manifest(Replay(parse_config(raw), raw, run_dir=runs / name, progress=False).run()).dump()
 
 
 def test_a_run_writes_new_vectors_to_the_cache_folder_never_to_the_shipped_one(shipped_set, tmp_path, monkeypatch):

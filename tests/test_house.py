@@ -110,7 +110,7 @@ def test_scored_tables_do_not_hang_on_hash_order(tmp_path):
     code = ("import sys, pyarrow.parquet as pq; from harness.metrics.families.guards import filter_fields_table; "
             "from harness.run.folder import RunFolder; from harness.run.traces import read_traces; "
             "f = RunFolder(sys.argv[1]); t = read_traces(f.path).to_pandas(); "
-            "print(filter_fields_table(t, f.labels(), f.read_manifest()['filter_schema']).to_json())")
+            "print(filter_fields_table(t, f.labels(), f.read_manifest().filter_schema).to_json())")
     outs = {subprocess.run([sys.executable, "-c", code, str(ROOT / "runs/baselines/b2b")], capture_output=True,
                            text=True, check=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
             for seed in ("1", "2", "3")}

@@ -82,7 +82,7 @@ def test_structured_replies_parsed_and_labelled_with_the_model(world, tmp_path, 
     assert (t["llm_calls"] == 1).all() and (t["prompt_tokens"] > 0).all()
     assert t["cost_usd"].isna().all()  # unknown model: cost unknown, not 0
     hashes = {json.loads(h)["rewrite"] for h in t["prompt_hashes"]}
-    assert hashes == {read_manifest(out)["prompt_hashes"]["rewrite"]}
+    assert hashes == {read_manifest(out).prompt_hashes["rewrite"]}
     body = srv.requests[0].json
     assert body["response_format"]["type"] == "json_schema" and body["response_format"]["json_schema"]["strict"] is True
     # identifiers were masked before the model saw the turn, and restored after
@@ -110,7 +110,7 @@ def test_persistent_faults_fall_back_and_say_why(world, tmp_path, srv, fault, re
     assert t["fallback_reason"].str.startswith("rewrite failed: " + reason).all(), t["fallback_reason"].iloc[0]
     assert [q[0] for q in t["issued_queries"]] == t["original_query"].tolist()  # the original query
     assert t["error"].isna().all()  # the turn is measured: the fallback is the arm's behaviour
-    assert read_manifest(out)["counts"]["turns"] == 24
+    assert read_manifest(out).counts["turns"] == 24
 
 
 def test_invalid_json_gets_one_repair_attempt(world, tmp_path, srv):
@@ -133,7 +133,7 @@ def test_second_run_is_free_and_equal(world, tmp_path, srv):
     calls = srv.calls
     b, tb = run(world, tmp_path, srv, name="b")
     assert srv.calls == calls  # zero HTTP calls
-    assert read_manifest(b)["counts"]["http_calls"] == 0
+    assert read_manifest(b).counts["http_calls"] == 0
     assert (tb["cache_hits"] == 1).all()
     assert runs_equal(a, b) == []
 

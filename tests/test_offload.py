@@ -221,7 +221,7 @@ def test_a_prompt_file_edited_during_a_run_changes_neither_its_requests_nor_its_
         sent = {r.json["messages"][0]["content"] for r in srv.requests}
     assert sent == {text}
     ids = set(read_traces(run, ["arm_id"]).column("arm_id").to_pylist())
-    assert len(ids) == 1 and ids == {a["arm_id"] for a in read_manifest(run)["arms"]}
+    assert len(ids) == 1 and ids == {a["arm_id"] for a in read_manifest(run).arms}
 
 
 def test_replayed_run_reports_the_stored_latencies_and_total_is_at_least_its_parts(world, tmp_path):

@@ -46,8 +46,8 @@ def test_same_config_eval_set_and_warm_cache_give_equal_runs(tmp_path):
         b = run("b")
         c = run("c", mode="replay")
         assert srv.calls == calls  # the warm runs asked nothing
-    assert calls > 0 and read_manifest(b)["counts"]["http_calls"] == 0 == read_manifest(c)["counts"]["http_calls"]
-    assert read_manifest(a)["config_hash"] == read_manifest(b)["config_hash"]
+    assert calls > 0 and read_manifest(b).counts["http_calls"] == 0 == read_manifest(c).counts["http_calls"]
+    assert read_manifest(a).config_hash == read_manifest(b).config_hash
     assert runs_equal(a, b) == []
     assert runs_equal(a, c) == []
 

@@ -124,7 +124,7 @@ def test_the_undisturbed_run_records_no_failure(world):
     assert len(t[t["is_final"]]) == TURNS * len(LLM_ARMS)
     notes = failure_notes(t)
     assert notes == [], notes[:3]
-    c = read_manifest(run)["counts"]
+    c = read_manifest(run).counts
     assert c["fallbacks"] == 0 and c["errors"] == 0
 
 
@@ -132,7 +132,7 @@ def test_the_undisturbed_run_records_no_failure(world):
 def test_a_run_with_faults_completes_and_every_affected_row_says_why(world, kind):
     clean, ct = clean_run(world)
     run, t = fault_run(world, kind)
-    man = read_manifest(run)
+    man = read_manifest(run).dump()
     assert man["status"] == "complete"
 
     # the run completed: the same turns, each once, as the undisturbed run
@@ -185,7 +185,7 @@ def test_a_failed_decide_call_is_recorded_on_the_row(world):
 
 def test_every_failed_role_call_is_counted_in_the_manifest(world):
     run, t = fault_run(world, "500")
-    c = read_manifest(run)["counts"]
+    c = read_manifest(run).counts
     recorded = sum(bool(failure_notes(t.iloc[[i]])) for i in range(len(t)))
     assert c["fallbacks"] + c["errors"] == recorded
 

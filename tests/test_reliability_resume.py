@@ -87,7 +87,7 @@ def test_sigkill_at_a_random_point_then_resume_equals_an_uninterrupted_run(world
 
         killed = keys(run_x)
         assert 0 < len(set(killed)), f"seed {seed}"
-        assert read_manifest(run_x)["status"] == "running"
+        assert read_manifest(run_x).status == "running"
 
         r = harness("run", "--resume", run_x, "--no-progress", cwd=tmp)
         assert r.returncode == 0, f"seed {seed}: {r.stderr[-2000:]}"
@@ -100,7 +100,7 @@ def test_sigkill_at_a_random_point_then_resume_equals_an_uninterrupted_run(world
     assert len(ky) == len(set(ky)) == TURNS * 4
     assert len(kx) == len(set(kx)), f"seed {seed}: duplicate trace keys after resume"
     assert set(kx) == set(ky), f"seed {seed}: missing {set(ky) - set(kx)}, extra {set(kx) - set(ky)}"
-    man_x, man_y = read_manifest(run_x), read_manifest(run_y)
+    man_x, man_y = read_manifest(run_x).dump(), read_manifest(run_y).dump()
     assert man_x["status"] == "complete"
     c = man_x["counts"]
     assert c["turns_skipped_resume"] == len(set(killed)), f"seed {seed}: {c}"  # one row per turn for these arms
@@ -144,7 +144,7 @@ def test_a_part_in_flight_is_removed_and_its_turns_replayed(offline_run, capsys)
     assert f"removed part(s) in flight when the run stopped: {lost.name}.tmp; their turns are replayed" in capsys.readouterr().err
     k = keys(run)
     assert len(k) == len(set(k)) == TURNS * len(OFFLINE)
-    assert read_manifest(run)["counts"]["trace_parts_tmp_removed"] == 1
+    assert read_manifest(run).counts["trace_parts_tmp_removed"] == 1
     assert runs_equal(ref, run) == []
 
 
@@ -162,7 +162,7 @@ def test_a_damaged_part_is_set_aside_and_its_turns_replayed(offline_run, capsys,
     assert (part.parent / (part.name + ".corrupt")).exists() and not part.exists()
     k = keys(run)
     assert len(k) == len(set(k)) == TURNS * len(OFFLINE)
-    assert read_manifest(run)["counts"]["trace_parts_quarantined"] == 1
+    assert read_manifest(run).counts["trace_parts_quarantined"] == 1
     assert runs_equal(ref, run) == []
 
 

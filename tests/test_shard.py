@@ -82,13 +82,13 @@ def test_merge_of_two_shards_equals_the_unsharded_run(eight, tmp_path):
     assert split == {0, 1}, "both shards must hold sessions for this test to mean anything"
     full = _run(eight, tmp_path / "full")
     shards = [_run(eight, tmp_path / f"shard{i}", shard=(i, 2)) for i in range(2)]
-    assert all(read_manifest(s)["counts"]["turns"] > 0 for s in shards)
+    assert all(read_manifest(s).counts["turns"] > 0 for s in shards)
     merged = merge_runs(shards, tmp_path / "merged")
     write_metrics(merged, compute_metrics(merged))
     assert runs_equal(full, merged) == []
-    man = read_manifest(merged)
+    man = read_manifest(merged).dump()
     assert man["status"] == "complete" and "shard" not in man and man["run_id"] == "merged"
-    assert man["counts"]["turns"] == read_manifest(full)["counts"]["turns"]
+    assert man["counts"]["turns"] == read_manifest(full).counts["turns"]
     assert [m["shard"]["index"] for m in man["merged_from"]] == [0, 1]
     # a shard alone is not the run
     assert runs_equal(full, shards[0]) != []
@@ -100,7 +100,7 @@ def test_merge_refuses_what_is_not_one_run(eight, tmp_path):
         merge_runs([shards[0], shards[0]], tmp_path / "twice")
     with pytest.raises(ShardError, match="each of 0..n-1"):
         merge_runs([shards[0]], tmp_path / "half")
-    man = read_manifest(shards[1])
+    man = read_manifest(shards[1]).dump()
     write_manifest(shards[1], {**man, "status": "running"})
     with pytest.raises(ShardError, match="resume"):
         merge_runs(shards, tmp_path / "unfinished")

@@ -36,12 +36,12 @@ def load_run(path: Path, complete: bool = True) -> RunData:
 def check_same_evalset(runs: list[RunData], allow_different: bool) -> None:
     """One eval set (name, version, content hash) and the same labels on the splits the runs share;
     CompareError otherwise, unless `allow_different`."""
-    first = runs[0].manifest["eval_set"]
+    first = runs[0].manifest.eval_set
     for r in runs[1:]:
-        es = r.manifest["eval_set"]
-        if (es["name"], es["version"], es.get("hash")) != (first["name"], first["version"], first.get("hash")) and not allow_different:
-            raise CompareError(f"{runs[0].name} uses eval set {first['name']} {first['version']} ({str(first.get('hash'))[:12]}), "
-                               f"{r.name} uses {es['name']} {es['version']} ({str(es.get('hash'))[:12]}); "
+        es = r.manifest.eval_set
+        if (es.name, es.version, es.hash) != (first.name, first.version, first.hash) and not allow_different:
+            raise CompareError(f"{runs[0].name} uses eval set {first.name} {first.version} ({str(first.hash)[:12]}), "
+                               f"{r.name} uses {es.name} {es.version} ({str(es.hash)[:12]}); "
                                "comparing them is refused unless --allow-different-evalsets")
         differ = None if allow_different else label_differences(runs[0], r)
         if differ:
@@ -56,7 +56,7 @@ def why_missing(metric: Metric, run: RunData) -> str:
                     "a judge under llm.roles.judge in its config); judging scores the run again")
         return f"{run.name}: its metrics predate its judgments: run `harness metrics {run.path}`"
     if metric.family == "ir":
-        s = run.manifest.get("metrics") or {}
+        s = run.manifest.metrics or {}
         return (f"{metric.name} was not computed for {run.name} (its metrics settings: {s}); "
                 "set metrics.cutoffs / ndcg_at / mrr_at in the run config")
     return f"{metric.name} was not computed for {run.name}: none of its arms or turns has what it needs ({', '.join(metric.needs)})"

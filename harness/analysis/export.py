@@ -28,7 +28,7 @@ def export_trec(run_dir: Path, arm: str, out: Path, repeat: int = 0) -> tuple[in
         raise ExportError(f"--arm: {e}") from None
     es_path = run.folder.eval_set_path(run.manifest)
     if es_path is None:
-        raise ExportError(f"{run.name}: its eval set is not found (the manifest names {run.manifest.get('eval_set')})")
+        raise ExportError(f"{run.name}: its eval set is not found (the manifest names {run.manifest.eval_set.path})")
     qid = {(s.session_id, tix): q for q, s, _, tix, _ in query_ids(load_eval_set(es_path))}
     t = read_traces(run.path, ["arm_id", "repeat", "session_id", "turn_index", "is_final", "ranking", "not_applicable",
                                "error"]).to_pylist()

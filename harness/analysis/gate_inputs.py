@@ -145,9 +145,9 @@ def _coverage(base: RunData, cand: RunData, pairs: list[Pair], policy: Policy) -
     baseline turns the candidate lacks, and a baseline that is itself a shard. Bad input unless the
     policy says `coverage: subset`."""
     out = []
-    shard = base.manifest.get("shard")
+    shard = base.manifest.shard
     if shard:
-        out.append(f"the baseline {base.name} is shard {shard['index']}/{shard['of']} of its run "
+        out.append(f"the baseline {base.name} is shard {shard.index}/{shard.of} of its run "
                    f"({base.evidence.finals['session_id'].nunique()} of {base.labels['session_id'].nunique()} "
                    "sessions)")
     gaps = coverage(base, cand, pairs)
@@ -169,7 +169,7 @@ def scope(base: RunData) -> str:
         if "split" in base.labels else []
     return (f"{f['session_id'].nunique()} sessions, {len(f.drop_duplicates(['session_id', 'turn_index']))} turns"
             + (f", split(s) {', '.join(map(str, splits))}" if splits else "")
-            + f", {int(base.manifest.get('repeats') or 1)} repeat(s)")
+            + f", {base.manifest.repeats} repeat(s)")
 
 
 def prepare(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[str] | None = None) -> dict:
@@ -182,8 +182,7 @@ def prepare(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[str
     not_compared = _coverage(base, cand, pairs, policy)
     chosen = [(sec, i, item, select_pairs(sec, i, item, policy, pairs, cand)) for sec, i, item in items(policy)]
     check_inputs(policy, [base, cand], pairs)
-    if (base.manifest.get("run_id"), base.manifest.get("started")) == (cand.manifest.get("run_id"),
-                                                                        cand.manifest.get("started")):
+    if (base.manifest.run_id, base.manifest.started) == (cand.manifest.run_id, cand.manifest.started):
         warnings.append(f"the candidate {cand.name} is the baseline {base.name} itself (same run id and start): this "
                         "verdict compares a run with itself")
     evidence = [n for r in (base, cand) for n in r.evidence.notes(r.name)] + \

@@ -63,8 +63,8 @@ def _same(a: Path, b: Path) -> bool:
 
 def evalset_of(path: Path) -> tuple[tuple, str]:
     """The identity of a run's eval set (name, version, hash) and how to name it."""
-    es = RunFolder(path).read_manifest().get("eval_set") or {}
-    return (es.get("name"), es.get("version"), es.get("hash")), f"{es.get('name')} {es.get('version')}"
+    es = RunFolder(path).read_manifest().eval_set
+    return (es.name, es.version, es.hash), f"{es.name} {es.version}"
 
 
 def plan(paths: list[Path], baseline: Path | None = None) -> Plan:
@@ -102,7 +102,7 @@ def unpairable(base: RunData, cand: RunData) -> str | None:
 def verdict_metrics(base: RunData) -> list[str]:
     """The quality metrics a block shows by default: the baseline's headline ranking metrics (its
     own cutoffs) and the judged ones; regressions are counted on them."""
-    return headline(base.manifest.get("metrics")) + judged()
+    return headline(base.manifest.metrics) + judged()
 
 
 def _metrics(base: RunData, cand: RunData, policy: Policy | None, extra: list[str]) -> tuple[list[str], list[str]]:
@@ -136,7 +136,7 @@ def turn_pairs(base: RunData, cand: RunData, pairs: list) -> list[dict]:
     back = {p.baseline.arm_id: p.candidate.arm_id for p in pairs}
     keys = ["arm_id", "session_id", "turn_index"]
     out = []
-    for m in headline(base.manifest.get("metrics"))[:2]:
+    for m in headline(base.manifest.metrics)[:2]:
         if m not in base.metrics or m not in cand.metrics:
             continue
         up = resolve(m).direction != "lower"
@@ -205,7 +205,7 @@ def _operational(base: RunData, cand: RunData, names: list[str], arms: list[str]
         cells = {r["metric"]: {k: _plain(r.get(k)) for k in ("diff", "ci_lo", "ci_hi", "p_holm", "mean_ref", "mean_arm")}
                  for r in g.to_dict("records")}
         rows.append({"label": label, "changed": bool(pairs[label].changes), "cells": cells})
-    timed = {r.name: r.manifest.get("machine") for r in (base, cand)}
+    timed = {r.name: (r.manifest.machine.model_dump() if r.manifest.machine else None) for r in (base, cand)}
     return {"metrics": [{"name": m, "unit": resolve(m).unit} for m in names], "rows": rows, "timed": timed}
 
 

@@ -66,7 +66,7 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
     from harness.metrics.registry import headline
     from harness.report.terminal import compare_table
 
-    metric = list(metric) or headline(RunFolder(runs[0]).read_manifest().get("metrics"))
+    metric = list(metric) or headline(RunFolder(runs[0]).read_manifest().metrics)
     if reference is not None:
         if len(runs) != 1:
             fail("--reference compares the arms of one run: give one run folder")

@@ -69,8 +69,8 @@ def import_run_cmd(run_file: Path, eval_set: Path = typer.Option(..., "--eval-se
     from harness.run.manifest import read_manifest
 
     man = read_manifest(out)
-    counts = man["counts"]
-    for w in man.get("warnings", []):
+    counts = man.counts
+    for w in man.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False)
     if counts.get("queries_missing_from_run"):
         err.print(f"[yellow]warning:[/yellow] {counts['queries_missing_from_run']} of {counts['turns']} labelled turns are "

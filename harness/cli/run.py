@@ -33,8 +33,8 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
 
     sh = parse_shard(shard) if shard else None
     if resume and not sh:
-        sh_m = (read_manifest(resume).get("shard") or {})
-        sh = (sh_m["index"], sh_m["of"]) if sh_m else None
+        sh_m = read_manifest(resume).shard
+        sh = (sh_m.index, sh_m.of) if sh_m else None
     rp = Replay(cfg, raw, run_dir=run_dir, progress=progress and sys.stderr.isatty(), resume=bool(resume),
                 shard=sh)
     from harness.llm.ledger import BudgetExceeded
@@ -60,7 +60,7 @@ def _end_of_run(out: Path, max_error_rate: float) -> int:
 
     folder = RunFolder(out)
     man = folder.read_manifest()
-    counts = man.get("counts") or {}
+    counts = man.counts
     fails = failures(folder, man)
     for f in fails:
         err.print(f"[yellow]failed turns:[/yellow] {escape(f.describe())}", highlight=False, soft_wrap=True)
@@ -95,7 +95,7 @@ def _config(config: Path | None, resume: Path | None, run_id: str | None, repeat
     if llm_cache is not None and llm_cache not in MODES:
         fail(f"--llm-cache {llm_cache!r}: expected one of {', '.join(MODES)}")
     if resume:
-        raw, source, where = resume_config(resume), RunFolder(resume).read_manifest().get("config_dir"), \
+        raw, source, where = resume_config(resume), RunFolder(resume).read_manifest().config_dir, \
             RunFolder(resume).manifest_path
     elif config is None:
         fail("give a CONFIG or --resume RUN")
@@ -159,10 +159,10 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
         m = resolve(n)
         if m.name not in res.metric_names:
             fail(f"-m/--metric {m.name}: {_missing(m, run_dir, res)}; computed here: {', '.join(res.metric_names)}")
-    default = headline(man.get("metrics")) + judged()  # the run's headline metrics, the judged ones if judged
+    default = headline(man.metrics) + judged()  # the run's headline metrics, the judged ones if judged
     names = [resolve(n).name for n in metric_names] if metric_names else [m for m in default if m in res.metric_names]
     labels = {a.arm_id: a.label for a in res.arm_infos}
-    tables = terminal.metric_tables(res, names, labels, man["eval_set"]["name"], folder.name)
+    tables = terminal.metric_tables(res, names, labels, man.eval_set.name, folder.name)
     tables += [terminal.abstention(scored.abstention, labels, folder.name),
                terminal.rounds(res.per_turn, res.labels, labels, folder.name), terminal.paired(scored.comparisons, labels)]
     for t in tables:

@@ -9,7 +9,7 @@ from pathlib import Path
 from harness.arms.base import ArmResult, TurnContext
 from harness.evalset.load import iter_labelled, load_eval_set
 from harness.run.folder import RunFolder, RunFolderExists
-from harness.run.manifest import git_state, now, versions, write_manifest
+from harness.run.manifest import for_import, now, write_manifest
 from harness.defaults import metric_settings
 from harness.run.replay import labels_table, new_run_id, result_rows
 from harness.run.armset import EXTERNAL
@@ -54,15 +54,9 @@ def import_run(run_file: Path, eval_set: Path, runs_dir: Path = Path("runs"), ru
         raise RunFolderExists(f"{run_dir} exists")
     run_dir.mkdir(parents=True)
     arm = _External(name)
-    manifest = {"run_id": run_dir.name, "status": "running", "config": {"imported_from": str(run_file)},
-                "config_hash": None, "eval_set": {"name": es.info.name, "version": es.info.version, "hash": es.content_hash,
-                                                  "path": str(eval_set), "splits": sorted(set(es.split_of.values())),
-                                                  "pooled_corpus": es.info.pooled_corpus},
-                "git": git_state(), "versions": versions(), "embedder": None,
-                "arms": [{"arm_id": name, "arm": "external", "label": name, "params": {"file": name}, "backends": {},
-                          "capabilities": sorted(EXTERNAL)}],
-                "filter_schema": [f.model_dump() for f in es.info.filters], "prompt_hashes": {}, "seed": 0,
-                "repeats": 1, "metrics": metric_settings(None), "started": now()}
+    manifest = for_import(run_dir.name, run_file, es, eval_set,
+                          {"arm_id": name, "arm": "external", "label": name, "params": {"file": name}, "backends": {},
+                           "capabilities": sorted(EXTERNAL)}, metric_settings(None))
     write_manifest(run_dir, manifest)
     RunFolder(run_dir).write_labels(labels_table(es, None))
     writer = PartWriter(run_dir)
@@ -76,7 +70,7 @@ def import_run(run_file: Path, eval_set: Path, runs_dir: Path = Path("runs"), ru
                                     for i, d in enumerate(ranking)], ranking=ranking)
         writer.add(result_rows(run_dir.name, arm, 0, ctx, [res]))
     writer.flush()
-    write_manifest(run_dir, {**manifest, "status": "complete", "ended": now(),
-                             "counts": {"turns": sum(1 for _ in iter_labelled(es)), "queries_missing_from_run": missing},
-                             "warnings": warnings})
+    write_manifest(run_dir, manifest.model_copy(update={
+        "status": "complete", "ended": now(), "warnings": warnings,
+        "counts": {"turns": sum(1 for _ in iter_labelled(es)), "queries_missing_from_run": missing}}))
     return run_dir

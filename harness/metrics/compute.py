@@ -83,7 +83,7 @@ def family_rows(s: Scoring, stage=lambda name: None) -> list[Long]:
 
 def empty_result(manifest: dict, labels: pd.DataFrame) -> MetricsResult:
     return MetricsResult(pd.DataFrame(columns=TURN_COLUMNS), pd.DataFrame(columns=AGG_COLUMNS),
-                         [a["arm_id"] for a in manifest.get("arms", [])], [], labels, run_arms(manifest))
+                         [a["arm_id"] for a in manifest.arms], [], labels, run_arms(manifest))
 
 
 def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timings: dict | None = None) -> MetricsResult:
@@ -111,7 +111,7 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
         agg = aggregate(per_turn, labels, segs)
         stage("aggregates")
     stage("per-turn frame")
-    return MetricsResult(per_turn, agg, [a["arm_id"] for a in man["arms"]], names, labels, list(s.arms.values()))
+    return MetricsResult(per_turn, agg, [a["arm_id"] for a in man.arms], names, labels, list(s.arms.values()))
 
 
 METRICS_COLUMNS = ["kind", "arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured", "n_sessions",

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from harness.defaults import metric_settings
 from harness.run.armset import run_arms
+from harness.run.record import Manifest
 from harness.run.traces import KEY
 
 LATENCY = ("ms_rewrite", "ms_retrieve", "ms_grade", "ms_answer", "ms_decide", "ms_rerank", "ms_support", "ms_total")
@@ -350,9 +351,9 @@ class Scoring:
         return [self.arms[a].hits_per_round if a in self.arms else None for a in self.tr.arms]
 
 
-def scoring(run_dir: Path | None, manifest: dict, labels: pd.DataFrame, tr: Traces) -> Scoring:
+def scoring(run_dir: Path | None, manifest: Manifest, labels: pd.DataFrame, tr: Traces) -> Scoring:
     """What every family kernel reads, for a run (its folder, manifest, labels and traces)."""
     lab = Labels(labels, tr)
     return Scoring(tr=tr, lab=lab, groups=Groups(tr, lab), final=Final(tr, lab), codes=Codes(),
-                   settings=metric_settings(manifest.get("metrics")), schema=manifest.get("filter_schema", []),
+                   settings=metric_settings(manifest.metrics), schema=manifest.filter_schema,
                    arms={a.arm_id: a for a in run_arms(manifest)}, run_dir=Path(run_dir) if run_dir else None)

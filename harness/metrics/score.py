@@ -55,10 +55,10 @@ def score_run(run_dir: Path) -> Scored:
         raise RunFolderError(done.describe())
     st = stamp(folder, man, done)  # the inputs as read now: a later change shows as stale
     res = compute_metrics(folder.path)
-    settings = metric_settings(man.get("metrics"))
+    settings = metric_settings(man.metrics)
     comparisons = paired_table(res.per_turn, res.labels, res.arm_infos, settings=settings)
     abstention = abstention_table(res.per_turn, res.labels)
-    schema = man.get("filter_schema") or []
+    schema = man.filter_schema
     rounds = read_traces(folder.path, TRACE_COLUMNS).to_pandas()
     filters = pd.DataFrame()
     if any(f.get("kind") != "entitlement" for f in schema) and len(rounds):

@@ -71,7 +71,7 @@ class ReportRun:
     @property
     def headline(self) -> list[str]:
         """The run's headline ranking metrics (harness.metrics.registry.headline: its own cutoffs)."""
-        return headline(self.manifest.get("metrics"))
+        return headline(self.manifest.metrics)
 
     @property
     def judged(self) -> list[str]:
@@ -129,7 +129,7 @@ def missing_tables(data: RunData, traces: pd.DataFrame, turns: pd.DataFrame, tab
         out.add("abstention")  # missing, or written by a scoring step that did not count per label
     if tables["filter_fields"] is None and measured & {"filter_precision", "filter_recall"}:
         out.add("filter_fields")
-    if tables["spread"] is None and measured & set(spread_metrics(data.manifest.get("metrics"))):
+    if tables["spread"] is None and measured & set(spread_metrics(data.manifest.metrics)):
         out.add("spread")
     return out
 
@@ -165,7 +165,7 @@ def load_run(path: str | Path, key: str | None = None) -> ReportRun:
     label = {a.arm_id: a.label for a in data.arms}
     tables = {name: data.folder.table(name) for name in TABLES}
     missing = missing_tables(data, traces, turns, tables)
-    return ReportRun(data=data, key=key or data.manifest.get("run_id") or data.name, traces=traces, agg=agg,
+    return ReportRun(data=data, key=key or data.manifest.run_id or data.name, traces=traces, agg=agg,
                      turns=turns, arms=arms, label={a: label.get(a, a) for a in arms}, tables=tables,
                      missing=missing, notes=missing_notes(missing, traces))
 

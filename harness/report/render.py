@@ -29,7 +29,7 @@ FILES = {"metrics": METRICS, "judgments": JUDGMENTS, **TABLES}  # the run-folder
 def run_context(run: ReportRun, plots: bool = True, index: int = 0, against=None) -> dict:
     """One run's part of every section; `against`: its baseline run's key and per-turn values when
     it is a verdict block's candidate (the drill-down marks the turns where it regressed)."""
-    es = run.manifest.get("eval_set") or {}
+    es = run.manifest.eval_set.model_dump()
     return {
         "key": run.key, "dir": shown_path(run.dir), "eval_set": f"{es.get('name')} {es.get('version')}",
         "n_sessions": int(run.labels["session_id"].nunique()), "n_turns": int(len(run.labels)),

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from harness.run.record import Manifest
 from harness.report.table import TURN_SEGMENTS, bucket, coinciding_text
 
 DEFAULT_WIDTH = 120
@@ -121,20 +122,20 @@ def coinciding(co, labels: dict[str, str]) -> list[str]:
     return [f"[yellow]note:[/yellow] {escape(line)}" for line in coinciding_text(co, labels)]
 
 
-def notes(res, manifest: dict, labels: dict[str, str], judged: bool) -> list[str]:
+def notes(res, manifest: Manifest, labels: dict[str, str], judged: bool) -> list[str]:
     """What limits the reading of these tables, in words (rich markup)."""
     out = []
     answered = res.per_turn[res.per_turn["metric"] == "answered"]
     if not answered.empty and not judged:
         out.append("faithfulness: not measured (no judgments; run `harness judge RUN` with a judge endpoint)")
-    if (manifest.get("eval_set") or {}).get("pooled_corpus"):
+    if manifest.eval_set.pooled_corpus:
         out.append("[yellow]note:[/yellow] pooled corpus: every document is relevant to some turn, so absolute "
                    "scores are inflated; compare arms, not leaderboard numbers.")
     overall = res.aggregates[res.aggregates["segment"] == "all"]
     na = [a for a, n in overall.groupby("arm_id")["n"].max().items() if n == 0]
     out += [f"[yellow]note:[/yellow] {escape(labels.get(a, a))} is n/a on every turn of this set" for a in na]
-    if manifest.get("repeats", 1) > 1:
-        offline = [a["arm_id"] for a in manifest["arms"] if a["backends"] and set(a["backends"].values()) == {"offline"}]
+    if manifest.repeats > 1:
+        offline = [a["arm_id"] for a in manifest.arms if a["backends"] and set(a["backends"].values()) == {"offline"}]
         if offline:
             out.append(f"[yellow]note:[/yellow] {len(offline)} arm(s) use offline roles only; they are deterministic, "
                        "so their repeats are identical (spread 0 by construction).")

@@ -111,7 +111,7 @@ def derive_labels(arms: list[ArmInfo]) -> dict[str, str]:
 
 def run_arms(manifest: dict) -> list[ArmInfo]:
     """The arms of a run folder, labelled."""
-    arms = [arm_info(e) for e in manifest.get("arms", [])]
+    arms = [arm_info(e) for e in manifest.arms]
     labels = derive_labels(arms)
     for a in arms:
         a.label = labels[a.arm_id]

@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from harness.errors import BadInput
+from harness.run.record import Manifest, parse
 
 MANIFEST = "manifest.json"
 LABELS = "labels.parquet"
@@ -109,17 +110,19 @@ class RunFolder:
             raise NotARunFolder(f"{self.path}: not a run folder (no {MANIFEST})")
         return self
 
-    def read_manifest(self) -> dict:
-        """The manifest; RunFolderError naming the file when it is not readable JSON."""
+    def read_manifest(self) -> Manifest:
+        """The run record (harness.run.record, an older layout upgraded); RunFolderError naming the
+        file when it is not a readable manifest."""
         self.require()
-        man = _readable(self.path / MANIFEST, lambda p: json.loads(p.read_text(encoding="utf-8")))
-        if not isinstance(man, dict):
-            raise RunFolderError(f"{self.path / MANIFEST}: unreadable (not a JSON object)")
-        return man
+        raw = _readable(self.path / MANIFEST, lambda p: json.loads(p.read_text(encoding="utf-8")))
+        try:
+            return parse(raw, str(self.path / MANIFEST))
+        except BadInput as e:
+            raise RunFolderError(str(e)) from None
 
-    def write_manifest(self, manifest: dict) -> None:
+    def write_manifest(self, manifest: Manifest) -> None:
         with self.atomic(MANIFEST) as tmp:
-            tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False, default=str),
+            tmp.write_text(json.dumps(manifest.dump(), indent=2, sort_keys=True, ensure_ascii=False, default=str),
                            encoding="utf-8")
 
     @property
@@ -227,12 +230,12 @@ class RunFolder:
         (self.path / TABLES[name]).unlink(missing_ok=True)
 
     # --- the eval set -----------------------------------------------------------------------
-    def eval_set_path(self, manifest: dict | None = None) -> Path | None:
+    def eval_set_path(self, manifest: Manifest | None = None) -> Path | None:
         """The eval set a run answers: the manifest's path as given (absolute, or relative to the
         working folder, to $HARNESS_HOME, or to a folder above the run folder: the project the
         run belongs to); None when none of these holds an eval set."""
         m = manifest if manifest is not None else self.read_manifest()
-        p = (m.get("eval_set") or {}).get("path") or (m.get("config") or {}).get("eval_set")
+        p = m.eval_set.path or m.config.get("eval_set")
         if not p:
             return None
         p = Path(p)
@@ -260,7 +263,7 @@ class RunData:
     runs through it."""
 
     folder: RunFolder
-    manifest: dict
+    manifest: Manifest
     labels: pd.DataFrame
     arms: list = field(default_factory=list)  # harness.run.armset.ArmInfo
     per_turn: pd.DataFrame | None = None  # arm_id, repeat, session_id, turn_index, metric, value, unmeasured

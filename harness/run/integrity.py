@@ -90,9 +90,9 @@ def planned_turns(manifest: dict, labels: pd.DataFrame) -> pd.DataFrame:
     snapshot, narrowed to its shard's sessions when it is a shard."""
     cols = [c for c in ("session_id", "turn_index", "split") if c in labels.columns]
     turns = labels[cols].drop_duplicates(["session_id", "turn_index"])
-    shard = manifest.get("shard")
+    shard = manifest.shard
     if shard:
-        turns = turns[turns["session_id"].map(lambda s: shard_of(s, shard["of"]) == shard["index"])]
+        turns = turns[turns["session_id"].map(lambda s: shard_of(s, shard.of) == shard.index)]
     return turns.assign(turn_index=turns["turn_index"].astype(int)).reset_index(drop=True)
 
 
@@ -110,7 +110,7 @@ def completeness(folder: RunFolder, manifest: dict | None = None, labels: pd.Dat
     finals = finals if finals is not None else final_keys(folder)
     turns = planned_turns(man, labels)
     arms = run_arms(man)
-    repeats = int(man.get("repeats") or 1)
+    repeats = man.repeats
     plan = pd.DataFrame([(a.arm_id, r) for a in arms for r in range(repeats)], columns=["arm_id", "repeat"]) \
         .merge(turns[["session_id", "turn_index"]], how="cross")
     have = finals.drop_duplicates().assign(_have=True)
@@ -127,7 +127,7 @@ def completeness(folder: RunFolder, manifest: dict | None = None, labels: pd.Dat
         sessions = sorted(m["session_id"].unique())
         gaps.append(ArmGap(a.label, a.arm_id, len(mine), len(m), mine["session_id"].nunique(), len(sessions),
                            sessions[:SHOW]))
-    return Completeness(folder.name, str(man.get("status")), len(plan), len(plan) - len(missing), gaps,
+    return Completeness(folder.name, str(man.status), len(plan), len(plan) - len(missing), gaps,
                         f"harness run --resume {folder.path}", _outside(outside, arms, repeats),
                         int(finals.duplicated().sum()))
 
@@ -171,11 +171,12 @@ def file_hash(path) -> str:
 def inputs(folder: RunFolder, manifest: dict | None = None) -> dict:
     """Content hashes of everything scoring reads, by name (None: the file is absent)."""
     man = manifest if manifest is not None else folder.read_manifest()
-    scoring = {k: man.get(k) for k in MANIFEST_FIELDS}
+    dumped = man.dump()
+    scoring = {k: dumped.get(k) for k in MANIFEST_FIELDS}
     optional = {name: (file_hash(p) if p.is_file() else None) for name, p in folder.scoring_inputs().items()}
     return {"traces": {p.name: file_hash(p) for p in folder.parts()}, **optional,
             "manifest": hashlib.sha256(json.dumps(scoring, sort_keys=True, default=str).encode()).hexdigest()[:16],
-            "eval_set": (man.get("eval_set") or {}).get("hash")}
+            "eval_set": man.eval_set.hash}
 
 
 # --- failures ------------------------------------------------------------------------------------

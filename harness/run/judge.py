@@ -158,7 +158,7 @@ async def ajudge_run(run_dir: Path, refresh: bool = False, endpoint: EndpointCon
     """Judge every final answer of `run_dir` and write its judgments (see judge_run)."""
     folder = RunFolder(run_dir)
     manifest = folder.read_manifest()
-    config = manifest.get("config") or {}
+    config = manifest.config
     ep = endpoint if endpoint is not None else _judge_endpoint(config)
     rows = _final_rows(folder.path)
     docs = _doc_texts(folder, manifest) if ep is not None and any(_answered(r) for r in rows) else {}

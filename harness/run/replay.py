@@ -22,7 +22,7 @@ from harness.llm.transport import StopRun
 from harness.run.shard import in_shard
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
 from harness.run.folder import RunFolder, RunFolderExists
-from harness.run.manifest import git_state, machine, now, read_manifest, versions, write_manifest
+from harness.run.manifest import for_replay, git_state, machine, now, read_manifest, versions, write_manifest
 from harness.run.traces import PartWriter, TurnKey, read_traces, repair_parts, row, to_json
 from harness.workers import CpuWorkers
 
@@ -147,36 +147,18 @@ class Replay:
     def _arm_identity(self, arm: BaseArm) -> tuple[str, str, dict, dict]:
         return self._identity.get(id(arm)) or arm_identity(arm)
 
-    def _manifest(self, status: str, index=None, counts=None, started=None) -> dict:
-        return {
-            "run_id": self.run_id, "status": status, "config": self.raw, "config_hash": canonical_hash(self.raw),
-            "eval_set": {"name": self.es.info.name, "version": self.es.info.version, "hash": self.es.content_hash,
-                         "path": str(self.cfg.eval_set), "splits": self.cfg.splits or sorted(set(self.es.split_of.values())),
-                         "pooled_corpus": self.es.info.pooled_corpus, "written_here": self.es.info.written_here},
-            "git": self._environment[0], "versions": self._environment[1], "machine": self._environment[2],
-            "embedder": index.embedder.name if index else None,
-            "index": {"max_chars": self.cfg.index.max_chars, "qdrant_url": self.cfg.index.qdrant_url,
-                      "dense": index.stats.extra.get("dense") if index else None,
-                      "chunks": index.stats.chunks if index else None,
-                      "embedded_cold": index.stats.embedded if index else None},
-            "arms": [a.describe() for a in self.arms],
-            "filter_schema": [f.model_dump() for f in self.es.info.filters],
-            "prompt_hashes": self.roles.prompt_hashes(), "seed": self.cfg.seed, "config_dir": self.cfg.source_dir,
-            "llm": {"cache": self.cfg.llm.cache.model_dump(),
-                    "roles": {r: {"kind": e.kind, "model": e.model,
-                                  **({} if r == "judge" else {"prompt": self.roles.prompt(r).name,
-                                                              "prompt_file": self.roles.prompt(r).path})}
-                              for r, e in self.cfg.llm.roles.items()}}, "repeats": self.cfg.repeats,
-            "metrics": self.cfg.metrics.model_dump(),
-            "started": started, "ended": now() if status != "running" else None, "counts": counts or {},
-            **({"shard": {"index": self.shard[0], "of": self.shard[1]}} if self.shard else {}),
-        }
+    def _manifest(self, status: str, index=None, counts=None, started=None):
+        return for_replay(self, status, index, counts, started)
+
+    @property
+    def config_hash(self) -> str:
+        return canonical_hash(self.raw)
 
     @functools.cached_property
-    def _environment(self) -> tuple[dict, dict, dict]:
+    def environment(self) -> tuple[dict, dict, dict]:
         """The git state, package versions and the machine with its load at the start, asked once per
         run (both manifests record them)."""
-        return git_state(), versions(), machine()
+        return git_state(), versions(), machine()  # noqa: the manifest's (harness.run.manifest.for_replay)
 
     def jobs(self, index) -> list[Job]:
         out = []
@@ -204,7 +186,7 @@ class Replay:
         index = index or build_index(self.es, self.cfg.index)  # first: a bad `index:` leaves no folder behind
         if self.resume:
             old = read_manifest(self.run_dir)
-            started = old.get("started") or started
+            started = old.started or started
             repaired = repair_parts(self.run_dir)  # a part in flight or truncated when the run was killed
             what = {"removed_tmp": "removed part(s) in flight when the run stopped",
                     "quarantined": "moved unreadable part(s) aside as *.corrupt"}
@@ -224,8 +206,8 @@ class Replay:
         try:
             counts = asyncio.run(self._run_jobs(jobs, writer))
         except BaseException as e:  # the folder says why it stopped; --resume continues it
-            write_manifest(self.run_dir, {**self._manifest("failed", index=index, started=started),
-                                          "failure": f"{type(e).__name__}: {e}"})
+            write_manifest(self.run_dir, self._manifest("failed", index=index, started=started).model_copy(
+                update={"failure": f"{type(e).__name__}: {e}"}))
             raise
         finally:
             gc.unfreeze()
@@ -309,5 +291,5 @@ class _progress:
 
 
 def resume_config(run_dir: Path) -> dict:
-    return read_manifest(run_dir)["config"]
+    return read_manifest(run_dir).config
 

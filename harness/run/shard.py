@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from harness.errors import BadInput
 from harness.run.folder import RunFolder, RunFolderExists
-from harness.run.manifest import now
+from harness.run.manifest import merged
+from harness.run.record import Manifest
 from harness.run.traces import KEY, read_traces
 
 
@@ -60,25 +61,25 @@ def _sum_counts(counts: list[dict]) -> dict:
     return out
 
 
-def _check_manifests(shard_dirs: list[Path], mans: list[dict]) -> None:
+def _check_manifests(shard_dirs: list[Path], mans: list[Manifest]) -> None:
     """Complete shards of one run (same config, eval set, arms, repeats), each index once."""
     for d, m in zip(shard_dirs, mans):
-        if m.get("status") != "complete":
-            raise ShardError(f"{d}: status {m.get('status')!r}; finish it with `harness run --resume {d}` first")
+        if m.status != "complete":
+            raise ShardError(f"{d}: status {m.status!r}; finish it with `harness run --resume {d}` first")
     first = mans[0]
     for d, m in zip(shard_dirs[1:], mans[1:]):
-        for what, a, b in (("config", _strip(first.get("config")), _strip(m.get("config"))),
-                           ("eval set", first["eval_set"].get("hash"), m["eval_set"].get("hash")),
-                           ("arms", [a["arm_id"] for a in first["arms"]], [a["arm_id"] for a in m["arms"]]),
-                           ("repeats", first.get("repeats"), m.get("repeats"))):
+        for what, a, b in (("config", _strip(first.config), _strip(m.config)),
+                           ("eval set", first.eval_set.hash, m.eval_set.hash),
+                           ("arms", [a["arm_id"] for a in first.arms], [a["arm_id"] for a in m.arms]),
+                           ("repeats", first.repeats, m.repeats)):
             if a != b:
                 raise ShardError(f"{d}: {what} differs from {shard_dirs[0]}; only shards of one run can be merged")
-    shards = [m.get("shard") for m in mans]
+    shards = [m.shard for m in mans]
     if any(s is not None for s in shards):
         if any(s is None for s in shards):
             raise ShardError("some folders are shards and some are not")
-        ns = {s["of"] for s in shards}
-        idx = sorted(s["index"] for s in shards)
+        ns = {s.of for s in shards}
+        idx = sorted(s.index for s in shards)
         if len(ns) != 1 or idx != list(range(next(iter(ns)))):
             raise ShardError(f"shards {idx} of {sorted(ns)}: need each of 0..n-1 exactly once")
 
@@ -138,13 +139,6 @@ def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     _copy_rows(folders, RunFolder(tmp))
-    merged = {**mans[0], "run_id": out.name, "status": "complete", "config": _strip(mans[0].get("config")),
-              "started": min((m.get("started") or "") for m in mans) or None,
-              "ended": max((m.get("ended") or "") for m in mans) or now(),
-              "counts": _sum_counts([m.get("counts") or {} for m in mans]),
-              "merged_from": [{"run_id": m["run_id"], "shard": m.get("shard"), "counts": m.get("counts"),
-                               "git": m.get("git"), "index": m.get("index")} for m in mans]}
-    merged.pop("shard", None)
-    RunFolder(tmp).write_manifest(merged)
+    RunFolder(tmp).write_manifest(merged(out.name, mans, _sum_counts([m.counts for m in mans])))
     tmp.rename(out)
     return out

@@ -14,6 +14,7 @@ import pandas as pd
 from harness.defaults import metric_settings
 from harness.metrics.kernel import Long, Scoring, Traces
 from harness.metrics.registry import Template, family
+from harness.run.record import Manifest
 
 READS = ("ranking", "not_applicable", "error", "labels.qrels")
 
@@ -33,7 +34,7 @@ def score_rankings(labels, rankings: list[dict], names: list[str]):
     from harness.metrics.kernel import Traces, scoring, to_frame
 
     rows = [{"arm_id": "run", "repeat": 0, "round": 1, "is_final": True, **r} for r in rankings]
-    s = scoring(None, {"metrics": {"names": list(names)}, "arms": []}, labels, Traces.from_rows(rows))
+    s = scoring(None, Manifest(run_id="rankings", metrics={"names": list(names)}), labels, Traces.from_rows(rows))
     return to_frame(ir_rows(s), s.arm_names, s.session_names, s.codes.names)
 
 

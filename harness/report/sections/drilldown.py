@@ -237,7 +237,7 @@ def build(run: ReportRun, index: int = 0, against: tuple[str, list[dict]] | None
     order = disagreement(run, per_turn)
     by_key, rep0 = _by_key(run)
     docs, root = _docs(run, by_key)
-    entitlement = {f.get("field") for f in run.manifest.get("filter_schema") or [] if f.get("kind") == "entitlement"}
+    entitlement = {f.get("field") for f in run.manifest.filter_schema if f.get("kind") == "entitlement"}
     d = Drill(run, by_key, docs, turn_scores(run), entitlement, set(per_turn[per_turn > 0].index))
     if against is not None:
         d.base, d.regressed = against_baseline(against[1])
@@ -247,4 +247,4 @@ def build(run: ReportRun, index: int = 0, against: tuple[str, list[dict]] | None
             "n_disagree": sum(s["n_disagree"] for s in sessions), "n_regressed": sum(s["n_regressed"] for s in sessions),
             "baseline": against[0] if against is not None else None, "fid": f"drill-{index}",
             "arms": [{"label": run.label[a], "arm": a} for a in run.arms],
-            "repeats": int(run.manifest.get("repeats") or 1), "corpus": shown_path(root) if root else None}
+            "repeats": run.manifest.repeats, "corpus": shown_path(root) if root else None}

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from harness.report.load import ReportRun
 from harness.run.integrity import failures
+from harness.run.record import Manifest
 
 
-def _machine(man: dict) -> str:
-    m = man.get("machine")
-    if not m:
+def _machine(man: Manifest) -> str:
+    m = man.machine
+    if m is None:
         return "not recorded (a run written before the manifest recorded it)"
-    load = "/".join(f"{x:g}" for x in m.get("load_average") or []) or "unknown"
-    return f"{m.get('host')}, {m.get('cpu_count')} CPUs, load {load} at the start ({man.get('started') or '?'})"
+    load = "/".join(f"{x:g}" for x in m.load_average or []) or "unknown"
+    return f"{m.host}, {m.cpu_count} CPUs, load {load} at the start ({man.started or '?'})"
 
 
 def build(runs: list[ReportRun]) -> list[dict]:

@@ -113,13 +113,13 @@ def run_details(run: ReportRun) -> dict:
     """The arms of one run (label, id, backends) and its config as given."""
     return {"key": run.key,
             "arms": [{"arm": a, "label": run.label[a],
-                      "backends": json.dumps(next((x.get("backends") for x in run.manifest.get("arms", [])
+                      "backends": json.dumps(next((x.get("backends") for x in run.manifest.arms
                                                   if x["arm_id"] == a), {}) or {}, sort_keys=True)}
                      for a in run.arms],
-            "config": json.dumps(scrub(run.manifest.get("config")), indent=2, sort_keys=True, ensure_ascii=False,
+            "config": json.dumps(scrub(run.manifest.config), indent=2, sort_keys=True, ensure_ascii=False,
                                  default=str)}
 
 
 def build(runs: list[ReportRun]) -> dict:
-    rows = manifest_rows([scrub(r.manifest) for r in runs])
+    rows = manifest_rows([scrub(r.manifest.dump()) for r in runs])
     return {"groups": group_rows(rows), "differing": differing(rows), "runs": [run_details(r) for r in runs]}

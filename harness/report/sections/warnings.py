@@ -33,14 +33,14 @@ def unmeasured_groups(run: ReportRun) -> list[tuple[list[str], str]]:
 def _run_state(run: ReportRun) -> list[dict]:
     man = run.manifest
     out = []
-    if man.get("status") not in (None, "complete"):
-        out.append({"level": "warn", "text": f"run status is {man.get('status')!r}"
-                    + (f": {man['failure']}" if man.get("failure") else "")})
-    es = man.get("eval_set") or {}
+    if man.status not in (None, "complete"):
+        out.append({"level": "warn", "text": f"run status is {man.status!r}"
+                    + (f": {man.failure}" if man.failure else "")})
+    es = man.eval_set.model_dump()
     if es.get("pooled_corpus"):
         out.append({"level": "warn", "text": f"pooled corpus ({es.get('name')}): every document is relevant to some "
                     "turn, so absolute scores are inflated; compare arms, not leaderboard numbers."})
-    if (man.get("git") or {}).get("dirty"):
+    if man.git.get("dirty"):
         out.append({"level": "info", "text": "the work tree had uncommitted changes (git dirty) when the run started."})
     return out
 
@@ -81,8 +81,8 @@ def build(run: ReportRun) -> dict:
         who = ", ".join(run.label.get(a, a) for a in dict.fromkeys(answers["arm_id"]))
         out.append({"level": "warn", "text": f"faithfulness not measured (no {JUDGMENTS}; run `harness judge RUN` "
                     "with a judge endpoint)" + (f"; arms with answers: {who}." if who else "; no arm answered.")})
-    if int(run.manifest.get("repeats") or 1) > 1:
-        out.append({"level": "info", "text": f"{run.manifest.get('repeats')} repeats: metrics average the repeats "
+    if run.manifest.repeats > 1:
+        out.append({"level": "info", "text": f"{run.manifest.repeats} repeats: metrics average the repeats "
                     "per turn; the drill-down shows the first repeat."})
     if run.table("comparisons") is None:
         out.append({"level": "info", "text": f"no {TABLES['comparisons']} (no `original` arm, or metrics not run): "
