@@ -93,14 +93,44 @@ class RunConfig(Strict):
     max_error_rate: float = Field(default=0.01, ge=0, le=1)
     llm: "LLMConfig" = Field(default_factory=_llm_default)  # roles without an endpoint run offline
     _source_dir: str | None = PrivateAttr(default=None)  # the config file's folder: prompt files are relative to it
+    _arms: tuple | None = PrivateAttr(default=None)  # (the arm specs, [(arm, given label)]): built when checked
 
     @property
     def source_dir(self) -> str | None:
         return self._source_dir
 
+    def configured_arms(self) -> list:
+        """(arm, the config's label for it) per arm and grid point, built once: when the config was
+        checked (parse_config), else now. The run attaches its roles to them (run.replay.build_arms)."""
+        key = json.dumps(self.arms, sort_keys=True, default=str)
+        if self._arms is None or self._arms[0] != key:  # not checked, or a copy with other arms
+            built, problems = configure_arms(self.arms)
+            if problems:
+                raise ConfigError("; ".join(f"{'.'.join(map(str, loc))}: {m}" for loc, m in problems))
+            self._arms = (key, built)
+        return self._arms[1]
+
 
 class ConfigError(BadInput):
     pass
+
+
+def with_overrides(raw: dict, overrides: dict[str, Any]) -> dict:
+    """A raw config with values set at dotted paths (`repeats`, `llm.cache.mode`,
+    `index.embedding_cache`): what a command line or a tool changes for one run, recorded in the
+    manifest as the config that ran. Values of None are left out; the raw config is not changed."""
+    out = json.loads(json.dumps(raw))
+    for path, value in overrides.items():
+        if value is None:
+            continue
+        *parents, last = path.split(".")
+        node = out
+        for key in parents:
+            if not isinstance(node.get(key), dict):
+                node[key] = {}
+            node = node[key]
+        node[last] = value
+    return out
 
 
 def load_config(path: str | Path) -> tuple[RunConfig, dict]:
@@ -117,7 +147,8 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None,
     are found (a resumed run passes the folder its manifest recorded)."""
     names = _role_names(raw)
     arms = raw.get("arms")
-    names += _arm_problems(arms) if isinstance(arms, list) else []
+    built, problems = configure_arms(arms) if isinstance(arms, list) else ([], [])
+    names += problems
     try:
         cfg = RunConfig.model_validate(raw)
     except ValidationError as e:  # an unknown role's or arm's fields do not matter: its name is the problem
@@ -127,6 +158,7 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None,
     if names := names + _embedder_problems(cfg.index.embedder):
         raise ConfigError(located(p, text, names))
     cfg._source_dir = source_dir or (str(Path(p).resolve().parent) if str(p) != "<config>" else None)
+    cfg._arms = (json.dumps(cfg.arms, sort_keys=True, default=str), built)
     _check_prompts(cfg, p, text)
     return cfg
 
@@ -140,28 +172,35 @@ def _role_names(raw: dict) -> list[tuple[tuple, str]]:
             for r in (roles if isinstance(roles, dict) else {}) if r not in ROLES]
 
 
-def _arm_problems(arms: list) -> list[tuple[tuple, str]]:
-    """Every arm spec (each grid point) builds: known arm names, known parameters, valid values."""
+def configure_arms(arms: list) -> tuple[list, list[tuple[tuple, str]]]:
+    """Every arm spec built, each grid point: ([(arm, the config's label for the point)], problems:
+    unknown arm names or parameters, invalid values). A `label:` given to a grid is suffixed with
+    the point's values. The one place arm specs become arms."""
     from harness.arms.catalog import expand_grid, make_arm
     from harness.arms.base import ArmSpecError
 
     out: list[tuple[tuple, str]] = []
+    built = []
     for i, spec in enumerate(arms):
         if not isinstance(spec, (str, dict)):
             out.append((("arms", i), f"an arm is a name or a mapping with `name:`, not {spec!r}"))
             continue
+        given = spec.get("label") if isinstance(spec, dict) else None
         spec = {k: v for k, v in spec.items() if k != "label"} if isinstance(spec, dict) else spec
+        grid = [k for k, v in spec.items() if isinstance(v, list) and k != "name"] if isinstance(spec, dict) else []
         try:
             points, problems = expand_grid(spec), []
         except ArmSpecError as e:
             points, problems = [], e.problems
         for point in points:
             try:
-                make_arm(point)
+                arm = make_arm(point)
             except ArmSpecError as e:
                 problems += [x for x in e.problems if x not in problems]
+                continue
+            built.append((arm, " ".join([str(given)] + [f"{k}={point[k]}" for k in grid]) if given else None))
         out += [(("arms", i) + loc, m) for loc, m in problems]
-    return out
+    return built, out
 
 
 def _embedder_problems(spec: dict) -> list[tuple[tuple, str]]:

@@ -52,3 +52,39 @@ def test_a_value_error_inside_an_arm_names_its_line(tmp_path):
 def test_a_bad_arm_and_a_bad_key_are_reported_together(tmp_path):
     got = error_of(tmp_path, "arms: [corective]\nconcurency: 2\n")
     assert "run.yaml:3: arms.0.name: unknown arm 'corective'" in got and "run.yaml:4: concurency:" in got, got
+
+
+def test_overrides_are_merged_in_one_place():
+    """`harness run --repeats/--llm-cache/--max-cost-usd` and `make refresh-embeddings` change a raw
+    config through harness.config.with_overrides alone."""
+    from harness.config import with_overrides
+
+    raw = {"name": "x", "llm": {"roles": {"rewrite": {"kind": "openai"}}, "cache": {"folder": "c"}}, "index": None}
+    out = with_overrides(raw, {"repeats": 3, "llm.cache.mode": "replay", "llm.max_cost_usd": 0.5, "seed": None,
+                               "index.embedding_cache": "/tmp/e"})
+    assert out == {"name": "x", "repeats": 3, "index": {"embedding_cache": "/tmp/e"},
+                   "llm": {"roles": {"rewrite": {"kind": "openai"}}, "cache": {"folder": "c", "mode": "replay"},
+                           "max_cost_usd": 0.5}}
+    assert raw["llm"]["cache"] == {"folder": "c"} and raw["index"] is None  # the given config is not changed
+
+
+def test_arms_are_built_once_per_run(tmp_path, monkeypatch):
+    """parse_config builds every arm (each grid point) when it checks them; the replay attaches its
+    roles to those arms instead of building them again."""
+    import harness.arms.base as base
+    from harness.config import parse_config
+    from harness.run.replay import build_arms
+
+    calls = []
+    real = base.make_arm
+    monkeypatch.setattr(base, "make_arm", lambda *a, **k: calls.append(a) or real(*a, **k))
+    import harness.arms.catalog as catalog
+
+    monkeypatch.setattr(catalog, "make_arm", base.make_arm)
+    cfg = parse_config({"name": "x", "eval_set": "e", "arms": ["original", {"name": "corrective", "top_k": [1, 3]},
+                                                                {"name": "rewrite", "label": "short", "last_n": 1}]})
+    assert len(calls) == 4  # one per grid point
+    arms = build_arms(cfg)
+    assert len(calls) == 4 and [a.label for a in arms] == ["original", "corrective top_k=1", "corrective top_k=3", "short"]
+    again = cfg.model_copy(update={"arms": ["original"]})  # a copy with other arms builds its own
+    assert [a.label for a in build_arms(again)] == ["original"]

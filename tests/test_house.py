@@ -56,6 +56,40 @@ def test_only_the_run_folder_owner_spells_its_file_names():
     assert not found, "\n".join(found)
 
 
+def test_only_the_eval_set_folder_owner_spells_its_file_names():
+    from harness.evalset import folder as es_folder
+
+    names = list(es_folder.FILES)
+    assert names == ["eval_set.yaml", "corpus.jsonl", "sessions.jsonl", "sessions.test.jsonl"]
+    found = []
+    for p in modules() + sorted(PACKAGE.rglob("*.j2")):
+        if p == Path(es_folder.__file__):
+            continue
+        text = p.read_text(encoding="utf-8")
+        if p.suffix == ".py":
+            text = "\n".join(n.value for n in ast.walk(ast.parse(text))
+                             if isinstance(n, ast.Constant) and isinstance(n.value, str))
+        found += [f"{p.relative_to(ROOT)}: {name}" for name in names if re.search(rf"(?<![\w]){re.escape(name)}", text)]
+    assert not found, "\n".join(found)
+
+
+def test_the_metrics_tables_columns_are_declared_once():
+    """TURN_COLUMNS, AGG_COLUMNS and the file's columns live in harness/run/folder.py alone: no other
+    module assigns a list that spells them."""
+    found = []
+    for p in modules():
+        if p == Path(folder.__file__):
+            continue
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.List):
+                values = {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+                if set(folder.AGG_COLUMNS) <= values or set(folder.TURN_COLUMNS) <= values:
+                    found.append(f"{p.relative_to(ROOT)}:{node.lineno}")
+    assert not found, found
+    assert folder.METRICS_COLUMNS[0] == "kind" and set(folder.TURN_COLUMNS) | set(folder.AGG_COLUMNS) < set(
+        folder.METRICS_COLUMNS)
+
+
 def test_the_trace_schema_is_derived_from_the_row_type():
     nested = {"llm": LLMStats, "ms": Timings}
     expected = []

@@ -9,7 +9,7 @@ import pytest
 
 from harness.errors import BadInput
 from harness.run.folder import RunFolder, RunFolderError
-from harness.run.record import SCHEMA_VERSION, Manifest, parse, upgrade
+from harness.run.record import SCHEMA_VERSION, parse, upgrade
 from tests.conftest import ROOT
 
 BASELINE = ROOT / "runs/baselines/b2b"

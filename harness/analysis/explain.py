@@ -10,7 +10,6 @@ import pandas as pd
 
 from harness.analysis.gate_inputs import prepare
 from harness.analysis.policy import Policy
-from harness.metrics.registry import resolve
 from harness.metrics.segments import segment_keys
 from harness.run.folder import RunData
 
@@ -25,7 +24,7 @@ def sessions(run: RunData, arm_id: str, metric: str, segment: str) -> set[str]:
 
 
 def _row(kind: str, i: int, item, pair, prep: dict, need: int) -> dict:
-    m = resolve(item.metric)
+    m = item.m
     seg = getattr(item, "segment", "all")
     base, cand = prep["base"], prep["cand"]
     what = m.name + (f" ({item.test})" if kind == "rule" else f" ({getattr(item, 'stat', 'mean')})")

@@ -27,7 +27,6 @@ from harness.analysis.gate_inputs import SECTIONS, applies, infrastructure, prep
 from harness.analysis.gate_report import moved_turns, to_markdown, write_outputs
 from harness.analysis.pairing import Pair
 from harness.analysis.policy import GateUsageError, Policy, load_policy
-from harness.metrics.registry import resolve
 from harness.metrics.segments import SegmentError, segment_keys
 
 PASS, REGRESSION, USAGE, INFRA = 0, 1, 2, 3
@@ -84,7 +83,7 @@ def _worse_or_better(change: float) -> str:
 
 
 def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: Policy, pt: pd.DataFrame) -> dict:
-    m = resolve(rule.metric)
+    m = rule.m
     direction = rule.direction or m.direction
     name = f"rule {i + 1}: {rule.test} {m.name} [{rule.segment}] {pair.label}"
     if not applies(m, pair):
@@ -121,7 +120,7 @@ def _candidate_values(cand: RunData, arm_id: str, metric: str, segment: str) -> 
 
 def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunData, policy: Policy) -> dict:
     """A floor (min/max of the mean) or a budget (max of a stat) on the candidate's values."""
-    m = resolve(item.metric)
+    m = item.m
     seg = getattr(item, "segment", "all")
     stat = getattr(item, "stat", "mean")
     name = f"{kind} {i + 1}: {m.name} [{seg}] {pair.label}" if kind == "floor" else \

@@ -11,7 +11,6 @@ from harness.analysis.compare import RunData, check_same_evalset, load_run, why_
 from harness.analysis.evidence import coverage, describe_gaps
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.analysis.policy import GateUsageError, Policy
-from harness.metrics.registry import resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.run.integrity import failures
 
@@ -45,7 +44,7 @@ def select_pairs(section: str, i: int, item, policy: Policy, pairs: list[Pair], 
     metric does not apply to, is bad input, and so is a rule that applies to no pair at all. What
     applies is decided by the baseline's arm where the candidate's dropped a capability: that is a
     failed check, never an n/a one (harness.analysis.gate)."""
-    where, m = policy.where(section, i), resolve(item.metric)
+    where, m = policy.where(section, i), item.m
     matched = [p for p in pairs if _matches(item.arm, p)]
     if item.arm != "*" and not matched:
         try:
@@ -81,7 +80,7 @@ def check_inputs(policy: Policy, runs: list[RunData], pairs: list[Pair]) -> None
     apply (a judged metric needs judgments with an endpoint, a ranking metric its cutoff in the
     run's metric settings); bad input otherwise."""
     for section, i, item in items(policy):
-        where, m = policy.where(section, i), resolve(item.metric)
+        where, m = policy.where(section, i), item.m
         _segment(where, getattr(item, "segment", "all"), runs)
         for run, side in zip(runs, ("baseline", "candidate")):
             if section != "rules" and side == "baseline":

@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from harness.errors import BadInput
-from harness.metrics.registry import UnknownMetric, resolve
+from harness.metrics.registry import Metric, UnknownMetric, resolve
 from harness.metrics.segments import SegmentError, parse_segment
 from harness.yamlpos import line_of, located, read_yaml, validation_problems
 
@@ -31,7 +31,19 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Rule(Strict):
+class Check(Strict):
+    """A rule, floor or budget: the metric it names is resolved once, when the policy loads, into
+    the registry's Metric (`m`) that the gate, --explain and the report use from there."""
+    _m: Metric | None = PrivateAttr(default=None)
+
+    @property
+    def m(self) -> Metric:
+        if self._m is None:
+            self._m = resolve(self.metric)
+        return self._m
+
+
+class Rule(Check):
     metric: str
     segment: str = "all"
     arm: str = "*"  # a label (or arm id) of the runs, or * for every pair
@@ -42,7 +54,7 @@ class Rule(Strict):
     min_sessions: int | None = Field(default=None, ge=2)
 
 
-class Floor(Strict):
+class Floor(Check):
     metric: str
     segment: str = "all"
     arm: str = "*"
@@ -50,7 +62,7 @@ class Floor(Strict):
     max: float | None = None
 
 
-class Budget(Strict):
+class Budget(Check):
     metric: str  # a lower-is-better metric: cost_usd, latency_total_ms, llm_calls, ...
     stat: Literal["mean", "p50", "p95"] = "mean"
     arm: str = "*"
@@ -130,7 +142,8 @@ def load_policy(path: Path) -> Policy:
         raise GateUsageError(located(path, text, problems))
     for section in ("rules", "floors", "budgets"):
         for i, item in enumerate(getattr(pol, section)):
-            item.metric = resolve(item.metric).name  # canonical from here on
+            item._m = resolve(item.metric)  # resolved once; the canonical name from here on
+            item.metric = item._m.name
             pol._where[(section, i)] = f"{path}:{line_of(text, (section, i)) or '?'}"
     if not (pol.rules or pol.floors or pol.budgets):
         raise GateUsageError(f"{path}:{line_of(text, ('rules',)) or 1}: rules: the policy has no check (no rule, floor "

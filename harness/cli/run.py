@@ -88,7 +88,7 @@ def _config(config: Path | None, resume: Path | None, run_id: str | None, repeat
     """(config, raw config, run folder or None) of `harness run`: from the file, or the manifest of
     the run to resume; --repeats, --llm-cache and --max-cost-usd written into the raw config (the
     manifest says what ran)."""
-    from harness.config import load_config, parse_config
+    from harness.config import load_config, parse_config, with_overrides
     from harness.llm.cache import MODES
     from harness.run.replay import resume_config
 
@@ -102,13 +102,8 @@ def _config(config: Path | None, resume: Path | None, run_id: str | None, repeat
     else:
         _, raw = load_config(config)
         source, where = None, config
-    if repeats:
-        raw = {**raw, "repeats": repeats}
-    if llm_cache:
-        llm = dict(raw.get("llm") or {})
-        raw = {**raw, "llm": {**llm, "cache": {**(llm.get("cache") or {}), "mode": llm_cache}}}
-    if max_cost_usd is not None:
-        raw = {**raw, "llm": {**(raw.get("llm") or {}), "max_cost_usd": max_cost_usd}}
+    raw = with_overrides(raw, {"repeats": repeats or None, "llm.cache.mode": llm_cache or None,
+                               "llm.max_cost_usd": max_cost_usd})
     text = Path(where).read_text(encoding="utf-8") if not resume else None
     cfg = parse_config(raw, where, text, source_dir=source)
     return cfg, raw, resume or (Path(cfg.runs_dir) / run_id if run_id else None)

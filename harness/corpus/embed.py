@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+from harness.evalset.folder import EMBEDDINGS
 from harness.errors import BadInput
 
 
@@ -126,7 +127,7 @@ def cache_folder(eval_set_name: str, configured: str | Path | None = None) -> Pa
 def eval_set_cache(es, configured: str | Path | None = None) -> "EmbeddingCache":
     """The embedding cache of a run: the shipped shards in `<eval set>/embeddings` are read and
     never written; new vectors go to `cache_folder(...)`, which is read too."""
-    return EmbeddingCache(Path(es.path) / "embeddings", write_to=cache_folder(es.info.name, configured))
+    return EmbeddingCache(Path(es.path) / EMBEDDINGS, write_to=cache_folder(es.info.name, configured))
 
 
 def _read_dir(d: Path) -> dict[str, np.ndarray]:

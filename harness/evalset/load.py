@@ -10,10 +10,10 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from harness.evalset.folder import CORPUS, INFO, SPLIT_FILES
 from harness.errors import BadInput
 from harness.evalset.model import Document, EvalSetInfo, Session
 
-SPLIT_FILES = {"main": "sessions.jsonl", "test": "sessions.test.jsonl"}
 MAX_DEPTH = 64  # JSON/YAML nesting accepted in an eval set (deeper input would exhaust the stack later)
 
 
@@ -124,53 +124,53 @@ def _validate(model: type[BaseModel], obj: dict, rel: str, no: int | None, probl
 
 
 def _load_info(root: Path, contents: dict, problems: list[Problem]) -> EvalSetInfo | None:
-    """eval_set.yaml, validated; None (with the problems) when it cannot be used."""
-    info_path = root / "eval_set.yaml"
+    """The info file (harness.evalset.folder.INFO), validated; None (with the problems) when it cannot be used."""
+    info_path = root / INFO
     if not info_path.exists():
-        problems.append(Problem("eval_set.yaml", None, "", "missing"))
+        problems.append(Problem(INFO, None, "", "missing"))
         return None
-    data = contents["eval_set.yaml"] = info_path.read_bytes()
+    data = contents[INFO] = info_path.read_bytes()
     try:
         raw = yaml.safe_load(data.decode("utf-8"))
     except UnicodeDecodeError as e:
-        problems.append(Problem("eval_set.yaml", data[: e.start].count(b"\n") + 1, "(line)",
+        problems.append(Problem(INFO, data[: e.start].count(b"\n") + 1, "(line)",
                                 f"not valid UTF-8 at byte {e.start}"))
         return None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
-        problems.append(Problem("eval_set.yaml", mark.line + 1 if mark else None, "(file)", f"invalid YAML: {e}"))
+        problems.append(Problem(INFO, mark.line + 1 if mark else None, "(file)", f"invalid YAML: {e}"))
         return None
     except RecursionError:
-        problems.append(Problem("eval_set.yaml", None, "(file)", "YAML nested too deeply"))
+        problems.append(Problem(INFO, None, "(file)", "YAML nested too deeply"))
         return None
     if raw is None:
-        problems.append(Problem("eval_set.yaml", None, "(file)", "empty file"))
+        problems.append(Problem(INFO, None, "(file)", "empty file"))
     elif _depth(raw) > MAX_DEPTH:
-        problems.append(Problem("eval_set.yaml", None, "(file)", f"YAML nested too deeply (more than {MAX_DEPTH} levels)"))
+        problems.append(Problem(INFO, None, "(file)", f"YAML nested too deeply (more than {MAX_DEPTH} levels)"))
     elif not isinstance(raw, dict):
-        problems.append(Problem("eval_set.yaml", None, "(file)", "expected a mapping"))
+        problems.append(Problem(INFO, None, "(file)", "expected a mapping"))
     else:
-        return _validate(EvalSetInfo, raw, "eval_set.yaml", None, problems)
+        return _validate(EvalSetInfo, raw, INFO, None, problems)
     return None
 
 
 def _load_docs(root: Path, contents: dict, problems: list[Problem]) -> dict[str, Document]:
     docs: dict[str, Document] = {}
-    corpus_path = root / "corpus.jsonl"
+    corpus_path = root / CORPUS
     if not corpus_path.exists():
-        problems.append(Problem("corpus.jsonl", None, "", "missing"))
+        problems.append(Problem(CORPUS, None, "", "missing"))
         return docs
-    contents["corpus.jsonl"] = corpus_path.read_bytes()
-    for no, obj in _read_lines(contents["corpus.jsonl"], "corpus.jsonl", problems):
-        d = _validate(Document, obj, "corpus.jsonl", no, problems)
+    contents[CORPUS] = corpus_path.read_bytes()
+    for no, obj in _read_lines(contents[CORPUS], CORPUS, problems):
+        d = _validate(Document, obj, CORPUS, no, problems)
         if d is None:
             continue
         if d.doc_id in docs:
-            problems.append(Problem("corpus.jsonl", no, "doc_id", f"duplicate doc_id {d.doc_id!r}"))
+            problems.append(Problem(CORPUS, no, "doc_id", f"duplicate doc_id {d.doc_id!r}"))
             continue
         docs[d.doc_id] = d
-    if not docs and not any(p.file == "corpus.jsonl" for p in problems):
-        problems.append(Problem("corpus.jsonl", None, "", "empty corpus"))
+    if not docs and not any(p.file == CORPUS for p in problems):
+        problems.append(Problem(CORPUS, None, "", "empty corpus"))
     return docs
 
 
@@ -258,7 +258,7 @@ def _check_session(s: Session, docs: dict, info: EvalSetInfo | None, fname: str,
 def _content_hash(contents: dict[str, bytes]) -> str:
     """sha256 over (name, sha256 of bytes) of each eval set file present, in a fixed order."""
     h = hashlib.sha256()
-    for name in ["eval_set.yaml", "corpus.jsonl", *SPLIT_FILES.values()]:
+    for name in [INFO, CORPUS, *SPLIT_FILES.values()]:
         if name in contents:
             h.update(name.encode() + b"\0")
             h.update(hashlib.sha256(contents[name]).digest())

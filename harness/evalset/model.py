@@ -1,4 +1,4 @@
-"""Pydantic models of an eval set: its manifest (eval_set.yaml), corpus documents, sessions,
+"""Pydantic models of an eval set: its info file (harness.evalset.folder), corpus documents, sessions,
 turns and per-turn labels. The format is documented in docs/eval-sets.md."""
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class FilterField(Strict):
 
 
 class EvalSetInfo(Strict):
-    """eval_set.yaml"""
+    """The eval set's info file (harness.evalset.folder.INFO)."""
 
     name: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     version: str = Field(min_length=1)
@@ -54,7 +54,7 @@ class EvalSetInfo(Strict):
 
 
 class Document(Strict):
-    """One line of corpus.jsonl."""
+    """One line of the corpus file (harness.evalset.folder.CORPUS)."""
 
     doc_id: str = Field(min_length=1)
     title: str = ""

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 
+from harness.evalset.folder import CORPUS, INFO, SPLIT_FILES
 from harness.evalset.load import dump_jsonl, load_eval_set
 
 
@@ -17,11 +18,11 @@ def write_eval_set(out: Path, info: dict, docs, sessions, test_sessions=None, no
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    (tmp / "eval_set.yaml").write_text(yaml.safe_dump(info, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    dump_jsonl(docs, tmp / "corpus.jsonl")
-    dump_jsonl(sessions, tmp / "sessions.jsonl")
+    (tmp / INFO).write_text(yaml.safe_dump(info, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    dump_jsonl(docs, tmp / CORPUS)
+    dump_jsonl(sessions, tmp / SPLIT_FILES["main"])
     if test_sessions:
-        dump_jsonl(test_sessions, tmp / "sessions.test.jsonl")
+        dump_jsonl(test_sessions, tmp / SPLIT_FILES["test"])
     for n in notices:
         shutil.copyfile(n, tmp / Path(n).name)
     load_eval_set(tmp)  # raises EvalSetError naming file, line and field

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from harness.evalset.folder import EMBEDDINGS, INFO
 from harness.errors import BadInput
 from harness.evalset.load import load_eval_set
 from harness.importers.common import write_eval_set
@@ -83,12 +84,12 @@ def import_log(log_path: Path, corpus_from: Path, out: Path, name: str) -> Path:
             t["labels"] = {"qrels": {d: 1 for d in rel}, "qrels_measured": bool(rel), "query_type": "logged"}
             turns.append(t)
         sessions.append({"session_id": f"log-{sid}", "account": evs[0].get("account") or {}, "turns": turns})
-    info = {**yaml.safe_load((Path(corpus_from) / "eval_set.yaml").read_text(encoding="utf-8")),
+    info = {**yaml.safe_load((Path(corpus_from) / INFO).read_text(encoding="utf-8")),
             "name": name, "version": "1", "source": f"production log {Path(log_path).name} (redacted)",
             "written_here": False, "description": f"Logged sessions replayed against the corpus of {base.name}"}
     docs = [d.model_dump() for d in base.docs.values()]
     out = write_eval_set(out, info, docs, sessions)
-    emb = Path(corpus_from) / "embeddings"
-    if emb.exists() and not (out / "embeddings").exists():
-        shutil.copytree(emb, out / "embeddings")  # the same corpus: reuse its passage cache
+    emb = Path(corpus_from) / EMBEDDINGS
+    if emb.exists() and not (out / EMBEDDINGS).exists():
+        shutil.copytree(emb, out / EMBEDDINGS)  # the same corpus: reuse its passage cache
     return out

@@ -8,6 +8,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from harness.evalset.folder import SPLIT_FILES
 from harness.errors import BadInput
 from harness.importers.common import write_eval_set
 
@@ -83,13 +84,13 @@ INFO = {
     "pooled_corpus": True,
     "notes": "No reference rewrites exist: the oracle arm is n/a on this set. Tasks without qrels are "
     "unmeasured for IR metrics (qrels_measured: false) and stay in for answer metrics. Split: 30% of the "
-    "conversations by the hash of their id are held out (sessions.test.jsonl); no offline rule or "
+    f"conversations by the hash of their id are held out ({SPLIT_FILES['test']}); no offline rule or "
     "threshold is tuned on them.",
     "filters": [],
 }
 
 
-HELD_OUT_PERCENT = 30  # of the conversations, by hash: sessions.test.jsonl, never tuned on
+HELD_OUT_PERCENT = 30  # of the conversations, by hash: the held-out split, never tuned on
 
 
 def held_out(session_id: str) -> bool:

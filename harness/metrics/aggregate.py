@@ -9,8 +9,7 @@ import pandas as pd
 
 from harness.metrics.kernel import Labels, Long
 from harness.metrics.segments import Segment
-
-AGG_COLUMNS = ["arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured", "n_sessions", "repeat_sd"]
+from harness.run.folder import AGG_COLUMNS
 
 
 def turn_values(per_turn: pd.DataFrame, by=("arm_id", "session_id", "turn_index"), sort: bool = False) -> pd.DataFrame:

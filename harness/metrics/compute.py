@@ -14,14 +14,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.run.armset import run_arms
-from harness.run.folder import RunFolder
+from harness.run.folder import AGG_COLUMNS, METRICS_COLUMNS, TURN_COLUMNS, RunFolder
 from harness.run.manifest import read_manifest
-from harness.metrics.aggregate import AGG_COLUMNS, aggregate, aggregate_long
+from harness.metrics.aggregate import aggregate, aggregate_long
 from harness.metrics.kernel import Long, Scoring, Traces, scoring, to_frame
 from harness.metrics.registry import families, lookup
 from harness.metrics.segments import Segment, default_segments
 
-TURN_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"]
 
 
 @dataclass
@@ -114,8 +113,6 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
     return MetricsResult(per_turn, agg, [a["arm_id"] for a in man.arms], names, labels, list(s.arms.values()))
 
 
-METRICS_COLUMNS = ["kind", "arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured", "n_sessions",
-                   "repeat_sd", "repeat", "session_id", "turn_index", "value", "unmeasured"]
 
 
 def typed_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:

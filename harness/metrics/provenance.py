@@ -33,7 +33,8 @@ SOURCES = ("metrics", "guards/identifiers.py", "guards/units.py", "run/armset.py
 # loaded by scoring, and no value it writes depends on them (integrity and shard decide whether the
 # run is complete, which every reader checks anew)
 NEUTRAL = ("__init__.py", "analysis/__init__.py", "arms/__init__.py", "guards/__init__.py", "run/__init__.py",
-           "run/manifest.py", "run/integrity.py", "run/shard.py", "yamlpos.py", "errors.py")
+           "run/manifest.py", "run/integrity.py", "run/shard.py", "yamlpos.py", "errors.py", "evalset/__init__.py",
+           "evalset/folder.py")
 
 
 @functools.cache

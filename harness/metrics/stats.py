@@ -19,7 +19,9 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-PER_TURN_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value"]
+from harness.run.folder import TURN_COLUMNS
+
+PER_TURN_COLUMNS = [c for c in TURN_COLUMNS if c != "unmeasured"]  # what the statistics read of the metrics file
 KEY = ["session_id", "turn_index"]
 
 # Upper bound on the number of elements of one resampling block (rows x sessions), so that

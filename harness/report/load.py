@@ -18,10 +18,9 @@ from harness.metrics.spread import spread_metrics
 from harness.metrics.aggregate import turn_values
 from harness.metrics.registry import headline, judged
 from harness.report.table import bucket
-from harness.run.folder import METRICS, TABLES, TURN_COLUMNS, RunData, RunFolder
+from harness.run.folder import AGG_COLUMNS, METRICS, TABLES, TURN_COLUMNS, RunData, RunFolder
 from harness.run.traces import read_traces
 
-AGG_COLUMNS = ["arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured", "n_sessions", "repeat_sd"]
 TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "issued_queries",
                  "applied_filters", "filter_violations", "filters_removed", "fallback_reason", "not_applicable",
                  "ranking", "verdict", "verdict_reason", "answer", "abstained", "error", "clarify", "turn_class"]

@@ -25,6 +25,7 @@ from typing import Iterator
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from harness.evalset.folder import is_eval_set
 from harness.errors import BadInput
 from harness.run.record import Manifest, parse
 
@@ -245,7 +246,7 @@ class RunFolder:
             home = os.environ.get("HARNESS_HOME")
             above = list(self.path.resolve().parents)
             cands = [Path.cwd() / p] + ([Path(home) / p] if home else []) + [a / p for a in above]
-        return next((c for c in cands if (c / "eval_set.yaml").is_file() or (c / "corpus.jsonl").is_file()), None)
+        return next((c for c in cands if is_eval_set(c)), None)
 
 
 def run_folder(path: str | Path | RunFolder) -> RunFolder:
@@ -303,4 +304,7 @@ class RunData:
         return cls(folder, man, folder.labels(), run_arms(man), per_turn, aggregates)
 
 
+# the metrics file's columns, declared once: a per-turn row (kind=turn), an aggregate row (kind=aggregate)
 TURN_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"]
+AGG_COLUMNS = ["arm_id", "metric", "segment", "mean", "p50", "p95", "n", "n_unmeasured", "n_sessions", "repeat_sd"]
+METRICS_COLUMNS = ["kind", *dict.fromkeys(AGG_COLUMNS + TURN_COLUMNS)]

@@ -11,23 +11,24 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.evalset.folder import EMBEDDINGS
+
 
 def refresh(config: str | Path) -> tuple[Path, dict[str, int]]:
     """Replay `config` (run folder and new embeddings in a temporary folder) and add what it
     embedded beyond the shipped cache to that cache. Returns the shipped folder and the number
     of vectors added per `model/kind`."""
-    from harness.config import load_config, parse_config
+    from harness.config import load_config, parse_config, with_overrides
     from harness.corpus.embed import add_missing
     from harness.run.replay import Replay
 
     _, raw = load_config(config)
     with tempfile.TemporaryDirectory(prefix="harness-refresh-") as tmp:
-        new = Path(tmp) / "embeddings"
-        raw = {**raw, "runs_dir": str(Path(tmp) / "runs"),
-               "index": {**(raw.get("index") or {}), "embedding_cache": str(new)}}
+        new = Path(tmp) / EMBEDDINGS
+        raw = with_overrides(raw, {"runs_dir": str(Path(tmp) / "runs"), "index.embedding_cache": str(new)})
         rp = Replay(parse_config(raw, config), raw, progress=False)
         rp.run()
-        shipped = Path(rp.es.path) / "embeddings"
+        shipped = Path(rp.es.path) / EMBEDDINGS
         return shipped, add_missing(new, shipped)
 
 

@@ -3,6 +3,7 @@ Parquet parts, writes the labels and the manifest, and resumes an interrupted ru
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import gc
 import secrets
@@ -15,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from harness.errors import BadInput
-from harness.arms.catalog import BaseArm, expand_grid, make_arm
+from harness.arms.catalog import BaseArm
 from harness.arms.base import ArmResult, TurnContext
 from harness.config import RunConfig, canonical_hash
 from harness.llm.transport import StopRun
@@ -76,24 +77,18 @@ def new_run_id(name: str) -> str:
 
 
 def build_arms(cfg: RunConfig, roles=None) -> list[BaseArm]:
-    """The config's arms, grids expanded, each labelled (harness.run.armset): a `label:` given to a
-    grid is suffixed with the grid point's values."""
+    """The config's arms (built once, when the config was checked: RunConfig.configured_arms) with
+    this run's roles, each labelled (harness.run.armset)."""
     from harness.run.armset import arm_info, derive_labels
 
     arms, seen = [], set()
-    for spec in cfg.arms:
-        given = spec.get("label") if isinstance(spec, dict) else None
-        spec = {k: v for k, v in spec.items() if k != "label"} if isinstance(spec, dict) else spec
-        points = expand_grid(spec)
-        grid = [k for k, v in spec.items() if isinstance(v, list) and k != "name"] if isinstance(spec, dict) else []
-        for point in points:
-            arm = make_arm(point, roles)
-            if arm.arm_id in seen:
-                raise BadInput(f"arm {arm.arm_id} listed twice")
-            seen.add(arm.arm_id)
-            if given:
-                arm.given_label = " ".join([str(given)] + [f"{k}={point[k]}" for k in grid])
-            arms.append(arm)
+    for built, given in cfg.configured_arms():
+        arm = copy.copy(built)  # this run's: its roles, its label (no second validation)
+        arm.roles, arm.given_label = roles, given
+        if arm.arm_id in seen:
+            raise BadInput(f"arm {arm.arm_id} listed twice")
+        seen.add(arm.arm_id)
+        arms.append(arm)
     labels = derive_labels([arm_info({**a.describe(), "label": a.given_label}) for a in arms])
     for a in arms:
         a.label = labels[a.arm_id]

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.evalset.folder import CORPUS
 from harness.report.format import as_list, filter_text, fmt, loads, missing, shown_path, text
 from harness.report.load import ReportRun
 
 PAGE_SIZE = 20  # sessions per page (a <details> each; the first open)
 TOP_HITS = 5
-CORPUS = "corpus.jsonl"  # of the eval set folder
 
 
 def corpus_root(run: ReportRun) -> Path | None:

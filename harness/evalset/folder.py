@@ -1,0 +1,22 @@
+"""The eval-set folder and its one owner: every file name of an eval set is spelled here and
+nowhere else (tests/test_house.py checks), as the run folder's are in harness/run/folder.py.
+
+    eval_set.yaml            name, version, languages, filter schema, licence (evalset/model.py: EvalSetInfo)
+    corpus.jsonl             the documents
+    sessions.jsonl           the main split's sessions and their labels
+    sessions.test.jsonl      the held-out split's (optional)
+    embeddings/              the shipped embedding cache (read-only for runs)"""
+from __future__ import annotations
+
+from pathlib import Path
+
+INFO = "eval_set.yaml"
+CORPUS = "corpus.jsonl"
+SPLIT_FILES = {"main": "sessions.jsonl", "test": "sessions.test.jsonl"}  # split -> its sessions file
+EMBEDDINGS = "embeddings"
+FILES = (INFO, CORPUS, *SPLIT_FILES.values())
+
+
+def is_eval_set(path: Path) -> bool:
+    """A folder that holds an eval set (its info file or its corpus)."""
+    return (Path(path) / INFO).is_file() or (Path(path) / CORPUS).is_file()
