@@ -156,3 +156,18 @@ def test_trec_qrels_bad_line_names_file_and_line(tmp_path):
     p.write_text("1 0 d1 1\n1 0 d2 high\n")
     with pytest.raises(ValueError, match=r"qrels:2: grade 'high' is not an integer"):
         read_trec_qrels(p)
+
+
+def test_every_registered_importer_is_a_command_of_harness_import():
+    """An eval-set importer is one file under harness/importers with its @importer: the CLI's
+    `harness import` commands are read from the registry, nothing is listed by hand."""
+    import typer
+
+    from harness.cli import app
+    from harness.importers.registry import catalog
+
+    group = typer.main.get_command(app).commands["import"]
+    names = set(catalog())
+    assert {"mtrag", "trec", "log"} <= names and names <= set(group.commands)
+    for name in names:  # the importer's docstring is the command's help
+        assert group.commands[name].help.split("\n")[0] == catalog()[name].__doc__.split("\n")[0]

@@ -1,6 +1,7 @@
 """Commands of the eval-set stage: validate, and import public data, logs, runs and ratings."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Optional
 
@@ -8,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from harness.cli import console, err, fail, import_app, eval_set_app
+from harness.importers.registry import catalog
 
 
 @eval_set_app.command("validate")
@@ -25,36 +27,6 @@ def eval_set_validate(path: Path):
     splits = sorted(set(es.split_of.values()))
     console.print(f"{es.name} {es.info.version}: {len(es.docs)} documents, {len(es.sessions)} sessions "
                   f"({', '.join(splits)}), {n_turns} labelled turns; hash {es.content_hash[:16]}", highlight=False)
-
-
-@import_app.command("mtrag")
-def import_mtrag(src: Path = typer.Argument(..., help="raw MTRAG folder (mtragun-human/, derived/)"),
-                 out: Path = typer.Option(Path("eval_sets/mtrag-un"), "--out", "-o")):
-    """Convert MTRAG-UN (human tasks, qrels, pooled corpus) into an eval set."""
-    from harness.importers.mtrag import import_mtrag as run
-
-    if not (src / "mtragun-human").is_dir():
-        fail(f"{src}: not an MTRAG folder (no mtragun-human/)")
-    run(src, out)
-    eval_set_validate(out)
-
-
-@import_app.command("trec")
-def import_trec(docs: Path = typer.Option(..., help="TREC documents (<DOC><DOCNO>)"),
-                topics: Path = typer.Option(..., help="TREC topics (<top><num><title>)"),
-                qrels: Path = typer.Option(..., help="qrels: qid iter docno grade"),
-                out: Path = typer.Option(..., "--out", "-o"),
-                name: str = typer.Option(...), licence: str = typer.Option("see NOTICE"),
-                source: str = typer.Option("TREC collection"),
-                notice: list[Path] = typer.Option([], help="licence/notice files to keep beside the set")):
-    """Convert a TREC collection (documents, topics, qrels) into an eval set."""
-    from harness.importers.trec import import_trec as run
-
-    for p in (docs, topics, qrels, *notice):
-        if not p.exists():
-            fail(f"{p}: no such file")
-    run(docs, topics, qrels, out, name=name, licence=licence, source=source, notices=notice)
-    eval_set_validate(out)
 
 
 @import_app.command("run")
@@ -93,13 +65,13 @@ def import_ratings_cmd(run_dir: Path, ratings: Path):
     console.print(f"human judgments: {out}; judge agreement: {judge_agreement(run_dir)}", highlight=False)
 
 
-@import_app.command("log")
-def import_log_cmd(log: Path, corpus_from: Path = typer.Option(..., "--corpus-from", help="eval set whose corpus the log used"),
-                   out: Path = typer.Option(..., "--out", "-o"), name: str = typer.Option(...)):
-    """Build an eval set from logged production sessions (JSONL); e-mails, phone numbers and IBANs redacted first."""
-    from harness.importers.log import import_log
+def _eval_set_importer(command):
+    """An importer's command, then the validation of the eval set it wrote."""
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        eval_set_validate(command(*args, **kwargs))
+    return run
 
-    if not log.exists():
-        fail(f"{log}: no such file")
-    import_log(log, corpus_from, out, name)
-    eval_set_validate(out)
+
+for _name, _command in catalog().items():  # harness/importers: one file and its @importer each
+    import_app.command(_name)(_eval_set_importer(_command))

@@ -15,12 +15,14 @@ import shutil
 from collections import defaultdict
 from pathlib import Path
 
+import typer
 import yaml
 
 from harness.evalset.folder import EMBEDDINGS, INFO
 from harness.errors import BadInput
 from harness.evalset.load import load_eval_set
 from harness.importers.common import write_eval_set
+from harness.importers.registry import importer
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,4})?\b")
@@ -93,3 +95,12 @@ def import_log(log_path: Path, corpus_from: Path, out: Path, name: str) -> Path:
     if emb.exists() and not (out / EMBEDDINGS).exists():
         shutil.copytree(emb, out / EMBEDDINGS)  # the same corpus: reuse its passage cache
     return out
+
+
+@importer("log")
+def command(log: Path, corpus_from: Path = typer.Option(..., "--corpus-from", help="eval set whose corpus the log used"),
+            out: Path = typer.Option(..., "--out", "-o"), name: str = typer.Option(...)) -> Path:
+    """Build an eval set from logged production sessions (JSONL); e-mails, phone numbers and IBANs redacted first."""
+    if not log.exists():
+        raise BadInput(f"{log}: no such file")
+    return import_log(log, corpus_from, out, name)

@@ -8,9 +8,12 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+import typer
+
 from harness.evalset.folder import SPLIT_FILES
 from harness.errors import BadInput
 from harness.importers.common import write_eval_set
+from harness.importers.registry import importer
 
 
 def _one(v):
@@ -107,3 +110,12 @@ def import_mtrag(src: Path, out: Path) -> Path:
     main = [s for s in sessions if not held_out(s["session_id"])]
     test = [s for s in sessions if held_out(s["session_id"])]
     return write_eval_set(out, INFO, docs, main, test_sessions=test, notices=notices)
+
+
+@importer("mtrag")
+def command(src: Path = typer.Argument(..., help="raw MTRAG folder (mtragun-human/, derived/)"),
+            out: Path = typer.Option(Path("eval_sets/mtrag-un"), "--out", "-o")) -> Path:
+    """Convert MTRAG-UN (human tasks, qrels, pooled corpus) into an eval set."""
+    if not (src / "mtragun-human").is_dir():
+        raise BadInput(f"{src}: not an MTRAG folder (no mtragun-human/)")
+    return import_mtrag(src, out)

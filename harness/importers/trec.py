@@ -7,9 +7,12 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+import typer
+
 from harness.errors import BadInput
 from harness.corpus.fusion import order
 from harness.importers.common import write_eval_set
+from harness.importers.registry import importer
 
 _DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S)
 _DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S)
@@ -132,3 +135,18 @@ def write_trec_qrels(path: Path, es) -> int:
             for d, g in sorted(t.labels.qrels.items()):
                 f.write(f"{qid} 0 {d} {int(g)}\n")
     return n
+
+
+@importer("trec")
+def command(docs: Path = typer.Option(..., help="TREC documents (<DOC><DOCNO>)"),
+            topics: Path = typer.Option(..., help="TREC topics (<top><num><title>)"),
+            qrels: Path = typer.Option(..., help="qrels: qid iter docno grade"),
+            out: Path = typer.Option(..., "--out", "-o"),
+            name: str = typer.Option(...), licence: str = typer.Option("see NOTICE"),
+            source: str = typer.Option("TREC collection"),
+            notice: list[Path] = typer.Option([], help="licence/notice files to keep beside the set")) -> Path:
+    """Convert a TREC collection (documents, topics, qrels) into an eval set."""
+    for p in (docs, topics, qrels, *notice):
+        if not p.exists():
+            raise BadInput(f"{p}: no such file")
+    return import_trec(docs, topics, qrels, out, name=name, licence=licence, source=source, notices=notice)
