@@ -66,7 +66,7 @@ def metric_by_turn(series: list[dict], buckets: list[str], metric: str, title: s
     ax.set_xticklabels([f"turn {b}" for b in buckets])
     ax.set_xlim(-0.5, len(buckets) - 0.5)
     ax.set_ylabel(plain(metric))
-    if (lookup(metric) is not None and lookup(metric).unit == "share"):  # a share: the whole 0..1 range
+    if lookup(metric) is not None and lookup(metric).family in ("ir", "judged"):  # in 0..1: the whole range
         ax.set_ylim(-0.02, 1.04)
     ax.grid(True, alpha=0.3)
     ax.set_title(plain(title), fontsize=10)
