@@ -68,8 +68,6 @@ class IndexConfig(Strict):
         return v
 
 
-
-
 def _llm_default():
     from harness.roles.base import LLMConfig
 
