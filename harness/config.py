@@ -50,22 +50,23 @@ class IndexConfig(Strict):
     @field_validator("collection")
     @classmethod
     def _collection(cls, v: str | None, info: ValidationInfo) -> str | None:
-        if v is not None and not v.strip():
-            raise PydanticCustomError("index", "an empty collection name")
-        if v is not None and not info.data.get("qdrant_url"):
-            raise PydanticCustomError("index", "an existing collection lives on a Qdrant server: set index.qdrant_url "
-                                      "too (the embedded engine builds its own shard)")
-        return v
+        return _attached_name(v, info, "qdrant_url", "an existing collection lives on a Qdrant server: set "
+                              "index.qdrant_url too (the embedded engine builds its own shard)", "collection name")
 
     @field_validator("vector", "id_field", "text_field")
     @classmethod
     def _attached(cls, v: str | None, info: ValidationInfo) -> str | None:
-        if v is not None and not v.strip():
-            raise PydanticCustomError("index", "an empty name")
-        if v is not None and not info.data.get("collection"):
-            raise PydanticCustomError("index", "names a field of an existing collection: set index.collection (and "
-                                      "index.qdrant_url) too, or leave {field} out", {"field": info.field_name})
-        return v
+        return _attached_name(v, info, "collection", "names a field of an existing collection: set index.collection "
+                              f"(and index.qdrant_url) too, or leave {info.field_name} out")
+
+
+def _attached_name(v: str | None, info: ValidationInfo, needs: str, without: str, what: str = "name") -> str | None:
+    """A name of an existing collection's (not empty), given only with the setting it belongs to."""
+    if v is not None and not v.strip():
+        raise PydanticCustomError("index", f"an empty {what}")
+    if v is not None and not info.data.get(needs):
+        raise PydanticCustomError("index", without.replace("{", "{{").replace("}", "}}"))
+    return v
 
 
 def _llm_default():

@@ -196,3 +196,21 @@ def test_a_crash_of_the_harness_exits_3_never_1(tmp_path, monkeypatch, capsys):
     assert e.value.code == 3
     err = capsys.readouterr().err
     assert "internal error (exit 3): KeyError" in err and "Traceback" not in err
+
+
+def test_a_policy_metric_is_resolved_once_and_travels(tmp_path, monkeypatch):
+    """The policy resolves each rule's, floor's and budget's metric when it loads; the gate uses that
+    Metric and never resolves the name again (it was resolved six times between file and report)."""
+    from harness.analysis import policy as policy_module
+    from harness.analysis.gate import evaluate
+    from harness.metrics.registry import Metric
+
+    calls = []
+    real = policy_module.resolve
+    monkeypatch.setattr(policy_module, "resolve", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    pol = policy_module.load_policy(POLICY)
+    checks = [*pol.rules, *pol.floors, *pol.budgets]
+    loaded = len(calls)
+    assert all(isinstance(c.m, Metric) and c.m.name == c.metric for c in checks)
+    v = evaluate(BASELINE, BASELINE, pol)
+    assert v["status"] == 0 and len(calls) == loaded  # not one more resolution while gating
