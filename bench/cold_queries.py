@@ -59,7 +59,7 @@ def run_once(root: Path, es, concurrency: int, url: str, tmp: Path) -> dict:
     run = Replay(parse_config(raw), raw, run_dir=tmp / "runs" / f"c{concurrency}", progress=False).run(index=index)
     wall = time.perf_counter() - t0
     t = read_traces(run, ["ms_rewrite", "ms_retrieve", "ms_total", "fallback_reason", "error"]).to_pandas()
-    counts = read_manifest(run)["counts"]
+    counts = read_manifest(run).counts
     return {"concurrency": concurrency, "wall": wall, "turns": len(t), "embedded": cache.misses - misses0,
             "rewrite_mean": t["ms_rewrite"].mean(), "rewrite_p95": t["ms_rewrite"].quantile(0.95),
             "retrieve_mean": t["ms_retrieve"].mean(), "total_mean": t["ms_total"].mean(),

@@ -75,7 +75,7 @@ def replay_once(es_root: Path, index, ep: Endpoint, concurrency: int, cache: Pat
     rp.run(index=index)
     end, cpu = time.perf_counter(), cpu_seconds() - c0
     wall, before = end - rp.index_ready, rp.index_ready - t0
-    counts = read_manifest(run_dir)["counts"]
+    counts = read_manifest(run_dir).counts
     stats = ep.stats()
     return {"wall": wall, "before_index": before, "loop_wall": rp.loop_wall, "cpu": cpu, "server_cpu": stats["cpu"] - server_cpu0, "server_calls": stats["calls"],
             "peak_in_flight": stats["peak_in_flight"], "http_calls": counts["http_calls"],
