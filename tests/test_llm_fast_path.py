@@ -112,3 +112,41 @@ def test_sdk_client_sends_through_the_template(tmp_path):
         out = asyncio.run(go(s.base_url))
         assert s.calls == 3 and [r.json["n"] for r in s.requests] == [0, 1, 2]
     assert all(r.status_code == 200 for r in out)
+
+
+def test_a_structured_call_is_kept_under_the_key_of_the_request_the_endpoint_received(tmp_path):
+    """The role's prompt is serialised once per process (and its schema): the key a reply is kept
+    under must still be request_key of the very request sent, and the cached reply (parsed
+    without its marker-free body going through json.loads) must give the same value."""
+    import sqlite3
+
+    from pydantic import BaseModel
+
+    from harness.llm.client import EndpointConfig, LLMClient
+    from harness.testing.server import TestServer
+
+    class Out(BaseModel):
+        x: int
+
+    SYSTEM = "Système \"prompt\"\n\u2028"
+
+    async def go(base, user):
+        c = LLMClient(EndpointConfig(kind="openai-compatible", base_url=base, model="m", max_retries=0),
+                      LLMCache(tmp_path, "readwrite"))
+        try:
+            return await c.structured("judge", SYSTEM, user, Out)
+        finally:
+            c.cache.flush()
+            await c.aclose()
+
+    with TestServer() as s:
+        s.add_rule({"x": 3})
+        first = [asyncio.run(go(s.base_url, u)) for u in ("ä \"q\"", "second")]
+        sent = [r.json for r in s.requests]
+        assert [b["messages"][:2] for b in sent] == [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": u}]
+                                                    for u in ("ä \"q\"", "second")]
+        again = asyncio.run(go(s.base_url, "ä \"q\""))
+        assert s.calls == 2  # the third call was answered by the cache
+    keys = {k for (k,) in sqlite3.connect(tmp_path / "llm_cache.sqlite").execute("SELECT key FROM replies")}
+    assert keys == {request_key("openai-compatible", "/v1/chat/completions", b) for b in sent}
+    assert first[0].value == again.value == Out(x=3) and again.record.cache_hit and not first[0].record.cache_hit

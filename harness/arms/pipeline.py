@@ -9,17 +9,13 @@ import time
 import numpy as np
 
 from harness.arms.base import ArmResult, TurnContext
+from harness.arms.result import Candidates
 from harness.corpus.fusion import rrf
 from harness.guards.identifiers import find_identifiers
 from harness.roles.answer import AnswerOutput, abstention, answer_from_evidence, answer_offline
 from harness.roles.lang import detect_language
 from harness.roles.rerank import OFFLINE_NOTE, RerankOutput, apply_rerank, rerank_offline
 from harness.workers import off_loop, timed
-
-
-def _candidates(hits, lane: str) -> list[dict]:
-    """The trace's candidate entries of a lane's hits, the lane named."""
-    return [h.as_dict(lane) for h in hits]
 
 
 def search(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: str, depth: int, rrf_k: int = 60,
@@ -29,13 +25,13 @@ def search(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: s
     t0 = time.perf_counter()
     applied = ctx.entitlement_filters + list(filters)
     idx = ctx.index
-    lanes_used, candidates, rankings = [], [], []
+    lanes_used, candidates, rankings = [], Candidates(), []
     ids = [i for i in dict.fromkeys(list(must_keep) + [x for q in queries for x in find_identifiers(q)])]
     if id_lane and ids and getattr(idx, "identifiers", None) is not None:
         hits = idx.identifier_lane(ids, depth, applied)
         lanes_used.append("identifier")
-        candidates += [h.as_dict() for h in hits]
-        rankings.append([h.doc_id for h in hits])
+        candidates.add(hits.doc_ids, hits.scores, "identifier")
+        rankings.append(hits.doc_ids)
     per_query = len(queries)
     fs = [applied] * per_query
     if lane in ("hybrid", "dense"):
@@ -45,20 +41,23 @@ def search(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: s
     for qi in range(per_query):
         lists = []
         if lane in ("hybrid", "dense"):
-            candidates += _candidates(dense[qi], f"dense:{qi}")
-            lists.append([h.doc_id for h in dense[qi]])
+            candidates.add(dense[qi].doc_ids, dense[qi].scores, f"dense:{qi}")
+            lists.append(dense[qi].doc_ids)
         if lane in ("hybrid", "bm25"):
-            candidates += _candidates(lex[qi], f"bm25:{qi}")
-            lists.append([h.doc_id for h in lex[qi]])
+            candidates.add(lex[qi].doc_ids, lex[qi].scores, f"bm25:{qi}")
+            lists.append(lex[qi].doc_ids)
         fused = rrf(lists, k=rrf_k) if len(lists) > 1 else [(d, 0.0) for d in lists[0]]
         rankings.append([d for d, _ in fused])
         lanes_used.append(f"{lane}:{qi}")
     final = rrf(rankings, k=rrf_k, cap=pool) if len(rankings) > 1 else [(d, 0.0) for d in rankings[0][:pool]]
     ranking = [d for d, _ in final][:depth]
-    candidates += [{"doc_id": d, "score": float(s), "rank": i + 1, "lane": "fused"} for i, (d, s) in enumerate(final)]
+    candidates.add([d for d, _ in final], [s for _, s in final], "fused")
     r = ArmResult(issued_queries=list(queries), lanes=lanes_used, applied_filters=applied, candidates=candidates,
                   ranking=ranking)
-    r.ms.retrieve = (time.perf_counter() - t0) * 1000
+    # a lane another arm of the run searched first counts what it cost then (harness/corpus/memo.py)
+    searched = (dense if lane in ("hybrid", "dense") else []) + (lex if lane in ("hybrid", "bm25") else [])
+    reused_ms = sum(hits.ms for hits in searched if hits.shared)
+    r.ms.retrieve = (time.perf_counter() - t0) * 1000 + reused_ms
     return r
 
 

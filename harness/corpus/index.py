@@ -19,20 +19,10 @@ from harness.corpus.dense_qdrant import attach, build_collection, connect
 from harness.errors import BadInput
 from harness.corpus.embed import EmbeddingCache, Embedder
 from harness.corpus.filters import matches
+from harness.corpus.hits import Hit, Hits, reused as _reused  # noqa: F401  (Hit: the lanes' item type)
 from harness.corpus.fusion import order, rrf
+from harness.corpus.memo import Memo
 from harness.corpus.tokenize import tokenize
-
-
-@dataclass
-class Hit:
-    doc_id: str
-    score: float
-    rank: int
-    lane: str
-
-    def as_dict(self, lane: str | None = None) -> dict:
-        """The hit as a trace candidate entry; `lane` names it otherwise (a retrieval lane per query)."""
-        return {"doc_id": self.doc_id, "score": float(self.score), "rank": self.rank, "lane": lane or self.lane}
 
 
 @dataclass
@@ -71,6 +61,7 @@ class Index:
 
         self.meta = {d.doc_id: d.metadata for d in docs.values()}
         self._masks: dict[str, np.ndarray] = {}
+        self.memo: Memo | None = None  # a replay's, for its run: work its arms share (harness/corpus/memo.py)
         self._reference = None
         self.stats = IndexStats()
         if collection and not (qdrant_url or client):
@@ -93,7 +84,8 @@ class Index:
 
         self.bm25 = bm25s.BM25()
         self.bm25.index([tokenize(c.text) or ["_empty_"] for c in self.chunks], show_progress=False)
-        self._chunk_doc = np.array([c.doc_id for c in self.chunks])
+        # each chunk's document as its place among the ids sorted (integers sort as the ids do, faster)
+        self._doc_names, self._chunk_doc = np.unique(np.array([c.doc_id for c in self.chunks]), return_inverse=True)
         self._rows: dict[str, list[int]] = {}  # doc_id -> its chunks' rows
         for i, c in enumerate(self.chunks):
             self._rows.setdefault(c.doc_id, []).append(i)
@@ -227,10 +219,10 @@ class Index:
     def chunk_texts(self, doc_id: str) -> list[str]:
         return [self.chunks[i].text for i in self._rows.get(doc_id, [])]
 
-    def identifier_lane(self, identifiers: list[str], k: int, filters: list[dict] | None = None) -> list[Hit]:
+    def identifier_lane(self, identifiers: list[str], k: int, filters: list[dict] | None = None) -> Hits:
         """Exact identifier matches (4711-32 never matches 4711-33), filters applied."""
         if self.identifiers is None or not identifiers:
-            return []
+            return Hits([], [], "identifier")
         scores = self.identifiers.get_scores([i.lower() for i in identifiers])
         best = {}
         for i in np.nonzero(scores > 0)[0]:
@@ -244,52 +236,81 @@ class Index:
         return self.cache.get_or_compute(self.embedder, "query", texts)
 
     def dense(self, queries: list[str], k: int, filters: list[list[dict]] | None = None,
-              vectors: np.ndarray | None = None) -> list[list[Hit]]:
+              vectors: np.ndarray | None = None) -> list[Hits]:
         """Batched dense search; `vectors` overrides the query embeddings (e.g. HyDE mixes). A
-        document scores its best chunk among the query's k * 3 best chunks (dense.exact_top)."""
+        document scores its best chunk among the query's k * 3 best chunks (dense.exact_top).
+        With a run's memo, a query searched before (same text or vector, filters, k) is reused."""
         if not queries:
             return []
+        filters = filters or [[] for _ in queries]
+        if self.memo is None:
+            return self._dense(queries, k, filters, vectors)
+        keys = [("dense", q, _filter_key(f), k, None if vectors is None else vectors[i].tobytes())
+                for i, (q, f) in enumerate(zip(queries, filters))]
+        out: list[Hits | None] = [None] * len(queries)
+        for i, key in enumerate(keys):
+            if (seen := self.memo.get(key)) is not None:
+                out[i] = _reused(seen.value, seen.ms)
+        todo = [i for i, h in enumerate(out) if h is None]
+        if todo:
+            t0 = time.perf_counter()
+            got = self._dense([queries[i] for i in todo], k, [filters[i] for i in todo],
+                              None if vectors is None else vectors[todo])
+            ms = (time.perf_counter() - t0) * 1000 / len(todo)  # a batch: each query its share
+            for i, hits in zip(todo, got):
+                hits.ms = ms
+                self.memo.put(keys[i], hits, ms)
+                out[i] = hits
+        return out
+
+    def _dense(self, queries: list[str], k: int, filters: list[list[dict]], vectors: np.ndarray | None) -> list[Hits]:
         vecs = vectors if vectors is not None else self.embed_queries(queries)
         vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-        filters = filters or [[] for _ in queries]
         return [self._best_docs(rows, scores, k, "dense")
                 for rows, scores in exact_top(self._lane, self._vecs64, vecs, filters, k * 3)]
 
     def _allowed_chunks(self, filters: list[dict]) -> np.ndarray:
         """Which chunks a filter keeps (`matches`, the identifier lane's predicate), per chunk
         row; built once per distinct filter; the lexical lane masks its scores with it."""
-        key = json.dumps(filters, sort_keys=True, default=str)
+        key = _filter_key(filters)
         if key not in self._masks:
             self._masks[key] = np.array([matches(self.meta[c.doc_id], filters) for c in self.chunks], dtype=bool)
         return self._masks[key]
 
-    def lexical(self, queries: list[str], k: int, filters: list[list[dict]] | None = None) -> list[list[Hit]]:
+    def lexical(self, queries: list[str], k: int, filters: list[list[dict]] | None = None) -> list[Hits]:
+        """BM25 per query; with a run's memo, a query searched before (filters, k) is reused."""
         filters = filters or [[] for _ in queries]
+        if self.memo is None:
+            return [self._lexical(q, k, f) for q, f in zip(queries, filters)]
         out = []
         for q, f in zip(queries, filters):
-            toks = tokenize(q)
-            if not toks:
-                out.append([])
-                continue
-            scores = self.bm25.get_scores(toks)
-            if f:
-                scores = np.where(self._allowed_chunks(f), scores, 0.0)
-            rows = np.nonzero(scores > 0)[0]
-            out.append(self._best_docs(rows, scores[rows], k, "bm25"))
+            hits, ms, reused = self.memo(("bm25", q, _filter_key(f), k), lambda: self._lexical(q, k, f))
+            hits.ms = ms
+            out.append(_reused(hits, ms) if reused else hits)
         return out
 
-    def _best_docs(self, rows: np.ndarray, scores: np.ndarray, k: int, lane: str) -> list[Hit]:
+    def _lexical(self, q: str, k: int, f: list[dict]) -> Hits:
+        toks = tokenize(q)
+        if not toks:
+            return Hits([], [], "bm25")
+        scores = self.bm25.get_scores(toks)
+        if f:
+            scores = np.where(self._allowed_chunks(f), scores, 0.0)
+        rows = np.nonzero(scores > 0)[0]
+        return self._best_docs(rows, scores[rows], k, "bm25")
+
+    def _best_docs(self, rows: np.ndarray, scores: np.ndarray, k: int, lane: str) -> Hits:
         """The k best documents of scored chunk rows (a document scores its best chunk), in
         `fusion.order`'s order (score descending, then doc id descending), without a Python
         loop over every matching chunk."""
         if not len(rows):
-            return []
-        docs, which = np.unique(self._chunk_doc[rows], return_inverse=True)  # ids ascending
+            return Hits([], [], lane)
+        docs, which = np.unique(self._chunk_doc[rows], return_inverse=True)  # ids ascending (their places)
         best = np.full(len(docs), -np.inf)
         np.maximum.at(best, which, scores.astype(np.float64))
         top = np.lexsort((-np.arange(len(docs)), -best))[:k]
         # one conversion per array, not one numpy scalar per hit (about 3x faster at depth 100)
-        return [Hit(d, s, r + 1, lane) for r, (d, s) in enumerate(zip(docs[top].tolist(), best[top].tolist()))]
+        return Hits(self._doc_names[docs[top]].tolist(), best[top].tolist(), lane)
 
     def hybrid(self, queries: list[str], k: int, filters: list[list[dict]] | None = None,
                rrf_k: int = 60, depth: int | None = None) -> list[tuple[list[Hit], list[Hit]]]:
@@ -310,8 +331,13 @@ class Index:
             self._reference.close()
 
 
-def _hits(best: dict[str, float], k: int, lane: str) -> list[Hit]:
-    return [Hit(d, s, i + 1, lane) for i, (d, s) in enumerate(order(best)[:k])]
+def _filter_key(filters: list[dict]) -> str:
+    return json.dumps(filters, sort_keys=True, default=str) if filters else ""
+
+
+def _hits(best: dict[str, float], k: int, lane: str) -> Hits:
+    top = order(best)[:k]
+    return Hits([d for d, _ in top], [s for _, s in top], lane)
 
 
 def build_index(es, cfg) -> Index:

@@ -13,4 +13,4 @@ _STOP = frozenset(
 
 
 def tokenize(text: str) -> list[str]:
-    return [t for t in (m.group(0).lower() for m in _TOKEN.finditer(text)) if t not in _STOP]
+    return [t for t in map(str.lower, _TOKEN.findall(text)) if t not in _STOP]  # whole matches: no capturing group

@@ -179,12 +179,16 @@ class LLMClient:
         if hit is None:
             return None, (key if self.cache.mode != "replay" else None)  # replay: the transport names the miss
         self.transport.stats.cache_hits += 1
-        obj = json.loads(hit.body)
-        repaired = obj.pop(REPAIRED, None)
+        repaired = None
+        if _REPAIRED_BYTES in hit.body:  # a repaired exchange: its marker is not part of the reply
+            obj = json.loads(hit.body)
+            repaired = obj.pop(REPAIRED, None)
+            completion = ChatCompletion.model_validate(obj)
+        else:  # parsed and validated in one pass (pydantic-core), as a reply from the endpoint is
+            completion = _completion(hit.body)
         if (budget := TIME_BUDGET.get()) is not None:  # held to the role's time budget as its live exchanges were
             budget.charge((hit.latency_ms + float((repaired or {}).get("latency_ms") or 0)) / 1000)
-        return Call(ChatCompletion.model_validate(obj), {CACHE_HEADER: "hit", LATENCY_HEADER: f"{hit.latency_ms:.3f}"},
-                    1, None, repaired), key
+        return Call(completion, {CACHE_HEADER: "hit", LATENCY_HEADER: f"{hit.latency_ms:.3f}"}, 1, None, repaired), key
 
     async def _create(self, role: str, body: dict, known: dict[str, tuple[object, str]] | None = None) -> "Call":
         """One chat completion with retries; a reply from the endpoint comes with what the cache
@@ -266,9 +270,11 @@ class LLMClient:
                          seed: int | None = None, repair: bool = True) -> StructuredResult:
         ep = self.endpoint
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        rec = CallRecord(role=role, model=ep.model, prompt_hash=prompt_hash(system))
+        rec = CallRecord(role=role, model=ep.model, prompt_hash=_prompt_hash(system))
         fmt = _format(schema, ep.max_string_length, ep.max_items)  # the role's schema, serialised once per process
-        known = {"response_format": fmt}
+        # the system message (the role's prompt) serialised once per process, as the schema is
+        known = {"response_format": fmt,
+                 "messages": (messages, "[" + _message_json("system", system) + "," + canonical_json(messages[1]) + "]")}
         body = {"model": ep.model, "messages": messages, "temperature": ep.temperature, "max_tokens": ep.max_tokens,
                 "response_format": fmt[0]}
         s = seed if seed is not None else self.seed
@@ -318,6 +324,7 @@ class LLMClient:
 
 
 REPAIRED = "x_harness_repaired"  # in a cached reply: the exchange needed a repair (reason, first usage, latency)
+_REPAIRED_BYTES = json.dumps(REPAIRED).encode()
 
 
 @dataclass
@@ -353,6 +360,17 @@ def _parse(completion: ChatCompletion, schema: type[BaseModel]):
     except ValidationError as e:
         return None, raw, "schema violation: " + "; ".join(
             f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors()[:3])
+
+
+@functools.lru_cache(maxsize=64)
+def _message_json(role: str, content: str) -> str:
+    """A message as canonical_json writes it, for the few texts sent on every call (role prompts)."""
+    return canonical_json({"role": role, "content": content})
+
+
+@functools.lru_cache(maxsize=64)
+def _prompt_hash(text: str) -> str:
+    return prompt_hash(text)
 
 
 @functools.lru_cache(maxsize=256)

@@ -19,6 +19,15 @@ def turn_values(per_turn: pd.DataFrame, by=("arm_id", "session_id", "turn_index"
     return t.groupby(list(by), sort=sort)["value"].mean().dropna().reset_index()
 
 
+def _quantiles(vals: np.ndarray) -> tuple[float, float]:
+    """p50 and p95 of measured values (NaN when none), as pandas' Series.quantile computes them
+    (numpy's linear interpolation, asked as percentiles), in one call instead of two."""
+    if not len(vals):
+        return np.nan, np.nan
+    p50, p95 = np.percentile(vals, [50.0, 95.0])
+    return float(p50), float(p95)
+
+
 def aggregate(per_turn: pd.DataFrame, labels: pd.DataFrame, segments: list[Segment]) -> pd.DataFrame:
     """Mean over turns (repeats first averaged per turn), with counts of measured and unmeasured
     turns and the between-repeat spread (mean per-turn standard deviation across repeats)."""
@@ -35,11 +44,10 @@ def aggregate(per_turn: pd.DataFrame, labels: pd.DataFrame, segments: list[Segme
         for (arm_id, metric), grp in sub.groupby(["arm_id", "metric"], sort=False):
             measured = grp["n_measured_repeats"] > 0
             vals = grp.loc[measured, "value"]
+            p50, p95 = _quantiles(vals.to_numpy(float))
             rows.append({
                 "arm_id": arm_id, "metric": metric, "segment": seg.name,
-                "mean": float(vals.mean()) if len(vals) else np.nan,
-                "p50": float(vals.quantile(0.5)) if len(vals) else np.nan,
-                "p95": float(vals.quantile(0.95)) if len(vals) else np.nan,
+                "mean": float(vals.mean()) if len(vals) else np.nan, "p50": p50, "p95": p95,
                 "n": int(measured.sum()), "n_unmeasured": int((~measured).sum()),
                 "n_sessions": int(grp.loc[measured, "session_id"].nunique()),
                 "repeat_sd": float(grp["repeat_sd"].mean()) if grp["repeat_sd"].notna().any() else np.nan,
@@ -78,12 +86,11 @@ def aggregate_long(long: Long, lab: Labels, arms: list, sessions: list, metrics:
         for _, sel in sorted(found, key=lambda x: x[0]):
             meas = measured[sel]
             nm = int(meas.sum())
-            vals = pd.Series(value[sel][meas])
+            vals = value[sel][meas]
+            p50, p95 = _quantiles(vals)
             r0 = sel[0]
             out.append({"arm_id": arms[c["arm"][r0]], "metric": metrics[c["metric"][r0]], "segment": seg.name,
-                        "mean": float(vals.mean()) if nm else np.nan,
-                        "p50": float(vals.quantile(0.5)) if nm else np.nan,
-                        "p95": float(vals.quantile(0.95)) if nm else np.nan,
+                        "mean": float(pd.Series(vals).mean()) if nm else np.nan, "p50": p50, "p95": p95,
                         "n": nm, "n_unmeasured": int(len(sel) - nm),
                         "n_sessions": int(np.count_nonzero(np.bincount(c["sess"][sel][meas], minlength=n_sess))),
                         "repeat_sd": np.nan})

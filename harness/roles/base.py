@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.corpus.memo import Reused
 from harness.llm.cache import LLMCache
 from harness.llm.client import EndpointConfig, LLMClient
 from harness.llm.ledger import CallRecord, SpendCap, check_priced, load_prices
@@ -115,6 +116,8 @@ class Roles:
         client = self.clients.get(role)
         if client is None:
             value, ms = await off_loop(self.workers, offline)
+            if isinstance(value, Reused):  # another arm of the run asked the same: what it cost then, a copy
+                value, ms = value.value.model_copy(deep=True), value.ms
             return Outcome(value, OFFLINE, ms=ms)
         res = await client.structured(role, self.prompt(role).text, user, schema, seed=seed)
         if res.value is None:

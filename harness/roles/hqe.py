@@ -107,12 +107,20 @@ def rm3(index, query: str, fb_docs: int = FB_DOCS, fb_terms: int = FB_TERMS) -> 
     own = set(tokenize(query))
     rel: Counter = Counter()
     for d, w in weight.items():
-        toks = [t for t in tokenize(index.docs[d].text) if len(t) > 2 and not t.isdigit()]
-        if not toks:
-            continue
-        tf = Counter(toks)
-        for t, n in tf.items():
+        for t, p in _doc_model(index, d).items():
             if t not in own:
-                rel[t] += (n / len(toks)) * (w / total)
+                rel[t] += p * (w / total)
     expansion = [t for t, _ in sorted(rel.items(), key=lambda kv: (-kv[1], kv[0]))[:fb_terms]]
     return (query + " " + " ".join(expansion)).strip(), expansion
+
+
+def _doc_model(index, doc_id: str) -> dict[str, float]:
+    """P(w|d) of a feedback document (words longer than two letters, no digits), in the order
+    the words first occur; kept in the run's memo, since the same documents come back as
+    feedback turn after turn."""
+    def model() -> dict[str, float]:
+        toks = [t for t in tokenize(index.docs[doc_id].text) if len(t) > 2 and not t.isdigit()]
+        return {t: n / len(toks) for t, n in Counter(toks).items()}
+
+    memo = getattr(index, "memo", None)
+    return model() if memo is None else memo(("rm3-doc", doc_id), model)[0]

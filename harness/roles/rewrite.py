@@ -15,11 +15,14 @@ item's price, and the turn's remaining content words appended. Proposed filters 
 focus item's catalogue attributes and the values the turn names; identifiers stay verbatim."""
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
+from harness.corpus.memo import Reused, shared
 from harness.guards.identifiers import find_identifiers
 from harness.roles import attributes
 from harness.roles.decide import ORDINAL, WORD, Decision, decide_offline, ordinal_index
@@ -180,8 +183,15 @@ def rewrite_hqe(state: CompactState, index) -> RewriteOutput:
                          clarify=None)
 
 
-def offline_rewrite(method: str, state: CompactState, index) -> RewriteOutput:
-    """The offline rewrite role by method: `hqe` (published) or `rules` (catalogue rules)."""
+def offline_rewrite(method: str, state: CompactState, index) -> RewriteOutput | Reused:
+    """The offline rewrite role by method: `hqe` (published) or `rules` (catalogue rules). The
+    arms of a turn ask it for the same state: computed once per run (the index's memo), the
+    other arms are given it as `Reused` (Roles.call hands each a copy)."""
+    key = ("rewrite", method, json.dumps(dataclasses.asdict(state), sort_keys=True, ensure_ascii=False, default=str))
+    return shared(getattr(index, "memo", None), key, lambda: _offline_rewrite(method, state, index))
+
+
+def _offline_rewrite(method: str, state: CompactState, index) -> RewriteOutput:
     if method == "hqe":
         return rewrite_hqe(state, index)
     if method == "rules":

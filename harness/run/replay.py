@@ -22,6 +22,7 @@ from harness.config import RunConfig, canonical_hash
 from harness.llm.transport import StopRun
 from harness.run.shard import in_shard
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
+from harness.corpus.memo import Memo
 from harness.run.folder import RunFolder, RunFolderExists
 from harness.run.manifest import for_replay, git_state, machine, now, read_manifest, versions, write_manifest
 from harness.run.traces import PartWriter, TurnKey, read_traces, repair_parts, row, to_json
@@ -156,15 +157,18 @@ class Replay:
         return git_state(), versions(), machine()  # noqa: the manifest's (harness.run.manifest.for_replay)
 
     def jobs(self, index) -> list[Job]:
+        """Turn-major: a turn's arms and repeats next to each other, so they run at about the same
+        time and share what they search alike (the run's memo, harness/corpus/memo.py)."""
         out = []
-        for arm in self.arms:
+        for s, pos, tix, t in iter_labelled(self.es, self.cfg.splits):
+            if not in_shard(s.session_id, self.shard):
+                continue
+            account = t.state.account or s.account
+            entitled = entitlement_filters(self.es.info, account)
             for rep in range(self.cfg.repeats):
-                for s, pos, tix, t in iter_labelled(self.es, self.cfg.splits):
-                    if not in_shard(s.session_id, self.shard):
-                        continue
-                    account = t.state.account or s.account
+                for arm in self.arms:
                     ctx = TurnContext(session=s, position=pos, turn_index=tix, turn=t,
-                                      entitlement_filters=entitlement_filters(self.es.info, account),
+                                      entitlement_filters=list(entitled),
                                       inherited_filters=[f.model_dump() for f in t.state.filters],
                                       index=index, info=self.es.info, repeat=rep, seed=self.cfg.seed + rep,
                                       roles=self.roles, workers=self.roles.workers)
@@ -198,6 +202,7 @@ class Replay:
         jobs = [j for j in self.jobs(index) if (self._arm_identity(j.arm)[0], j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]
         writer = PartWriter(self.run_dir, self.cfg.rows_per_part)
         gc.freeze()  # the eval set and index are long-lived: keep full collections from walking them mid-run
+        index.memo = memo = Memo()  # the arms of a turn share its searches and offline rewrites (this run only)
         try:
             counts = asyncio.run(self._run_jobs(jobs, writer))
         except BaseException as e:  # the folder says why it stopped; --resume continues it
@@ -205,13 +210,15 @@ class Replay:
                 update={"failure": f"{type(e).__name__}: {e}"}))
             raise
         finally:
+            index.memo = None
             gc.unfreeze()
             writer.flush()
             index.cache.flush()
         counts.update({"turns_skipped_resume": len(done), "seconds": round(time.perf_counter() - t0, 2),
                        "trace_parts_quarantined": len(repaired.get("quarantined", [])),
                        "trace_parts_tmp_removed": len(repaired.get("removed_tmp", [])),
-                       "embeddings_cold": index.cache.misses, "embeddings_cached": index.cache.hits})
+                       "embeddings_cold": index.cache.misses, "embeddings_cached": index.cache.hits,
+                       "work_shared": memo.hits, "work_done": memo.misses})
         write_manifest(self.run_dir, self._manifest("complete", index=index, counts=counts, started=started))
         return self.run_dir
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.errors import BadInput
-from harness.arms.result import ArmResult, LLMStats, Timings, col
+from harness.arms.result import ArmResult, Candidates, LLMStats, Timings, col
 from harness.run.folder import RunFolder
 
 KEY = ("arm_id", "repeat", "session_id", "turn_index", "round")
@@ -66,6 +66,22 @@ def to_json(v) -> str:
     return json.dumps(v, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+_KEY_JSON: dict[int, tuple[object, str]] = {}  # id -> (value, its JSON): TurnKey's params and backend
+
+
+def _key_json(v) -> str:
+    """to_json of a TurnKey value: the arm's params and backend, the same dicts (built with the
+    arm, never changed) on every row of the arm, so serialised once per arm, not once per row."""
+    seen = _KEY_JSON.get(id(v))
+    if seen is not None and seen[0] is v:
+        return seen[1]
+    if len(_KEY_JSON) > 1024:
+        _KEY_JSON.clear()
+    text = to_json(v)
+    _KEY_JSON[id(v)] = (v, text)
+    return text
+
+
 def row(key: TurnKey, result: ArmResult) -> dict:
     """One trace row (column -> value), from the replay's key and the arm's round. A round's
     total latency is the sum of its stages unless the arm measured it."""
@@ -76,12 +92,15 @@ def row(key: TurnKey, result: ArmResult) -> dict:
         v = getattr(key if cls is TurnKey else result, name)
         if sub is not None:
             v = getattr(v, sub)
-        out[column] = (to_json(v) if v is not None else None) if as_json else v
+        if as_json and v is not None:
+            v = _key_json(v) if cls is TurnKey else to_json(v)
+        out[column] = v
     return out
 
 
 def rows_to_table(rows: list[dict]) -> pa.Table:
     cols = {f.name: [r.get(f.name) for r in rows] for f in SCHEMA}
+    cols["candidates"] = Candidates.arrow(cols["candidates"])
     return pa.table(cols, schema=SCHEMA)
 
 

