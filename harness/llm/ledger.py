@@ -8,6 +8,7 @@ import contextvars
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -56,21 +57,40 @@ class SpendCap:
     """`llm.max_cost_usd`: what one run may spend on requests the cache did not answer (cached
     replies are free). Checked once a request has its slot, before it is sent; requests already
     in flight finish, so the spend can pass the cap by what those cost (at most `concurrency`
-    calls)."""
+    calls).
+
+    A run replayed by several processes (harness.run.parallel) shares one cap: `share(pool, slot)`
+    gives each process a slot of one shared array of floats (multiprocessing.RawArray), which only
+    that process writes (its own spend) and every process sums before a request, so the cap holds
+    for the run's total, with the same margin (the requests in flight, at most `concurrency` in all)."""
 
     max_usd: float
-    spent: float = 0.0
+    spent: float = 0.0  # this process's
     requests: int = 0
+    pool: Any = None  # every process's spend, one slot each (None: this process is the run)
+    slot: int = 0
+
+    def share(self, pool: Any, slot: int) -> None:
+        self.pool, self.slot = pool, slot
+        pool[slot] = self.spent
+
+    def total(self) -> float:
+        """What the run has spent: this process's spend, or every process's in a shared cap."""
+        return float(sum(self.pool)) if self.pool is not None else self.spent
 
     def check(self) -> None:
-        if self.spent >= self.max_usd:
-            raise BudgetExceeded(f"budget exceeded: spent ${self.spent:.4f} of llm.max_cost_usd ${self.max_usd:.4f} on "
-                                 f"{self.requests} request(s) the cache did not answer; raise llm.max_cost_usd or "
-                                 "refresh the cache by hand")
+        total = self.total()
+        if total >= self.max_usd:
+            on = (f"on {self.requests} request(s) the cache did not answer" if self.pool is None else
+                  f"across the run's worker processes (this one: {self.requests} request(s) the cache did not answer)")
+            raise BudgetExceeded(f"budget exceeded: spent ${total:.4f} of llm.max_cost_usd ${self.max_usd:.4f} {on}; "
+                                 "raise llm.max_cost_usd or refresh the cache by hand")
 
     def add(self, usd: float | None) -> None:
         self.requests += 1
         self.spent += usd or 0.0
+        if self.pool is not None:
+            self.pool[self.slot] = self.spent  # one writer per slot: no lock
 
 
 def check_priced(prices: dict, models: dict[str, str]) -> None:
