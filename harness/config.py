@@ -83,6 +83,9 @@ class RunConfig(Strict):
     arms: list[str | dict[str, Any]] = Field(min_length=1)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     concurrency: int = Field(default=16, ge=1)
+    # processes to replay in (`harness run --workers N` over this); None: the machine's cores, fewer
+    # for a small run (harness.run.parallel); 1: one process
+    workers: int | None = Field(default=None, ge=1)
     repeats: int = Field(default=1, ge=1)
     seed: int = 0
     runs_dir: str = "runs"

@@ -94,7 +94,17 @@ def for_replay(rp, status: str, index=None, counts: dict | None = None, started:
         arms=[a.describe() for a in rp.arms], filter_schema=[f.model_dump() for f in rp.es.info.filters],
         prompt_hashes=rp.roles.prompt_hashes(), seed=cfg.seed, llm=llm, repeats=cfg.repeats,
         metrics=cfg.metrics.model_dump(), started=started, ended=now() if status != "running" else None,
-        counts=counts or {}, shard={"index": rp.shard[0], "of": rp.shard[1]} if rp.shard else None)
+        counts=counts or {}, shard={"index": rp.shard[0], "of": rp.shard[1]} if rp.shard else None, workers=1)
+
+
+def for_workers(run_id: str, cfg, raw: dict, config_hash: str, es, workers: int, started: str) -> Manifest:
+    """The manifest of a run replayed by `workers` processes (harness.run.parallel) while they run:
+    its config, eval set, environment and worker count, status running; the joined shards' manifest
+    (`merged`) replaces it when they are done."""
+    return Manifest(run_id=run_id, status="running", config=raw, config_hash=config_hash, config_dir=cfg.source_dir,
+                    eval_set=eval_set_ref(es, str(cfg.eval_set), cfg.splits), git=git_state(), versions=versions(),
+                    machine=machine(), seed=cfg.seed, repeats=cfg.repeats, metrics=cfg.metrics.model_dump(),
+                    started=started, workers=workers)
 
 
 def for_import(run_id: str, run_file: Path, es, eval_set_path: Path, arm: dict, metrics: dict) -> Manifest:
@@ -105,11 +115,12 @@ def for_import(run_id: str, run_file: Path, es, eval_set_path: Path, arm: dict, 
                     started=now())
 
 
-def merged(out_name: str, mans: list[Manifest], counts: dict) -> Manifest:
+def merged(out_name: str, mans: list[Manifest], counts: dict, workers: int | None = None) -> Manifest:
     """The manifest of shards merged into one run (harness.run.shard): the first shard's, without
-    its shard, with the summed counts and every shard named."""
+    its shard, with the summed counts and every shard named; `workers`: the shards were the workers
+    of one `harness run --workers N` (None: shards run on their own, `harness merge`)."""
     first = mans[0]
-    return first.model_copy(update={
+    return first.model_copy(update={"workers": workers,
         "run_id": out_name, "status": "complete", "shard": None,
         "config": {k: v for k, v in first.config.items() if k != "shard"},
         "started": min((m.started or "") for m in mans) or None, "ended": max((m.ended or "") for m in mans) or now(),

@@ -76,6 +76,9 @@ class Manifest(_Part):
     counts: dict[str, int | float] = Field(default_factory=dict)
     shard: Shard | None = None  # one shard of a run (`harness run --shard i/n`)
     merged_from: list[dict[str, Any]] | None = None  # the shards a merged run joins
+    # the processes the run was replayed in (`harness run --workers N`: N shards joined into this
+    # folder); absent in manifests written before the setting existed (one process)
+    workers: int | None = None
     warnings: list[str] = Field(default_factory=list)
 
     def dump(self) -> dict:

@@ -143,6 +143,11 @@ class Replay:
     def _arm_identity(self, arm: BaseArm) -> tuple[str, str, dict, dict]:
         return self._identity.get(id(arm)) or arm_identity(arm)
 
+    def _progress_display(self, total: int):
+        """What shows the progress of `total` turns: a rich bar when `progress` (a worker of a
+        parallel run reports to its parent instead: harness.run.parallel)."""
+        return _progress(self.progress, total)
+
     def _manifest(self, status: str, index=None, counts=None, started=None):
         return for_replay(self, status, index, counts, started)
 
@@ -226,7 +231,7 @@ class Replay:
         sem = asyncio.Semaphore(TURNS_PER_REQUEST * self.cfg.concurrency)
         counts = {"turns": 0, "rows": 0, "errors": 0, "fallbacks": 0, "not_applicable": 0, "llm_calls": 0, "cache_hits": 0,
                   "turns_failed": 0}
-        prog = _progress(self.progress, len(jobs))
+        prog = self._progress_display(len(jobs))
 
         async def one(job: Job):
             async with sem:

@@ -125,15 +125,10 @@ def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
     Refuses shards of different configs, eval sets or arms, incomplete shards, a missing or
     repeated shard index, and trace keys present in two shards. Metrics are not computed here
     (`harness metrics OUT` or the merge command does that)."""
-    folders = [RunFolder(d) for d in shard_dirs]
     out = Path(out)
-    if not folders:
-        raise ShardError("no shard run folders given")
     if out.exists():
         raise RunFolderExists(f"{out} exists; choose another output folder")
-    mans = [f.read_manifest() for f in folders]
-    _check_manifests([f.path for f in folders], mans)
-    _check_rows(folders)
+    folders, mans = _checked(shard_dirs)
     tmp = out.with_name(out.name + ".merging")
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -142,3 +137,28 @@ def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
     RunFolder(tmp).write_manifest(merged(out.name, mans, _sum_counts([m.counts for m in mans])))
     tmp.rename(out)
     return out
+
+
+def join_shards(shard_dirs: list[Path], into: Path, workers: int, **update) -> Manifest:
+    """The shards of one `harness run --workers N` joined into their run's own folder `into` (it
+    holds their shard folders and a manifest saying running): checked as `merge_runs` checks them,
+    rows and labels copied in, then the merged manifest with `workers` and `update` written last,
+    so a join that stops half-way leaves the folder running (harness.run.parallel joins it again
+    on resume, after removing what the stopped join copied)."""
+    folders, mans = _checked(shard_dirs)
+    into = RunFolder(into)
+    _copy_rows(folders, into)
+    man = merged(into.name, mans, _sum_counts([m.counts for m in mans]), workers).model_copy(update=update)
+    into.write_manifest(man)
+    return man
+
+
+def _checked(shard_dirs: list[Path]) -> tuple[list[RunFolder], list[Manifest]]:
+    """The folders and manifests of complete shards of one run, or ShardError saying why not."""
+    folders = [RunFolder(d) for d in shard_dirs]
+    if not folders:
+        raise ShardError("no shard run folders given")
+    mans = [f.read_manifest() for f in folders]
+    _check_manifests([f.path for f in folders], mans)
+    _check_rows(folders)
+    return folders, mans
