@@ -19,32 +19,35 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
         progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar (on a terminal)"),
         repeats: Optional[int] = typer.Option(None, min=1, help="replay every arm N times with seeds seed..seed+N-1"),
         shard: Optional[str] = typer.Option(None, help="i/n: replay only the sessions of shard i of n (harness merge joins them)"),
+        workers: Optional[int] = typer.Option(None, "--workers", min=1, help="processes to split the sessions over, "
+                                              "joined into one run folder (default: the config's workers:, else the "
+                                              "machine's cores, fewer for a small run; 1: one process)"),
         metrics: bool = typer.Option(True, help="score the run when it ends"),
         llm_cache: Optional[str] = typer.Option(None, "--llm-cache", help="the LLM cache mode for this run, over the "
                                                 "config's llm.cache.mode: readwrite | replay | refresh | off"),
         max_cost_usd: Optional[float] = typer.Option(None, "--max-cost-usd", min=0, help="what this run may spend on "
                                                      "requests the cache does not answer, over llm.max_cost_usd")):
     """Replay every (arm, session, labelled turn) of a config; write a run folder under runs/."""
+    from harness.llm.ledger import BudgetExceeded
     from harness.run.manifest import read_manifest
-    from harness.run.replay import Replay
-
-    cfg, raw, run_dir = _config(config, resume, run_id, repeats, llm_cache, max_cost_usd)
+    from harness.run.parallel import replay, workers_for
+    from harness.run.replay import new_run_id
     from harness.run.shard import parse_shard
 
+    cfg, raw, run_dir = _config(config, resume, run_id, repeats, llm_cache, max_cost_usd)
     sh = parse_shard(shard) if shard else None
     if resume and not sh:
         sh_m = read_manifest(resume).shard
         sh = (sh_m.index, sh_m.of) if sh_m else None
-    rp = Replay(cfg, raw, run_dir=run_dir, progress=progress and sys.stderr.isatty(), resume=bool(resume),
-                shard=sh)
-    from harness.llm.ledger import BudgetExceeded
-
+    n = workers_for(cfg, workers, sh, resume)
+    run_dir = run_dir or Path(cfg.runs_dir) / new_run_id(cfg.name)
     try:
-        out = rp.run()
+        out = replay(cfg, raw, run_dir, resume=bool(resume), shard=sh, workers=n, progress=progress,
+                     terminal=sys.stderr.isatty())
     except BudgetExceeded as e:  # infrastructure, not bad input: the rows so far are kept
         err.print(f"[red]infrastructure:[/red] {escape(str(e))}. The run stopped with the turns it finished; the "
                   "replies paid for are in the LLM cache, a new run does not pay for them again; `harness run --resume "
-                  f"{rp.run_dir} --max-cost-usd N` continues it under a new cap. Exit 3.", highlight=False)
+                  f"{run_dir} --max-cost-usd N` continues it under a new cap. Exit 3.", highlight=False)
         raise typer.Exit(3)
     console.print(f"run folder: {out}", highlight=False)
     if metrics:

@@ -1,0 +1,140 @@
+"""One worker process of a parallel run (harness.run.parallel): an ordinary Replay of shard i/N
+into its own shard folder, with its share of the run's request slots, rate limits and one shared
+spend cap, reporting its progress to the parent instead of printing it.
+
+Started with multiprocessing's spawn context: `main` is what the new interpreter runs. It dies with
+its parent (a SIGKILLed `harness run` takes its workers with it: a lifeline pipe the parent alone
+holds), so a run killed as a whole leaves only folders that `harness run --resume` continues."""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.run.replay import Replay
+
+REPORT_EVERY = 0.25  # seconds between a worker's progress messages (the parent redraws from them)
+ORPHANED = 75  # the exit code of a worker whose parent died (it stops at once, leaving what it wrote)
+
+
+@dataclass
+class WorkerTask:
+    """What a worker needs, sent to the new process (everything here pickles)."""
+
+    raw: dict  # the run's config, as the parent parsed it (the manifest records this one)
+    where: str  # the config's file, for messages
+    source_dir: str | None  # where prompt files are found
+    index: int  # shard index i of `of`
+    of: int
+    folder: Path  # the shard's own run folder
+    run_id: str  # the run's id: every trace row and manifest of the shards carries it
+    concurrency: int  # this worker's request slots (the run's `concurrency`, split)
+    resume: bool  # the shard folder exists: continue it
+
+
+def main(task: WorkerTask, report, lifeline, spend_pool) -> None:
+    """The worker process: replay the shard, then say how it went on `report` (("ok", i, None)
+    or ("error", i, the error described)); exit 1 after an error."""
+    from harness import env  # noqa: F401  (the offline-safe environment, as the command sets it)
+
+    _watch(lifeline)
+    try:
+        run(task, report, spend_pool)
+    except BaseException as e:  # noqa: BLE001  (every failure goes to the parent, which decides)
+        report.send(("error", task.index, describe(e)))
+        report.close()
+        sys.exit(1)
+    report.send(("ok", task.index, None))
+    report.close()
+
+
+def run(task: WorkerTask, report, spend_pool) -> Path:
+    from harness.config import parse_config
+
+    cfg = parse_config(task.raw, task.where, None, source_dir=task.source_dir)
+    cfg.concurrency = task.concurrency  # the config records the run's; this process has its share
+    for ep in cfg.llm.roles.values():  # rate limits hold for the run: each worker its share
+        ep.rpm = share_of(ep.rpm, task.of, task.index) if ep.rpm else ep.rpm
+        ep.tpm = share_of(ep.tpm, task.of, task.index) if ep.tpm else ep.tpm
+    rp = WorkerReplay(cfg, task.raw, run_dir=task.folder, progress=False, resume=task.resume,
+                      shard=(task.index, task.of))
+    rp.run_id, rp.report, rp.slot = task.run_id, report, task.index
+    if rp.roles.spend is not None:
+        rp.roles.spend.share(spend_pool, task.index)
+    return rp.run()
+
+
+def share_of(total: int, n: int, i: int) -> int:
+    """Worker i's share of `total` slots over `n` workers: total // n, the remainder to the first
+    ones, at least 1."""
+    return max(1, total // n + (1 if i < total % n else 0))
+
+
+def describe(e: BaseException) -> dict:
+    """An error as the parent needs it: its type and message, and the error itself when the
+    parent can raise it again (a HarnessError that pickles: the CLI then treats it as its own)."""
+    from harness.errors import HarnessError
+
+    out: dict[str, Any] = {"type": type(e).__name__, "message": str(e), "error": None}
+    if isinstance(e, HarnessError):
+        try:
+            out["error"] = pickle.dumps(e)
+            pickle.loads(out["error"])
+        except Exception:  # noqa: BLE001  (an error that does not travel is described instead)
+            out["error"] = None
+    return out
+
+
+def _watch(lifeline) -> None:
+    """Exit at once when the parent is gone (the lifeline's other end closes with it)."""
+    def wait():
+        try:
+            lifeline.recv()
+        except (EOFError, OSError):
+            pass
+        os._exit(ORPHANED)
+
+    threading.Thread(target=wait, name="harness-worker-lifeline", daemon=True).start()
+
+
+class WorkerReplay(Replay):
+    """A Replay whose progress goes to the parent (harness.run.parallel draws it)."""
+
+    report = None
+    slot = 0
+
+    def _progress_display(self, total: int):
+        return Reporter(self.report, self.slot, total)
+
+
+class Reporter:
+    """The progress of one worker, sent to the parent: ("total", i, turns to replay) when the
+    replay starts, ("done", i, turns finished since the last message) at most every
+    REPORT_EVERY seconds and when it ends."""
+
+    def __init__(self, conn, slot: int, total: int):
+        self.conn, self.slot, self.total = conn, slot, total
+        self.done, self.last = 0, 0.0
+
+    def __enter__(self):
+        self.conn.send(("total", self.slot, self.total))
+        self.last = time.monotonic()
+        return self
+
+    def advance(self):
+        self.done += 1
+        if time.monotonic() - self.last >= REPORT_EVERY:
+            self._send()
+
+    def _send(self):
+        if self.done:
+            self.conn.send(("done", self.slot, self.done))
+            self.done, self.last = 0, time.monotonic()
+
+    def __exit__(self, *a):
+        self._send()
