@@ -69,6 +69,19 @@ def test_two_workers_equal_one_process_on_the_tiny_set(eight, tmp_path):
     assert m2.config == m1.config  # the config that ran: neither the workers' shares nor their shard
     assert set(read_traces(w2, ["run_id"]).column("run_id").to_pylist()) == {"w2"}  # the run's id on every row
     assert not (w2 / WORKERS_DIR).exists()  # the shard folders are gone once joined
+    before = (w2 / "manifest.json").read_bytes()
+    r = invoke("run", "--resume", w2, "--no-progress")  # joined already: nothing to resume
+    assert r.exit_code == 0 and (w2 / "manifest.json").read_bytes() == before, r.output
+
+
+def test_an_error_every_worker_meets_before_replaying_is_the_runs_and_leaves_no_folder(eight, tmp_path):
+    """Here a spend cap without a price for its model (the roles refuse it as each worker starts):
+    exit 2 with the roles' message, and no run folder, as one process leaves none."""
+    llm = {"max_cost_usd": 1.0, "roles": {"rewrite": {"kind": "openai-compatible", "base_url": "http://127.0.0.1:9/v1",
+                                                      "model": "unpriced"}}}
+    r = invoke("run", config(tmp_path, eight, llm=llm), "--run-id", "x", "--workers", 2, "--no-progress")
+    assert r.exit_code == 2 and "role rewrite model 'unpriced'" in r.output, r.output
+    assert not (tmp_path / "runs/x").exists()
 
 
 def test_a_shipped_config_slice_with_two_workers_equals_one_process(tmp_path):

@@ -7,8 +7,10 @@ its parent (a SIGKILLed `harness run` takes its workers with it: a lifeline pipe
 holds), so a run killed as a whole leaves only folders that `harness run --resume` continues."""
 from __future__ import annotations
 
+import _thread
 import os
 import pickle
+import signal
 import sys
 import threading
 import time
@@ -43,14 +45,31 @@ def main(task: WorkerTask, report, lifeline, spend_pool) -> None:
     from harness import env  # noqa: F401  (the offline-safe environment, as the command sets it)
 
     _watch(lifeline)
+    outcome = _replay(task, report, spend_pool)
     try:
-        run(task, report, spend_pool)
-    except BaseException as e:  # noqa: BLE001  (every failure goes to the parent, which decides)
-        report.send(("error", task.index, describe(e)))
+        report.send((outcome[0], task.index, outcome[1]))
         report.close()
-        sys.exit(1)
-    report.send(("ok", task.index, None))
-    report.close()
+    except (KeyboardInterrupt, OSError):  # a stop that came as the replay ended; a parent gone
+        pass
+    sys.exit(0 if outcome[0] == "ok" else 1)
+
+
+_replaying = threading.Event()  # set while the replay runs: a stop from the parent interrupts it then only
+_stop_lock = threading.Lock()
+
+
+def _replay(task: WorkerTask, report, spend_pool) -> tuple[str, Any]:
+    try:
+        try:
+            with _stop_lock:
+                _replaying.set()
+            run(task, report, spend_pool)
+        finally:
+            with _stop_lock:
+                _replaying.clear()
+        return "ok", None
+    except BaseException as e:  # noqa: BLE001  (every failure goes to the parent, which decides)
+        return "error", describe(e)
 
 
 def run(task: WorkerTask, report, spend_pool) -> Path:
@@ -91,13 +110,19 @@ def describe(e: BaseException) -> dict:
 
 
 def _watch(lifeline) -> None:
-    """Exit at once when the parent is gone (the lifeline's other end closes with it)."""
+    """Exit at once when the parent is gone (the lifeline's other end closes with it); on "stop"
+    (another worker failed), interrupt the replay as Ctrl-C does: it writes the rows it has and
+    marks its folder failed (harness.run.replay.Replay.run). A stop after the replay is ignored."""
     def wait():
-        try:
-            lifeline.recv()
-        except (EOFError, OSError):
-            pass
-        os._exit(ORPHANED)
+        while True:
+            try:
+                said = lifeline.recv()
+            except (EOFError, OSError):
+                os._exit(ORPHANED)
+            if said == "stop":
+                with _stop_lock:
+                    if _replaying.is_set():
+                        _thread.interrupt_main(signal.SIGINT)
 
     threading.Thread(target=wait, name="harness-worker-lifeline", daemon=True).start()
 
