@@ -8,6 +8,9 @@ without relevance labels, or with no relevant document, is unmeasured with its r
 scored 0."""
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -38,24 +41,20 @@ def score_rankings(labels, rankings: list[dict], names: list[str]):
     return to_frame(ir_rows(s), s.arm_names, s.session_names, s.codes.names)
 
 
-def _log2_ranks(k):
-    return np.log2(np.arange(1, k + 1) + 1)
-
-
-_JIT = None
+@functools.lru_cache(maxsize=64)
+def _discounts_of(k: int) -> np.ndarray:
+    out = np.array([math.log2(r + 1) for r in range(1, k + 1)], np.float64)
+    out.flags.writeable = False
+    return out
 
 
 def _discounts(k: int) -> np.ndarray:
-    """log2(rank + 1) for ranks 1..k, computed by numba exactly as ranx's `_dcg` does (numba's
-    log2 and numpy's may differ in the last bit; ranx's values are the reference)."""
-    global _JIT
-    if k <= 0:
-        return np.zeros(0)
-    if _JIT is None:
-        from numba import njit
-
-        _JIT = njit(cache=True)(_log2_ranks)
-    return _JIT(k)
+    """log2(rank + 1) for ranks 1..k exactly as ranx's `_dcg` computes them: numba's log2 is the C
+    library's, as is `math.log2`, while numpy's own log2 differs in the last bit for some ranks
+    (13 of the first 100,000); ranx's values are the reference (tests/test_ir_metrics.py compares
+    with numba's for every k up to 10,000). No numba here: its import and first compile cost a
+    process seconds."""
+    return _discounts_of(k) if k > 0 else np.zeros(0)
 
 
 def _ranx_top(codes: np.ndarray, width: int) -> np.ndarray:
