@@ -87,3 +87,38 @@ def test_the_memo_keeps_its_newest_entries_and_counts_reuse():
     m("c", lambda: 3)  # "a" was used before "b": "a" goes
     assert m.get("a") is None and m.get("b").value == 2 and m.get("c").value == 3
     assert (m.hits, m.misses) == (3, 3)
+
+
+LEXICAL_PROBE = """
+import json, sys
+{pre}
+from harness.corpus.embed import EmbeddingCache
+from harness.corpus.index import Index
+from harness.evalset.load import load_eval_set
+sys.path.insert(0, "bench")
+from common import HashEmbedder
+es = load_eval_set("eval_sets/handbook-de")
+index = Index(es.docs, HashEmbedder(), EmbeddingCache(sys.argv[1]))
+queries = [t.user for s in es.sessions[:20] for t in s.turns]
+hits = [[list(h.doc_ids), list(h.scores)] for h in index.lexical(queries, k=20)]
+print(json.dumps({"numba": "numba" in sys.modules, "qdrant_client": "qdrant_client" in sys.modules, "hits": hits}))
+"""
+
+
+def test_a_run_process_loads_neither_numba_nor_qdrant_client_and_ranks_as_with_numba(tmp_path):
+    """Imports that cost a process seconds and that the embedded engine and bm25s's numpy backend
+    do not need; with numba loaded first (bm25s then imports it) the lexical lane ranks the same."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def probe(pre: str) -> dict:
+        r = subprocess.run([sys.executable, "-c", LEXICAL_PROBE.replace("{pre}", pre), str(tmp_path / "emb")],
+                           capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+        assert r.returncode == 0, r.stderr[-2000:]
+        return json.loads(r.stdout)
+
+    alone, with_numba = probe(""), probe("import numba")
+    assert not alone["numba"] and not alone["qdrant_client"]
+    assert with_numba["numba"] and alone["hits"] == with_numba["hits"] and any(alone["hits"])

@@ -6,9 +6,10 @@ the values. Numbers match by value, as in Python (an `eq 5` finds 5 and 5.0): ra
 since a match condition takes only strings, integers and booleans and matches integers only."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from qdrant_client import models as qm
+if TYPE_CHECKING:
+    from qdrant_client import models as qm
 
 
 def _as_list(v: Any) -> list:
@@ -49,6 +50,8 @@ def _build(filters: list[dict], m, range_, bools_as_numbers: bool):
 
 def to_qdrant(filters: list[dict]) -> qm.Filter | None:
     """The filter for qdrant-client (a Qdrant server, or its local mode)."""
+    from qdrant_client import models as qm  # seconds to import: only where a server is used
+
     return _build(filters, qm, qm.Range, bools_as_numbers=False)
 
 

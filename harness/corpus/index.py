@@ -6,6 +6,7 @@ chunk's score), ordered by score then doc id descending."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -15,7 +16,6 @@ import numpy as np
 from harness.corpus.chunk import chunk_document, split_sentences
 from harness.corpus.dense import Attach, DenseLane, exact_top
 from harness.corpus.dense_edge import EdgeLane
-from harness.corpus.dense_qdrant import attach, build_collection, connect
 from harness.errors import BadInput
 from harness.corpus.embed import EmbeddingCache, Embedder
 from harness.corpus.filters import matches
@@ -40,7 +40,24 @@ def open_lane(vecs: np.ndarray, payloads: Callable[[], list[dict]], client=None,
     (doc_id, chunk_id, text, meta)."""
     if client is None:
         return EdgeLane(vecs, [{"meta": p["meta"]} for p in payloads()])
+    from harness.corpus.dense_qdrant import build_collection  # qdrant-client: seconds to import, a server's only
+
     return build_collection(client, vecs, payloads(), where)
+
+
+def _bm25s():
+    """bm25s, imported without numba unless numba is loaded already: its lanes use bm25s's numpy
+    backend (`bm25s.BM25()`'s default), and numba, which bm25s imports when it can, costs a process
+    about a second to import (tested: the same scores either way, tests/test_shared_work.py)."""
+    if "bm25s" not in sys.modules and "numba" not in sys.modules:
+        sys.modules["numba"] = None  # `import numba` raises ImportError: bm25s's own fallback
+        try:
+            import bm25s  # noqa: F401
+        finally:
+            del sys.modules["numba"]
+    import bm25s
+
+    return bm25s
 
 
 class Index:
@@ -67,7 +84,10 @@ class Index:
         if collection and not (qdrant_url or client):
             raise BadInput("an existing collection needs a server: qdrant_url (or client)")
         made = client is None and qdrant_url is not None
-        client = connect(qdrant_url) if made else client  # before embedding anything: a bad URL fails at once
+        if made:
+            from harness.corpus.dense_qdrant import connect
+
+            client = connect(qdrant_url)  # before embedding anything: a bad URL fails at once
         try:
             spec = Attach(collection, vector, id_field, text_field) if collection else None
             self._lane = self._attach(client, qdrant_url, spec) if spec else self._own(client, qdrant_url)
@@ -80,9 +100,9 @@ class Index:
         self._vecs64 = self._vecs.astype(np.float64)  # what dense scores are computed from (dense.exact_top)
         self.stats.chunks = len(self.chunks)
         self.stats.extra["dense"] = self._lane.where
-        import bm25s
+        bm25s = _bm25s()
 
-        self.bm25 = bm25s.BM25()
+        self.bm25 = bm25s.BM25(backend="numpy")  # numpy, whether or not numba is around
         self.bm25.index([tokenize(c.text) or ["_empty_"] for c in self.chunks], show_progress=False)
         # each chunk's document as its place among the ids sorted (integers sort as the ids do, faster)
         self._doc_names, self._chunk_doc = np.unique(np.array([c.doc_id for c in self.chunks]), return_inverse=True)
@@ -108,6 +128,8 @@ class Index:
 
     def _attach(self, client, url: str | None, spec: Attach):
         """An existing collection's points as the chunks, with their vectors and texts."""
+        from harness.corpus.dense_qdrant import attach
+
         lane, self.chunks, self._vecs = attach(client, url or "qdrant-client", spec, self.docs,
                                                getattr(self.embedder, "dim", 0), self._allowed_chunks)
         self.stats.extra["docs_without_points"] = len(set(self.docs) - {c.doc_id for c in self.chunks})
@@ -158,9 +180,9 @@ class Index:
                 toks.append([i.lower() for i in ids])
         self.identifiers = None
         if toks:
-            import bm25s
+            bm25s = _bm25s()
 
-            self.identifiers = bm25s.BM25()
+            self.identifiers = bm25s.BM25(backend="numpy")
             self.identifiers.index(toks, show_progress=False)
             self._id_doc_arr = np.array(self.id_docs)
 
