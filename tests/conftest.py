@@ -100,4 +100,8 @@ def committed_folders_untouched():
     yield
     after = state()
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-    assert not changed, f"tests changed committed files: {changed[:5]}"
+    stale = "" if not any("/runs/baselines/" in k for k in changed) else (
+        " (if the committed baseline's metrics were stale, a command rescored them: after changing scoring code, "
+        "run `.venv/bin/harness metrics runs/baselines/b2b` and commit its tables; "
+        "tests/test_house.py::test_the_committed_baseline_is_scored_by_this_code says so first)")
+    assert not changed, f"tests changed committed files: {changed[:5]}{stale}"

@@ -162,3 +162,16 @@ def test_imports_point_down_the_layers_and_no_package_has_a_cycle():
                        text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     assert "2 kept, 0 broken" in p.stdout
+
+
+def test_the_committed_baseline_is_scored_by_this_code():
+    """runs/baselines/b2b's metrics carry the stamp of the scoring code that computed them; a
+    change to that code (harness/metrics/provenance.py SOURCES) must rescore and commit them, or
+    every command reading the baseline rescores it in place."""
+    from harness.metrics.provenance import freshness
+    from harness.run.folder import RunFolder
+
+    fresh = freshness(RunFolder(ROOT / "runs" / "baselines" / "b2b"))
+    assert fresh.scored and not fresh.reasons, (
+        f"the committed baseline's metrics are stale ({'; '.join(fresh.reasons)}): run "
+        "`.venv/bin/harness metrics runs/baselines/b2b` and commit runs/baselines/b2b/*.parquet")
