@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from harness.cli import export_app, app, console, fail, list_app
+from harness.cli import export_app, app, console, err, fail, list_app
 from harness.run.folder import RunFolder
 
 
@@ -170,6 +170,7 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
         for note in data.evidence.notes(data.name):
             console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
     p = plan(list(runs), baseline)
+    err.print(f"report: comparing and plotting {len(p.runs)} run(s)", highlight=False, markup=False)
     v = verdicts(p, policy, list(metric), list(arm) or None, list(pair) or None)
     path = render_report(p.runs, out, verdicts=v)
     for b in v["blocks"]:
