@@ -64,7 +64,7 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
     --allow-partial); stale tables are scored again first, and it says so."""
     from harness.analysis.compare import COLUMNS, compare_runs, compare_within, to_markdown
     from harness.metrics.registry import headline
-    from harness.report.terminal import compare_table
+    from harness.report.terminal import compare_ending, compare_table
 
     metric = list(metric) or headline(RunFolder(runs[0]).read_manifest().metrics)
     if reference is not None:
@@ -89,6 +89,8 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
     for seg in sorted(set(df.loc[df["n_turns"] == 0, "segment"])):
         console.print(f"[yellow]warning: segment {seg!r} matches no measured turn of {runs[0].name}[/yellow]")
     console.print(f"saved: {out / 'compare.md'}, {out / 'compare.csv'}", highlight=False)
+    console.print(compare_ending(df, reference or runs[0].name), highlight=False, markup=False,
+                  soft_wrap=True)  # one line: the tail of a CI log
 
 
 @app.command()
@@ -102,20 +104,26 @@ def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typ
     Both runs must be complete and their tables fresh (stale tables are scored again, and it says so); the candidate
     must cover the baseline's sessions, splits and repeats. Arms pair by label; writes gate.md (also to
     $GITHUB_STEP_SUMMARY), gate.junit.xml and gate.json; the last line is the verdict."""
-    from harness.analysis.gate import MEANING, USAGE, evaluate_to
-    from harness.report.terminal import gate_summary
+    from harness.analysis.gate import MEANING, evaluate_to
+    from harness.errors import HarnessError
+    from harness.report.terminal import gate_ending, gate_summary
 
     if explain:
         return _explain(baseline, candidate, policy, list(pair))
-    code, v, text = evaluate_to(baseline, candidate, policy, list(pair), out)
-    if code == USAGE:
-        fail(text.removeprefix("error: "), 2)
-    for part in gate_summary(v):
-        console.print(part, highlight=False)
-    console.print(f"written: {out / 'gate.md'}, {out / 'gate.junit.xml'}, {out / 'gate.json'}", highlight=False)
-    failing = sorted({r["metric"] for r in v["results"] if not r["ok"]})
-    console.print(f"Gate: {v['verdict']} (exit {code}: {MEANING[code]})"
-                  + (f"; failing: {', '.join(failing)}" if failing else ""), highlight=False, markup=False)
+    try:
+        code, v, text = evaluate_to(baseline, candidate, policy, list(pair), out)
+    except HarnessError as e:  # refused (evidence, inputs) or infrastructure: still the verdict line last
+        code, v, text = e.exit_code, None, str(e)
+    if v is None:
+        err.print(f"[red]error:[/red] {escape(text.removeprefix('error: '))}", highlight=False, soft_wrap=True)
+    else:
+        for part in gate_summary(v):
+            console.print(part, highlight=False)
+        console.print(f"written: {out / 'gate.md'}, {out / 'gate.junit.xml'}, {out / 'gate.json'}", highlight=False)
+    *failed, verdict = gate_ending(code, v, MEANING)
+    for line in failed:
+        console.print(line)
+    console.print(verdict, highlight=False, markup=False, soft_wrap=True)  # one line: the tail of a CI log
     raise typer.Exit(code)
 
 
