@@ -93,9 +93,11 @@ def test_workers_count_as_parts_of_one_display():
     out = io.StringIO()
     d = Display("lines", workers=2, stream=out).start()
     d.total(5, part=0)
-    assert d.line().startswith("replay: 0 of 5+ turns (1 of 2 workers started), 2 workers, ")
+    assert d.line().startswith("replay: 1 of 2 workers started, ")  # no rate before every worker replays
+    d.advance(1)
+    assert d.line().startswith("replay: 1 of 5+ turns (1 of 2 workers started), 2 workers, ")
     d.total(7, part=1)
-    d.advance(6, failed=2)
+    d.advance(5, failed=2)
     d.close()
     assert out.getvalue().splitlines()[-1].startswith("replay: 6 of 12 turns (50%), 2 workers, ")
 

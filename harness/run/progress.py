@@ -56,6 +56,7 @@ class Display:
         self.totals: dict[int, int] = {}
         self.done = self.failed = 0
         self.t0 = self.last = None
+        self.t_turns = None  # when every part had said its total: the rate and ETA count from here
         self.said_at: int | None = None  # the `done` of the last line printed
         self.marks = set()
         self.bar = self.task = None
@@ -71,6 +72,8 @@ class Display:
 
     def total(self, n: int, part: int = 0) -> None:
         self.totals[part] = n
+        if self.t0 is not None and self.t_turns is None and self.planned is not None:
+            self.t_turns = self.clock()
         if self.bar is not None:
             self.bar.update(self.task, total=self.planned, description=self._what())
 
@@ -87,6 +90,8 @@ class Display:
         if self.t0 is not None:
             return self
         self.t0 = self.last = self.clock()
+        if self.planned is not None:
+            self.t_turns = self.t0
         if self.mode == "bar":
             self._start_bar()
         elif self.mode == "lines":
@@ -122,14 +127,22 @@ class Display:
 
     def line(self) -> str:
         """`replay: D of T turns (P%)[, N workers], R turns/s, ETA E, F failed, S` (one line)."""
-        total, seconds = self.planned, self.clock() - (self.t0 if self.t0 is not None else self.clock())
+        total, now = self.planned, self.clock()
+        elapsed = now - (self.t0 if self.t0 is not None else now)
+        if total is None and not self.done:
+            return f"replay: {len(self.totals)} of {self.workers} workers started, {duration(elapsed)}"
         if total is None:
             of = f"{sum(self.totals.values())}+ turns ({len(self.totals)} of {self.workers} workers started)"
         else:
             of = f"{total} turns ({100 * self.done // total if total else 100}%)"
         workers = f", {self.workers} workers" if self.workers > 1 else ""
-        return (f"replay: {self.done} of {of}{workers}, {pace(self.done, total, seconds)}, {self.failed} failed, "
-                f"{duration(seconds)}")
+        return (f"replay: {self.done} of {of}{workers}, {self.pace()}, {self.failed} failed, {duration(elapsed)}")
+
+    def pace(self) -> str:
+        """The rate and ETA, counted from the moment every part had said its total (the workers'
+        start, eval set and index are not turns)."""
+        since = self.t_turns if self.t_turns is not None else self.clock()
+        return pace(self.done, self.planned, self.clock() - since)
 
     def _what(self) -> str:
         if self.workers == 1:
@@ -168,12 +181,13 @@ class Display:
         from rich.table import Column
         from rich.text import Text
 
+        display = self
+
         class Pace(ProgressColumn):
             """Rate, ETA and failed turns, computed when drawn (the ETA moves while no turn ends)."""
 
             def render(self, task) -> Text:
-                return Text(f"{pace(int(task.completed), task.total, task.elapsed or 0.0)}, "
-                            f"{task.fields.get('failed', 0)} failed", style="progress.data.speed")
+                return Text(f"{display.pace()}, {display.failed} failed", style="progress.data.speed")
 
         # the bar takes what the figures leave of the line (a fixed bar wrapped them at 80 columns)
         self.bar = Progress("[progress.description]{task.description}", BarColumn(bar_width=None, table_column=Column(ratio=1)),
