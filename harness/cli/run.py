@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from harness.cli import app, console, err, fail
+from harness.cli import app, console, err, fail, say
 from harness.run.folder import RunFolder
 
 
@@ -155,7 +155,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
                   "so, and every report shows it); `harness gate` refuses the run until it is complete.",
                   highlight=False, soft_wrap=True)
     if quiet:
-        console.print(f"metrics: {scored.path}", highlight=False)
+        say(f"metrics: {scored.path}")
         return
     res, folder = scored.result, RunFolder(run_dir)
     man = folder.read_manifest()
@@ -168,13 +168,15 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
     labels = {a.arm_id: a.label for a in res.arm_infos}
     tables = terminal.metric_tables(res, names, labels, man.eval_set.name, folder.name)
     tables += [terminal.abstention(scored.abstention, labels, folder.name),
-               terminal.rounds(res.per_turn, res.labels, labels, folder.name), terminal.paired(scored.comparisons, labels)]
+               terminal.rounds(res.per_turn, res.labels, labels, folder.name),
+               terminal.paired(scored.comparisons, labels, folder.name)]
+    tables = [t for t in tables if t is not None]
     for t in tables:
-        if t is not None:
-            console.print(t)
-    for note in terminal.coinciding(scored.coinciding, labels) + terminal.notes(res, man, labels, folder.has_judgments()):
+        console.print(t)
+    said = terminal.coinciding(scored.coinciding, labels) + terminal.notes(res, man, labels, folder.has_judgments())
+    for note in terminal.under(tables, said):
         console.print(note, highlight=False)
-    console.print(f"metrics: {scored.path}", highlight=False)
+    say(f"metrics: {scored.path}")
 
 
 @app.command()
