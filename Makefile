@@ -26,7 +26,7 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 
 demo: setup
 	@start=$$(date +%s); stamp=$$(date +%Y%m%d-%H%M%S); \
-	for c in $(DEMO_CONFIGS); do $(BIN)/harness run $$c --no-progress --run-id demo-$$stamp-$$(basename $$c .yaml) || exit $$?; done; \
+	for c in $(DEMO_CONFIGS); do $(BIN)/harness run $$c --run-id demo-$$stamp-$$(basename $$c .yaml) || exit $$?; done; \
 	$(BIN)/harness report runs/demo-$$stamp-* -o reports/demo-$$stamp.html || exit $$?; \
 	echo "demo took $$(( $$(date +%s) - start )) s"
 

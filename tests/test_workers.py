@@ -135,13 +135,13 @@ def test_what_workers_refuse_is_a_clean_message(eight, tmp_path):
 
 
 def test_one_progress_display_from_the_parent(eight, tmp_path):
-    """Off a terminal the parent prints progress lines (every LINE_EVERY seconds and a last one);
-    the workers print none of their own."""
+    """Off a terminal the parent prints progress lines (harness.run.progress: every LINE_EVERY
+    seconds, at 25/50/75/100 %); the workers print none of their own."""
     r = subprocess.run([str(HARNESS), "run", str(config(tmp_path, eight)), "--workers", "2", "--no-metrics"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     lines = [x for x in r.stderr.splitlines() if "turns" in x and "replay" in x]
-    assert lines and lines[-1].startswith(f"replay: {12 * len(ARMS)} of {12 * len(ARMS)} turns, 2 workers, ")
+    assert lines and lines[-1].startswith(f"replay: {12 * len(ARMS)} of {12 * len(ARMS)} turns (100%), 2 workers, ")
     assert all(x.startswith("replay: ") for x in lines), lines  # no rich bar, no worker's own line
     assert "━" not in r.stderr + r.stdout
 

@@ -56,6 +56,16 @@ console = _Console()
 err = _Console(stderr=True)
 
 
+def say(text: str, markup: bool = False, stderr: bool = False) -> None:
+    """A message wrapped within the console, between words, without trailing spaces
+    (harness.report.fit); `markup`: the text holds rich markup."""
+    from rich.text import Text
+
+    from harness.report.fit import Wrapped
+
+    (err if stderr else console).print(Wrapped(text if markup else Text(text)))
+
+
 def fail(msg: str, code: int = 2):
     from rich.markup import escape
 

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from harness.cli import export_app, app, console, fail, list_app
+from harness.cli import export_app, app, console, err, fail, list_app, say
 from harness.run.folder import RunFolder
 
 
@@ -64,7 +64,8 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
     --allow-partial); stale tables are scored again first, and it says so."""
     from harness.analysis.compare import COLUMNS, compare_runs, compare_within, to_markdown
     from harness.metrics.registry import headline
-    from harness.report.terminal import compare_table
+    from harness.report.endings import compare_ending
+    from harness.report.terminal import compare_tables, under
 
     metric = list(metric) or headline(RunFolder(runs[0]).read_manifest().metrics)
     if reference is not None:
@@ -79,16 +80,19 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
     out.mkdir(parents=True, exist_ok=True)
     df.reindex(columns=[x for x in COLUMNS if x in df.columns]).to_csv(out / "compare.csv", index=False)
     (out / "compare.md").write_text(to_markdown(c, runs[0].name), encoding="utf-8")
-    what = f"{runs[0].name}'s arms against {reference}" if reference else f"against {runs[0].name}"
-    console.print(compare_table(df, f"compared {what} (W/T/L by each metric's direction)"))
-    for label, changes in df.drop_duplicates("label")[["label", "changes"]].itertuples(index=False):
-        if changes:
-            console.print(f"changed in {label}: {changes}", highlight=False, markup=False)
-    for note in c.notes:
-        console.print(f"[yellow]warning:[/yellow] {escape(note)}", highlight=False)
-    for seg in sorted(set(df.loc[df["n_turns"] == 0, "segment"])):
-        console.print(f"[yellow]warning: segment {seg!r} matches no measured turn of {runs[0].name}[/yellow]")
-    console.print(f"saved: {out / 'compare.md'}, {out / 'compare.csv'}", highlight=False)
+    tables = compare_tables(df, f"(its arms) against {reference}" if reference else f"against {runs[0].name}")
+    for t in tables:
+        console.print(t)
+    said = [escape(f"changed in {label}: {changes}")
+            for label, changes in df.drop_duplicates("label")[["label", "changes"]].itertuples(index=False) if changes]
+    said += [f"[yellow]warning:[/yellow] {escape(note)}" for note in c.notes]
+    said += [f"[yellow]warning: segment {escape(repr(seg))} matches no measured turn of {escape(runs[0].name)}[/yellow]"
+             for seg in sorted(set(df.loc[df["n_turns"] == 0, "segment"]))]
+    for line in under(tables, said):
+        console.print(line)
+    say(f"saved: {out / 'compare.md'}, {out / 'compare.csv'}")
+    console.print(compare_ending(df, reference or runs[0].name), highlight=False, markup=False,
+                  soft_wrap=True)  # one line: the tail of a CI log
 
 
 @app.command()
@@ -102,41 +106,44 @@ def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typ
     Both runs must be complete and their tables fresh (stale tables are scored again, and it says so); the candidate
     must cover the baseline's sessions, splits and repeats. Arms pair by label; writes gate.md (also to
     $GITHUB_STEP_SUMMARY), gate.junit.xml and gate.json; the last line is the verdict."""
-    from harness.analysis.gate import MEANING, USAGE, evaluate_to
-    from harness.report.terminal import gate_summary
+    from harness.analysis.gate import MEANING, evaluate_to
+    from harness.errors import HarnessError
+    from harness.report.endings import gate_ending, gate_summary
 
     if explain:
         return _explain(baseline, candidate, policy, list(pair))
-    code, v, text = evaluate_to(baseline, candidate, policy, list(pair), out)
-    if code == USAGE:
-        fail(text.removeprefix("error: "), 2)
-    for part in gate_summary(v):
-        console.print(part, highlight=False)
-    console.print(f"written: {out / 'gate.md'}, {out / 'gate.junit.xml'}, {out / 'gate.json'}", highlight=False)
-    failing = sorted({r["metric"] for r in v["results"] if not r["ok"]})
-    console.print(f"Gate: {v['verdict']} (exit {code}: {MEANING[code]})"
-                  + (f"; failing: {', '.join(failing)}" if failing else ""), highlight=False, markup=False)
+    try:
+        code, v, text = evaluate_to(baseline, candidate, policy, list(pair), out)
+    except HarnessError as e:  # refused (evidence, inputs) or infrastructure: still the verdict line last
+        code, v, text = e.exit_code, None, str(e)
+    if v is None:
+        err.print(f"[red]error:[/red] {escape(text.removeprefix('error: '))}", highlight=False, soft_wrap=True)
+    else:
+        for part in gate_summary(v):
+            console.print(part, highlight=False)
+        say(f"written: {out / 'gate.md'}, {out / 'gate.junit.xml'}, {out / 'gate.json'}")
+    *failed, verdict = gate_ending(code, v, MEANING)
+    for line in failed:
+        console.print(line)
+    console.print(verdict, highlight=False, markup=False, soft_wrap=True)  # one line: the tail of a CI log
     raise typer.Exit(code)
 
 
 def _explain(baseline: Path, candidate: Path, policy: Path, pairs: list[str]) -> None:
-    from rich.table import Table
-
     from harness.analysis.explain import explain
     from harness.analysis.policy import load_policy
+    from harness.report.fit import Col
+    from harness.report.terminal import fitted
 
     x = explain(baseline, candidate, load_policy(policy), pairs)
-    t = Table(title=f"{policy.name} on {x['baseline']} → {x['candidate']}: the sessions each check would see",
-              title_justify="left", pad_edge=False)
-    for c in ("check", "metric", "label", "segment", "baseline", "candidate", "both", "would be"):
-        t.add_column(c, overflow="fold", no_wrap=c in ("check", "metric", "segment"))
-    for r in x["rows"]:
-        cells = ["—" if r[k] is None else str(r[k]) for k in ("check", "metric", "label", "segment", "baseline",
-                                                               "candidate", "both")]
-        t.add_row(*map(escape, cells), escape(f"{r['will']} (needs {r['need']} sessions)"))
+    keys = ("check", "metric", "label", "segment", "baseline", "candidate", "both")
+    rows = [{**{k: escape("—" if r[k] is None else str(r[k])) for k in keys},
+             "would be": escape(f"{r['will']} (needs {r['need']} sessions)")} for r in x["rows"]]
+    t = fitted(f"{policy.name} on {x['baseline']} → {x['candidate']}: the sessions each check would see",
+               [Col(c, wrap=c not in ("check", "metric", "segment")) for c in (*keys, "would be")], rows)
     for n in ([f"not compared (coverage: subset): {x['not_compared']}"] if x["not_compared"] else []) + \
             x["evidence"] + x["warnings"]:
-        console.print(f"note: {n}", highlight=False, markup=False)
+        say(f"note: {n}")
     console.print(t)
     console.print(f"{len(x['rows'])} check(s); nothing was gated (--explain)", highlight=False)
 
@@ -168,52 +175,50 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
     for r in dict.fromkeys([*([baseline] if baseline else []), *runs]):
         data = check_run(r, complete=False, scored=False)  # stale tables are scored again, once, here
         for note in data.evidence.notes(data.name):
-            console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
+            say(f"note: {note}")
     p = plan(list(runs), baseline)
+    err.print(f"report: comparing and plotting {len(p.runs)} run(s)", highlight=False, markup=False)
     v = verdicts(p, policy, list(metric), list(arm) or None, list(pair) or None)
     path = render_report(p.runs, out, verdicts=v)
     for b in v["blocks"]:
         gate = f"; gate: {b['gate']['verdict']}" if b["gate"] else ""
-        console.print(f"{b['candidate']} against {b['baseline']}: {len(b['regressions'])} regression(s), "
-                      f"{len(b['improvements'])} improvement(s) (Holm p < {b['alpha']}){gate}", highlight=False,
-                      markup=False)
+        say(f"{b['candidate']} against {b['baseline']}: {len(b['regressions'])} regression(s), "
+            f"{len(b['improvements'])} improvement(s) (Holm p < {b['alpha']}){gate}")
     for why in v["why_not"]:
-        console.print(f"no verdict block: {why}", highlight=False, markup=False)
-    console.print(f"report: {path}", highlight=False)
+        say(f"no verdict block: {why}")
+    say(f"report: {path}")
 
 
 @list_app.command("metrics")
 def list_metrics():
     """Every registered metric: name (k is any cutoff), kind, direction, unit, the arms it applies to, and what it
     measures (with its aggregation when it is not the mean over turns)."""
-    from rich.table import Table
-
     from harness.metrics.registry import listing
+    from harness.report.fit import Col
+    from harness.report.terminal import fitted
 
-    t = Table(title="metrics (harness/metrics/families): direction is which way is better; applies to arms that "
-                    "declare the capability (harness list arms)", title_justify="left")
-    for c in ("metric", "kind", "direction", "unit", "applies to", "description"):
-        t.add_column(c, no_wrap=c in ("metric", "direction"), overflow="fold")
-    for r in listing():
-        desc = r["description"] + ("" if r["aggregation"] == "mean over turns" else f" ({r['aggregation']})")
-        t.add_row(r["metric"], r["kind"], r["direction"], r["unit"], r["applies to arms that"], desc)
-    console.print(t)
+    rows = [{"metric": r["metric"], "kind": r["kind"], "direction": r["direction"], "unit": r["unit"],
+             "applies to": r["applies to arms that"],
+             "description": r["description"] + ("" if r["aggregation"] == "mean over turns" else f" ({r['aggregation']})")}
+            for r in listing()]
+    console.print(fitted("metrics (harness/metrics/families): direction is which way is better; applies to arms that "
+                         "declare the capability (harness list arms)",
+                         [Col("metric"), Col("kind", wrap=True, drop=2), Col("direction"), Col("unit", wrap=True, drop=1),
+                          Col("applies to", wrap=True), Col("description", wrap=True)], rows))
 
 
 @list_app.command("arms")
 def list_arms():
     """Every registered arm with its capabilities (what metrics can apply to it)."""
-    from rich.table import Table
-
     from harness.arms.catalog import REGISTRY
+    from harness.report.fit import Col
+    from harness.report.terminal import fitted
 
-    t = Table(title="arms (harness/arms; capabilities with default parameters)")
-    for c in ("arm", "capabilities", "parameters"):
-        t.add_column(c, overflow="fold")
-    for name, cls in sorted(REGISTRY.items()):
-        a = cls()
-        t.add_row(name, ", ".join(sorted(a.capabilities)), ", ".join(f"{k}={v}" for k, v in a.params.model_dump().items()))
-    console.print(t)
+    rows = [{"arm": name, "capabilities": ", ".join(sorted(a.capabilities)),
+             "parameters": ", ".join(f"{k}={v}" for k, v in a.params.model_dump().items())}
+            for name, a in ((name, cls()) for name, cls in sorted(REGISTRY.items()))]
+    console.print(fitted("arms (harness/arms; capabilities with default parameters)",
+                         [Col(c, wrap=True) for c in ("arm", "capabilities", "parameters")], rows))
 
 
 @export_app.command("trec")

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from harness.cli import app, console, err, fail
+from harness.cli import app, console, err, fail, say
 from harness.run.folder import RunFolder
 
 
@@ -16,7 +16,9 @@ from harness.run.folder import RunFolder
 def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
         resume: Optional[Path] = typer.Option(None, help="continue an interrupted run folder"),
         run_id: Optional[str] = typer.Option(None, help="name of the run folder (default: NAME-TIME-RANDOM)"),
-        progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar (on a terminal)"),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress: neither the bar (on a terminal) nor "
+                                   "the progress lines (otherwise); the results and the last line still print"),
+        progress: bool = typer.Option(True, "--progress/--no-progress", hidden=True, help="--no-progress: --quiet"),
         repeats: Optional[int] = typer.Option(None, min=1, help="replay every arm N times with seeds seed..seed+N-1"),
         shard: Optional[str] = typer.Option(None, help="i/n: replay only the sessions of shard i of n (harness merge joins them)"),
         workers: Optional[int] = typer.Option(None, "--workers", min=1, help="processes to split the sessions over, "
@@ -41,17 +43,17 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
         sh = (sh_m.index, sh_m.of) if sh_m else None
     n = workers_for(cfg, workers, sh, resume)
     run_dir = run_dir or Path(cfg.runs_dir) / new_run_id(cfg.name)
+    quiet = quiet or not progress
+    mode = "off" if quiet else "bar" if sys.stderr.isatty() else "lines"
     try:
-        out = replay(cfg, raw, run_dir, resume=bool(resume), shard=sh, workers=n, progress=progress,
-                     terminal=sys.stderr.isatty())
+        out = replay(cfg, raw, run_dir, resume=bool(resume), shard=sh, workers=n, progress=mode)
     except BudgetExceeded as e:  # infrastructure, not bad input: the rows so far are kept
         err.print(f"[red]infrastructure:[/red] {escape(str(e))}. The run stopped with the turns it finished; the "
                   "replies paid for are in the LLM cache, a new run does not pay for them again; `harness run --resume "
                   f"{run_dir} --max-cost-usd N` continues it under a new cap. Exit 3.", highlight=False)
         raise typer.Exit(3)
-    console.print(f"run folder: {out}", highlight=False)
     if metrics:
-        _metrics(out)
+        _metrics(out, steps=not quiet)
     raise typer.Exit(_end_of_run(out, cfg.max_error_rate))
 
 
@@ -82,7 +84,7 @@ def _end_of_run(out: Path, max_error_rate: float) -> int:
     failed = sum(f.failed for f in fails)
     console.print(f"run: {counts.get('turns', 0)} turns replayed, "
                   + (f"{failed} failed" if fails else "no failed turn")
-                  + f", {counts.get('seconds', 0)} s: {out}", highlight=False)
+                  + f", {counts.get('seconds', 0)} s: {out}", highlight=False, soft_wrap=True)  # one line: tail -1
     return code
 
 
@@ -134,14 +136,18 @@ def _missing(m, run_dir: Path, res) -> str:
     return why_missing(m, run)
 
 
-def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool = False):
-    """Score a run folder (every table into the folder), then print them (or where they are)."""
+def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool = False, steps: bool = True):
+    """Score a run folder (every table into the folder), then print them (or where they are);
+    `steps`: say on stderr what it does first."""
     from harness.metrics.registry import headline, judged, resolve
     from harness.metrics.score import score_run
     from harness.report import terminal
     from harness.run.folder import RunFolder
 
     _check_metric_names(metric_names or [])
+    if steps:
+        err.print(f"scoring: {Path(run_dir).name}: every metric per turn and segment, paired comparisons",
+                  highlight=False, markup=False)
     scored = score_run(run_dir)
     done = scored.completeness
     if done is not None and not done.complete:
@@ -149,7 +155,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
                   "so, and every report shows it); `harness gate` refuses the run until it is complete.",
                   highlight=False, soft_wrap=True)
     if quiet:
-        console.print(f"metrics: {scored.path}", highlight=False)
+        say(f"metrics: {scored.path}")
         return
     res, folder = scored.result, RunFolder(run_dir)
     man = folder.read_manifest()
@@ -162,13 +168,15 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
     labels = {a.arm_id: a.label for a in res.arm_infos}
     tables = terminal.metric_tables(res, names, labels, man.eval_set.name, folder.name)
     tables += [terminal.abstention(scored.abstention, labels, folder.name),
-               terminal.rounds(res.per_turn, res.labels, labels, folder.name), terminal.paired(scored.comparisons, labels)]
+               terminal.rounds(res.per_turn, res.labels, labels, folder.name),
+               terminal.paired(scored.comparisons, labels, folder.name)]
+    tables = [t for t in tables if t is not None]
     for t in tables:
-        if t is not None:
-            console.print(t)
-    for note in terminal.coinciding(scored.coinciding, labels) + terminal.notes(res, man, labels, folder.has_judgments()):
+        console.print(t)
+    said = terminal.coinciding(scored.coinciding, labels) + terminal.notes(res, man, labels, folder.has_judgments())
+    for note in terminal.under(tables, said):
         console.print(note, highlight=False)
-    console.print(f"metrics: {scored.path}", highlight=False)
+    say(f"metrics: {scored.path}")
 
 
 @app.command()

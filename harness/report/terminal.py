@@ -1,6 +1,8 @@
 """The scored tables rendered for the terminal (rich), by arm label and within the console's
-width (COLUMNS, else the terminal's, else 120): a metric per turn index, the paired comparisons,
-abstention by answerability, rounds per turn index, arms that coincide, notes. Rendering only:
+width (COLUMNS, else the terminal's, else 120; harness/report/fit.py): a metric per turn index,
+the paired comparisons, abstention by answerability, rounds per turn index, arms that coincide,
+notes. Every table says its run in its title, never in a column; at 80 columns the paired tables
+keep label, metric, segment, difference and CI whole and leave out the rest. Rendering only:
 every number comes from the scoring step's outputs (harness/metrics/score.py)."""
 from __future__ import annotations
 
@@ -14,9 +16,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.run.record import Manifest
+from harness.report.fit import Col, Fitted, Wrapped, table
 from harness.report.table import TURN_SEGMENTS, bucket, coinciding_text
 
 DEFAULT_WIDTH = 120
+NOTE_LINES = 3  # a note is cut to this many lines; the report says it in full
+NOTE_MORE = " … (in full: harness report)"
+ARM = Col("arm", wrap=True)
+# the paired columns: label, metric, segment, difference and CI always; the others left out of a
+# narrow console in this order
+PAIRED = [ARM, Col("metric"), Col("segment"), Col("n", right=True, drop=3), Col("diff", right=True),
+          Col("95% CI", right=True), Col("p", right=True, drop=4), Col("W/T/L", right=True, drop=2)]
+GAP = Col("gap", right=True, drop=1)
 
 
 def console(stderr: bool = False) -> Console:
@@ -27,94 +38,120 @@ def console(stderr: bool = False) -> Console:
     return Console(width=width, stderr=stderr)
 
 
-def _table(title: str, label_col: str = "arm") -> Table:
-    t = Table(title=title, title_justify="left", pad_edge=False)
-    t.add_column(label_col, no_wrap=False, overflow="fold", ratio=None)
-    return t
+def fitted(title: str, cols: list[Col], rows: list[dict]) -> Fitted:
+    """A titled table of `rows` (cells by column name) that fits the console (harness.report.fit)."""
+    def build(shown: list[Col]) -> Table:
+        t = table(shown)
+        for r in rows:
+            t.add_row(*[r.get(c.name, "") for c in shown])
+        return t
+    return Fitted(title, cols, build)
 
 
 def _num(v, digits: int = 3) -> str:
     return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
 
-def metric_table(agg: pd.DataFrame, metric: str, labels: dict[str, str], title: str) -> Table:
-    """Rows: arm labels; columns: all and the turn-index segments, the number of measured turns
-    in the header; a cell whose arm measured another number of turns says so (`n=45`), and
-    unmeasured turns are counted (`3u`)."""
+def short_segment(segment: str) -> str:
+    """`turn_index>=2` as the tables say it, `t≥2`."""
+    return segment.replace("turn_index", "t").replace(">=", "≥")
+
+
+def _common(values: pd.Series) -> int:
+    return int(values.mode().iloc[0]) if len(values) else 0
+
+
+def metric_table(agg: pd.DataFrame, metric: str, labels: dict[str, str], title: str) -> Fitted:
+    """Rows: arm labels; columns: all and the turn-index segments, headed by the number of measured
+    turns and of unmeasured ones (`12u`) most arms have; a cell whose arm has other numbers says
+    so (`n=45`, `3u`)."""
     sub = agg[agg["metric"] == metric].set_index(["arm_id", "segment"])
     segs = [s for s in TURN_SEGMENTS if s in set(sub.index.get_level_values(1))]
-    t = _table(title)
-    common = {}
+    cols, common = [ARM], {}
     for s in segs:
-        ns = sub.xs(s, level=1)["n"].astype(int)
-        common[s] = int(ns.mode().iloc[0]) if len(ns) else 0
-        t.add_column(f"{s.replace('turn_index', 't').replace('>=', '≥')} n={common[s]}", justify="right")
+        at = sub.xs(s, level=1)
+        measured = at[at["n"] > 0]
+        common[s] = (_common(at["n"].astype(int)), _common(measured["n_unmeasured"].fillna(0).astype(int)))
+        n, u = common[s]
+        cols.append(Col(f"{short_segment(s)}\nn={n}" + (f"\n{u}u" if u else ""), right=True))
+    rows = []
     for arm, label in labels.items():
-        cells = []
-        for s in segs:
+        cells = {}
+        for s, c in zip(segs, cols[1:]):
             if (arm, s) not in sub.index:
-                cells.append("—")
+                cells[c.name] = "—"
                 continue
             r = sub.loc[(arm, s)]
             n, nu = int(r["n"]), int(r["n_unmeasured"] or 0)
-            cell = _num(r["mean"]) if n else "n/a"
-            extra = ([f"n={n}"] if n and n != common[s] else []) + ([f"{nu}u"] if nu and n else [])
-            cells.append(cell + (f" ({', '.join(extra)})" if extra else ""))
-        if any(c != "—" for c in cells):
-            t.add_row(escape(label), *cells)
-    return t
+            extra = ([f"n={n}"] if n and n != common[s][0] else []) + ([f"{nu}u"] if n and nu != common[s][1] else [])
+            cells[c.name] = (_num(r["mean"]) if n else "n/a") + (f" ({', '.join(extra)})" if extra else "")
+        if any(v != "—" for v in cells.values()):
+            rows.append({"arm": escape(label), **cells})
+    return fitted(title, cols, rows)
 
 
-def metric_tables(res, names: list[str], labels: dict[str, str], eval_set: str, run: str) -> list[Table]:
+def metric_tables(res, names: list[str], labels: dict[str, str], eval_set: str, run: str) -> list[Fitted]:
     return [metric_table(res.aggregates, m, labels, f"{m} on {eval_set} by turn index ({run}; u = unmeasured)")
             for m in names]
 
 
-def paired(pt, labels: dict[str, str]) -> Table | None:
+def _paired_row(label: str, metric: str, r, gap=None) -> dict:
+    """One row of a paired table: a difference with its CI, Holm p and wins/ties/losses, or `not
+    measured` when no turn was (never `nan`)."""
+    row = {"arm": escape(label), "metric": metric, "segment": short_segment(r.segment)}
+    if not r.n_turns:
+        return {**row, "n": "0", "diff": "n/a", "95% CI": "not measured", "p": "—", "W/T/L": "—", "gap": "—"}
+    return {**row, "n": f"{r.n_turns}/{r.n_sessions}s", "diff": f"{r.diff:+.3f}",
+            "95% CI": f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", "p": f"{r.p_holm:.3f}",
+            "W/T/L": f"{r.wins}/{r.ties}/{r.losses}" + (" (up/tie/down)" if getattr(r, "direction", "") == "none" else ""),
+            "gap": "—" if gap is None or gap != gap else f"{gap:.0%}"}
+
+
+def paired(pt, labels: dict[str, str], run: str | None = None) -> Fitted | None:
     if pt is None or pt.empty:
         return None
     ref = labels.get(pt["reference"].iloc[0], pt["reference"].iloc[0])
-    t = _table(f"paired vs {ref}: session bootstrap 95% CI, randomization p (Holm), W/T/L by direction")
-    for c in ("metric", "segment", "n", "diff", "95% CI", "p", "W/T/L", "gap"):
-        t.add_column(c, justify="right" if c not in ("metric", "segment") else "left")
-    for r in pt.itertuples():
-        gap = getattr(r, "oracle_gap_closed", None)
-        seg = r.segment.replace("turn_index", "t").replace(">=", "≥")
-        if not r.n_turns:  # nothing measured for this arm here: not a number to read
-            t.add_row(escape(labels.get(r.arm, r.arm)), r.metric, seg, "0", "n/a", "not measured", "—", "—", "—")
-            continue
-        t.add_row(escape(labels.get(r.arm, r.arm)), r.metric, seg,
-                  f"{r.n_turns}/{r.n_sessions}s", f"{r.diff:+.3f}", f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]",
-                  f"{r.p_holm:.3f}", f"{r.wins}/{r.ties}/{r.losses}", "—" if gap is None or gap != gap else f"{gap:.0%}")
-    return t
+    where = f" ({run})" if run else ""
+    rows = [_paired_row(labels.get(r.arm, r.arm), r.metric, r, getattr(r, "oracle_gap_closed", None))
+            for r in pt.itertuples()]
+    return fitted(f"paired vs {ref}{where}: session bootstrap 95% CI, randomization p (Holm), W/T/L by direction",
+                  [*PAIRED, GAP], rows)
 
 
-def abstention(ab, labels: dict[str, str], run: str) -> Table | None:
+def compare_tables(df: pd.DataFrame, what: str) -> list[Fitted]:
+    """harness compare's tables: one per candidate run, named in its title (`what` says against
+    what), a row per arm label, metric and segment."""
+    out = []
+    for run, sub in df.groupby("candidate_run", sort=False):
+        rows = [_paired_row(r.label, r.metric + {"higher": "↑", "lower": "↓"}.get(r.direction, ""), r)
+                for r in sub.itertuples()]
+        out.append(fitted(f"{run} {what} (W/T/L by each metric's direction)", PAIRED, rows))
+    return out
+
+
+def abstention(ab, labels: dict[str, str], run: str) -> Fitted | None:
     if ab is None or ab.empty:
         return None
     rates = [c for c in ab.columns if c.startswith("abstain_rate[")]
-    t = _table(f"abstention by answerability ({run})")
-    for c in ("n", "abstained", "precision", "recall", *[c[len("abstain_rate["):-1] for c in rates]):
-        t.add_column(c, justify="right")
-    for r in ab.to_dict("records"):
-        t.add_row(escape(labels.get(r["arm_id"], r["arm_id"])), str(r["n"]), str(r["abstained"]), _num(r["precision"]),
-                  _num(r["recall"]), *[_num(r[c]) for c in rates])
-    return t
+    cols = [ARM, Col("n", right=True, drop=1), Col("abstained", right=True, drop=2),
+            Col("precision", right=True, drop=3), Col("recall", right=True, drop=4),
+            *[Col(c[len("abstain_rate["):-1], right=True) for c in rates]]
+    rows = [{"arm": escape(labels.get(r["arm_id"], r["arm_id"])), "n": str(r["n"]), "abstained": str(r["abstained"]),
+             "precision": _num(r["precision"]), "recall": _num(r["recall"]),
+             **{c.name: _num(r[f"abstain_rate[{c.name}]"]) for c in cols[5:]}} for r in ab.to_dict("records")]
+    return fitted(f"abstention by answerability ({run})", cols, rows)
 
 
-def rounds(per_turn, labels_df, labels: dict[str, str], run: str) -> Table | None:
+def rounds(per_turn, labels_df, labels: dict[str, str], run: str) -> Fitted | None:
     r = per_turn[per_turn["metric"] == "rounds_used"].merge(labels_df[["session_id", "turn_index"]])
     if r.empty:
         return None
     r = r.assign(t=r["turn_index"].map(bucket), r=r["value"].astype(int))
     tab = r.pivot_table(index=["arm_id", "t"], columns="r", values="value", aggfunc="count", fill_value=0)
-    t = _table(f"turns by rounds used, per turn index ({run})")
-    t.add_column("turn")
-    for c in tab.columns:
-        t.add_column(f"{c} round{'s' if c != 1 else ''}", justify="right")
-    for (arm, ti), row in tab.iterrows():
-        t.add_row(escape(labels.get(arm, arm)), ti, *[str(int(v)) for v in row])
-    return t
+    cols = [ARM, Col("turn"), *[Col(f"{c} round{'s' if c != 1 else ''}", right=True) for c in tab.columns]]
+    rows = [{"arm": escape(labels.get(arm, arm)), "turn": ti, **{c.name: str(int(v)) for c, v in zip(cols[2:], row)}}
+            for (arm, ti), row in tab.iterrows()]
+    return fitted(f"turns by rounds used, per turn index ({run})", cols, rows)
 
 
 def coinciding(co, labels: dict[str, str]) -> list[str]:
@@ -142,43 +179,9 @@ def notes(res, manifest: Manifest, labels: dict[str, str], judged: bool) -> list
     return out
 
 
-def compare_table(df: pd.DataFrame, title: str) -> Table:
-    """harness compare's table: one row per pair, metric and segment."""
-    t = _table(title)
-    for c in ("run", "metric", "segment", "n", "diff", "95% CI", "p", "W/T/L"):
-        t.add_column(c, justify="right" if c in ("n", "diff", "95% CI", "p", "W/T/L") else "left")
-    for r in df.itertuples():
-        arrow = {"higher": "↑", "lower": "↓"}.get(r.direction, "")
-        wtl = f"{r.wins}/{r.ties}/{r.losses}" + (" (up/tie/down)" if r.direction == "none" else "")
-        t.add_row(escape(r.label), escape(r.candidate_run), r.metric + arrow, r.segment.replace("turn_index", "t").replace(">=", "≥"),
-                  f"{r.n_turns}/{r.n_sessions}s", f"{r.diff:+.3f}", f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]",
-                  f"{r.p_holm:.3f}", wtl)
-    return t
-
-
-def gate_summary(v: dict) -> list:
-    """The gate's verdict for the terminal (gate.md holds the full Markdown): what was compared,
-    what was not, and every check in a table that fits the console."""
-    icon = {"pass": "[green]pass[/green]", "regression": "[red]REGRESSION[/red]",
-            "infrastructure": "[yellow]INFRASTRUCTURE[/yellow]"}[v["verdict"]]
-    out: list = [f"Gate: {icon}  baseline {escape(v['baseline'])} → candidate {escape(v['candidate'])}"
-                 + (f" ({escape(v['scope'])})" if v.get("scope") else "")]
-    if v.get("not_compared"):
-        out.append(f"[yellow]not compared (coverage: subset):[/yellow] {escape(v['not_compared'])}")
-    out += [f"[cyan]note:[/cyan] {escape(n)}" for n in v.get("evidence", [])]
-    for p in v["pairs"]:
-        out.append(escape(f"  {p['label']}: " + ("; ".join(p["changes"]) if p["changes"] else
-                                                 "no change in parameters or models")))
-    out += [f"[yellow]warning:[/yellow] {escape(w)}" for w in v.get("warnings", []) + v["infrastructure"]]
-    t = Table(title="checks (n/a: the metric does not apply; smallest detectable change from the baseline's spread)",
-              title_justify="left", pad_edge=False)
-    for c in ("check", "result", "detail"):
-        t.add_column(c, overflow="fold")
-    style = {"pass": "green", "fail": "red", "insufficient": "red", "n/a": "dim"}
-    for r in v["results"]:
-        mde = r.get("mde")
-        extra = "" if r["kind"] != "rule" or r["status"] == "n/a" else \
-            ("; detectable: not estimable" if mde is None or mde != mde else f"; detectable: {mde:.4f}")
-        t.add_row(escape(r["name"]), f"[{style[r['status']]}]{r['status']}[/]", escape(r["detail"] + extra))
-    out.append(t)
-    return out
+def under(tables: list, texts: list[str]) -> list[Wrapped]:
+    """Notes printed under `tables`: wrapped at the widest table's width (the console's when there
+    is none), each within NOTE_LINES lines."""
+    c = console()
+    width = max((c.measure(t).maximum for t in tables if t is not None), default=c.width)
+    return [Wrapped(text, max_lines=NOTE_LINES, width=width, more=NOTE_MORE) for text in texts]

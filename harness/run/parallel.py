@@ -14,8 +14,8 @@ the shard folders are then removed. While the workers run, RUN holds a manifest 
   A run calling an LLM takes at most `concurrency` workers.
 - Spend cap: one for the run (harness.llm.ledger.SpendCap.share: every worker sums a shared
   array of every worker's spend before each request).
-- Progress: the workers send theirs to this process, which draws one bar (a terminal) or prints
-  a line every LINE_EVERY seconds (otherwise); the workers print none.
+- Progress: the workers send theirs to this process, whose one display (harness.run.progress,
+  the one-process replay's too) draws the bar or prints the lines; the workers print none.
 - Failure: a worker that raises or dies fails the run with its error (the others are stopped),
   and leaves its folder as a killed one-process run leaves its own; `--resume RUN` resumes every
   shard, then joins them. A killed `harness run` takes its workers with it."""
@@ -25,7 +25,6 @@ import contextlib
 import multiprocessing as mp
 import os
 import shutil
-import sys
 import time
 from multiprocessing.connection import wait as wait_for
 from pathlib import Path
@@ -33,6 +32,7 @@ from pathlib import Path
 from harness.errors import BadInput, Infrastructure
 from harness.run.folder import RunFolder, RunFolderExists
 from harness.run.manifest import for_workers, machine, now, read_manifest
+from harness.run.progress import Display
 from harness.run.record import Machine
 from harness.run.shard import join_shards
 from harness.run.shard_worker import WorkerTask, main as worker_main, share_of
@@ -40,7 +40,6 @@ from harness.run.shard_worker import WorkerTask, main as worker_main, share_of
 WORKERS_DIR = ".workers"  # inside the run folder while its workers run
 TURNS_PER_WORKER = 500  # the default adds a worker per this many planned turns (a worker's start costs seconds)
 STOP_GRACE = 20.0  # seconds a worker has to stop (write its rows, mark its folder failed) before it is killed
-LINE_EVERY = 10.0  # seconds between progress lines when the output is not a terminal
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")  # native thread pools, read at load
 
 
@@ -96,18 +95,19 @@ def _default(cfg) -> int:
 
 
 def replay(cfg, raw: dict, run_dir: Path, *, resume: bool, shard: tuple[int, int] | None, workers: int,
-           progress: bool, terminal: bool) -> Path:
+           progress: str = "off") -> Path:
     """Replay a run into `run_dir` in one process (harness.run.replay.Replay, exactly as before
-    workers existed) or in `workers` processes."""
+    workers existed) or in `workers` processes; `progress`: the display's mode (bar, lines, off)."""
+    display = Display(progress, workers)
     if workers == 1:
         from harness.run.replay import Replay
 
-        return Replay(cfg, raw, run_dir=run_dir, progress=progress and terminal, resume=resume, shard=shard).run()
-    return ParallelRun(cfg, raw, Path(run_dir), workers, resume, _Display(progress, terminal, workers)).run()
+        return Replay(cfg, raw, run_dir=run_dir, progress=display, resume=resume, shard=shard).run()
+    return ParallelRun(cfg, raw, Path(run_dir), workers, resume, display).run()
 
 
 class ParallelRun:
-    def __init__(self, cfg, raw: dict, run_dir: Path, workers: int, resume: bool, display: "_Display"):
+    def __init__(self, cfg, raw: dict, run_dir: Path, workers: int, resume: bool, display: Display):
         self.cfg, self.raw, self.run_dir, self.n, self.resume = cfg, raw, run_dir, workers, resume
         self.display = display
         self.folder = RunFolder(run_dir)
@@ -117,7 +117,9 @@ class ParallelRun:
             return self.run_dir  # joined already: nothing to resume
         t0 = time.perf_counter()
         started, host = self._begin()
+        self.display.step(f"run folder: {self.run_dir} ({self.n} workers)")
         tasks = self._tasks()
+        self.display.start()
         try:
             errors, began = _Workers(tasks, self.display, self.cfg.llm.max_cost_usd is not None).run()
         except KeyboardInterrupt:
@@ -192,7 +194,7 @@ class _Workers:
     """The worker processes of one run: started, watched until each has ended, stopped when one
     fails. `run` returns the errors by worker and whether any worker began replaying."""
 
-    def __init__(self, tasks: list[WorkerTask], display: "_Display", capped: bool):
+    def __init__(self, tasks: list[WorkerTask], display: Display, capped: bool):
         self.tasks, self.display = tasks, display
         self.ctx = mp.get_context("spawn")  # fresh interpreters: this process may hold threads
         self.pool = self.ctx.RawArray("d", len(tasks)) if capped else None  # the shared spend cap
@@ -251,7 +253,6 @@ class _Workers:
             elif stopping is not None and time.monotonic() - stopping > STOP_GRACE:
                 for p in live.values():
                     p.kill()
-            self.display.tick()
 
     def _stop(self, live: dict) -> None:
         for i in live:
@@ -268,9 +269,9 @@ class _Workers:
             return
         if kind == "total":
             self.began = True
-            self.display.total(i, value)
+            self.display.total(value, part=i)
         elif kind == "done":
-            self.display.advance(value)
+            self.display.advance(*value)
         elif kind == "ok":
             self.ok.add(i)
         elif kind == "error":
@@ -297,53 +298,3 @@ def _thread_limits(workers: int):
 def _death(code: int | None) -> dict:
     why = f"killed by signal {-code}" if code is not None and code < 0 else f"ended with exit code {code}"
     return {"type": "WorkerDied", "message": f"the worker process {why} before it finished", "error": None}
-
-
-class _Display:
-    """The run's one progress display: a rich bar on a terminal, else a line every LINE_EVERY
-    seconds on stderr; nothing without --progress. Totals come from the workers as they start."""
-
-    def __init__(self, on: bool, terminal: bool, workers: int):
-        self.on, self.terminal, self.workers = on, terminal, workers
-        self.totals: dict[int, int] = {}
-        self.done = 0
-        self.t0 = self.last = time.monotonic()
-        self.bar = None
-
-    def total(self, i: int, n: int) -> None:
-        self.totals[i] = n
-        if self.on and self.terminal:
-            if self.bar is None:
-                from rich.console import Console
-                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-                self.bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                                    TimeElapsedColumn(), console=Console(stderr=True))
-                self.bar.start()
-                self.task = self.bar.add_task(f"replay ({self.workers} workers)", total=None)
-            started = "" if len(self.totals) == self.workers else f", {len(self.totals)} started"
-            self.bar.update(self.task, total=sum(self.totals.values()), completed=self.done,
-                            description=f"replay ({self.workers} workers{started})")
-
-    def advance(self, k: int) -> None:
-        self.done += k
-        if self.bar is not None:
-            self.bar.update(self.task, completed=self.done)
-
-    def tick(self) -> None:
-        if self.on and not self.terminal and time.monotonic() - self.last >= LINE_EVERY:
-            self.last = time.monotonic()
-            print(self.line(), file=sys.stderr, flush=True)
-
-    def line(self) -> str:
-        total = sum(self.totals.values())
-        started = len(self.totals)
-        of = f"{total}" if started == self.workers else f"{total}+ ({started} of {self.workers} workers started)"
-        return f"replay: {self.done} of {of} turns, {self.workers} workers, {time.monotonic() - self.t0:.0f} s"
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
-        elif self.on and not self.terminal:
-            print(self.line(), file=sys.stderr, flush=True)

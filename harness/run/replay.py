@@ -25,6 +25,7 @@ from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
 from harness.corpus.memo import Memo
 from harness.run.folder import RunFolder, RunFolderExists
 from harness.run.manifest import for_replay, git_state, machine, now, read_manifest, versions, write_manifest
+from harness.run.progress import Display
 from harness.run.traces import PartWriter, TurnKey, read_traces, repair_parts, row, to_json
 from harness.workers import CpuWorkers
 
@@ -123,7 +124,7 @@ def result_rows(run_id: str, arm: BaseArm, repeat: int, ctx: TurnContext, result
 
 
 class Replay:
-    def __init__(self, cfg: RunConfig, raw_cfg: dict, run_dir: Path | None = None, progress: bool = True,
+    def __init__(self, cfg: RunConfig, raw_cfg: dict, run_dir: Path | None = None, progress: bool | Display = True,
                  resume: bool = False, shard: tuple[int, int] | None = None):
         self.cfg, self.raw = cfg, raw_cfg
         from harness.roles.base import Roles
@@ -132,7 +133,8 @@ class Replay:
         self.roles = Roles(cfg.llm, cfg.concurrency, workers=CpuWorkers(), base_dir=cfg.source_dir)
         self.arms = build_arms(cfg, self.roles)
         self._identity = {id(a): arm_identity(a) for a in self.arms}  # what each arm's rows repeat
-        self.progress = progress
+        # what it shows while it works (harness.run.progress): True a bar, False nothing, or a display
+        self.display = progress if isinstance(progress, Display) else Display("bar" if progress else "off")
         if run_dir is None:
             run_dir = Path(cfg.runs_dir) / new_run_id(cfg.name)
         self.run_dir = Path(run_dir)
@@ -144,9 +146,10 @@ class Replay:
         return self._identity.get(id(arm)) or arm_identity(arm)
 
     def _progress_display(self, total: int):
-        """What shows the progress of `total` turns: a rich bar when `progress` (a worker of a
-        parallel run reports to its parent instead: harness.run.parallel)."""
-        return _progress(self.progress, total)
+        """What counts the `total` turns of this replay as they end: its display (a worker of a
+        parallel run reports to its parent instead: harness.run.shard_worker)."""
+        self.display.total(total)
+        return self.display
 
     def _manifest(self, status: str, index=None, counts=None, started=None):
         return for_replay(self, status, index, counts, started)
@@ -187,7 +190,10 @@ class Replay:
         if not self.resume and self.run_dir.exists():
             raise RunFolderExists(f"{self.run_dir} exists; use --resume or another run id")
         t0 = time.perf_counter()
-        index = index or build_index(self.es, self.cfg.index)  # first: a bad `index:` leaves no folder behind
+        if index is None:  # first: a bad `index:` leaves no folder behind
+            self.display.step(f"index: {self.es.name}, {len(self.es.docs)} documents, embedder "
+                              f"{self.cfg.index.embedder.get('kind')}")
+            index = build_index(self.es, self.cfg.index)
         if self.resume:
             old = read_manifest(self.run_dir)
             started = old.started or started
@@ -203,6 +209,7 @@ class Replay:
             self.run_dir.mkdir(parents=True)
             done, repaired = set(), {}
         write_manifest(self.run_dir, self._manifest("running", index=index, started=started))
+        self.display.step(f"run folder: {self.run_dir}")
         RunFolder(self.run_dir).write_labels(labels_table(self.es, self.cfg.splits))
         jobs = [j for j in self.jobs(index) if (self._arm_identity(j.arm)[0], j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]
         writer = PartWriter(self.run_dir, self.cfg.rows_per_part)
@@ -251,8 +258,9 @@ class Replay:
                 counts["llm_calls"] += sum(r.llm.calls for r in results)
                 counts["cache_hits"] += sum(r.llm.cache_hits for r in results)
                 # infrastructure: the turn errored or an LLM call of it failed (the exit code counts these)
-                counts["turns_failed"] += any(r.error or r.llm.failed for r in results)
-                prog.advance()
+                failed = any(r.error or r.llm.failed for r in results)
+                counts["turns_failed"] += failed
+                prog.advance(1, int(failed))
 
         try:
             with prog:
@@ -271,30 +279,6 @@ def _done_keys(run_dir: Path) -> set:
     t = read_traces(run_dir, ["arm_id", "repeat", "session_id", "turn_index", "is_final"])
     d = t.to_pydict()
     return {(a, r, s, ti) for a, r, s, ti, f in zip(d["arm_id"], d["repeat"], d["session_id"], d["turn_index"], d["is_final"]) if f}
-
-
-class _progress:
-    def __init__(self, on: bool, total: int):
-        self.on, self.total = on, total
-        self.p = None
-
-    def __enter__(self):
-        if self.on:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-            self.p = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                              TimeElapsedColumn(), transient=False)
-            self.p.__enter__()
-            self.task = self.p.add_task("replay", total=self.total)
-        return self
-
-    def advance(self):
-        if self.p:
-            self.p.advance(self.task)
-
-    def __exit__(self, *a):
-        if self.p:
-            self.p.__exit__(*a)
 
 
 def resume_config(run_dir: Path) -> dict:

@@ -139,27 +139,30 @@ class WorkerReplay(Replay):
 
 class Reporter:
     """The progress of one worker, sent to the parent: ("total", i, turns to replay) when the
-    replay starts, ("done", i, turns finished since the last message) at most every
-    REPORT_EVERY seconds and when it ends."""
+    replay starts, ("done", i, (turns finished, of them failed) since the last message) at most
+    every REPORT_EVERY seconds and when it ends. Counts turns as harness.run.progress.Display does."""
 
     def __init__(self, conn, slot: int, total: int):
         self.conn, self.slot, self.total = conn, slot, total
-        self.done, self.last = 0, 0.0
+        self.done = self.failed = 0
+        self.last = 0.0
 
     def __enter__(self):
         self.conn.send(("total", self.slot, self.total))
         self.last = time.monotonic()
         return self
 
-    def advance(self):
-        self.done += 1
+    def advance(self, k: int = 1, failed: int = 0):
+        self.done += k
+        self.failed += failed
         if time.monotonic() - self.last >= REPORT_EVERY:
             self._send()
 
     def _send(self):
         if self.done:
-            self.conn.send(("done", self.slot, self.done))
-            self.done, self.last = 0, time.monotonic()
+            self.conn.send(("done", self.slot, (self.done, self.failed)))
+            self.done = self.failed = 0
+            self.last = time.monotonic()
 
     def __exit__(self, *a):
         self._send()

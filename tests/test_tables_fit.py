@@ -1,0 +1,128 @@
+"""Tables for 80 and 120 columns (issue 30, item 4), read as a person reads them: no line wider than
+the terminal, no trailing spaces, the run in the title and not in a column, segment names whole on
+their line at 120, at 80 a narrower layout whose metric names, segments and CIs are whole (no `…`)
+and whose labels break only between words, titles as wide as the terminal allows, notes within
+three lines."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+import yaml
+from rich.cells import cell_len
+from typer.testing import CliRunner
+
+from harness.cli import app
+from tests.conftest import ROOT
+
+B2B_LABELS = ["original", "concat", "rewrite", "rewrite rules", "multi_query_rrf", "rewrite_adaptive", "rewrite_hyde",
+              "oracle"]
+SWEEP_LABELS = ["original"] + [f"corrective top_k={k} max_rounds={m}" for k in (1, 3) for m in (1, 3)]
+METRICS = ("recall@10", "ndcg@10", "mrr@10")
+CI = re.compile(r"^\[[+-]\d\.\d{3}, [+-]\d\.\d{3}\]$")
+
+
+def invoke(*args, columns: int):
+    r = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": str(columns)})
+    assert "Traceback" not in r.output and (r.exception is None or isinstance(r.exception, SystemExit)), r.output
+    return r
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two copies of the committed baseline (b2b, b2b-again) and a handbook run with the corrective
+    sweep (long labels, the grader's note)."""
+    tmp = tmp_path_factory.mktemp("tables")
+    for name in ("b2b", "b2b-again"):
+        shutil.copytree(ROOT / "runs/baselines/b2b", tmp / name)
+    cfg = {"name": "sweep", "eval_set": str(ROOT / "eval_sets/handbook-de"), "runs_dir": str(tmp),
+           "arms": ["original", {"name": "corrective", "top_k": [1, 3], "max_rounds": [1, 3]}]}
+    (tmp / "sweep.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    assert invoke("run", tmp / "sweep.yaml", "--run-id", "sweep", "-q", "--no-metrics", columns=120).exit_code == 0
+    return tmp
+
+
+def rows(text: str, header: str) -> list[list[str]]:
+    """The body rows of the table whose header line holds `header`, as lists of cell texts (a
+    label broken over two lines gives a second row with empty cells but the label's)."""
+    lines = text.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("┃") and header in x)
+    start = next(i for i in range(start, len(lines)) if lines[i].startswith("┡"))  # headers may take lines
+    out = []
+    for x in lines[start + 1:]:
+        if not x.startswith("│"):
+            break
+        out.append([c.strip() for c in x.strip("│").split("│")])
+    return out
+
+
+def headers(text: str, header: str) -> list[str]:
+    line = next(x for x in text.splitlines() if x.startswith("┃") and header in x)
+    return [c.strip() for c in line.strip("┃").split("┃")]
+
+
+def check_lines(text: str, columns: int) -> None:
+    for line in text.splitlines():
+        if line.startswith("compare: ") or line.startswith("run: "):  # the one-line answers (tests/test_answers.py)
+            continue
+        assert cell_len(line) <= columns, f"wider than {columns}: {line!r}"
+        assert line == line.rstrip(), f"trailing spaces: {line!r}"
+
+
+def check_paired(text: str, header: str, labels: list[str], segments: set[str], columns: int) -> list[str]:
+    """Every cell whole: metric names, segments and CIs never cut or wrapped, labels broken only
+    between words; the columns shown."""
+    cols = headers(text, header)
+    words = {w for label in labels for w in label.split()}
+    body = rows(text, header)
+    assert body
+    for r in body:
+        cell = dict(zip(cols, r))
+        assert "…" not in "".join(r), r
+        assert set(cell["arm"].split()) <= words, r  # no `origina` / `l`
+        if cell["metric"]:
+            assert cell["metric"].rstrip("↑↓") in METRICS, r
+            assert cell["segment"] in segments, r
+            assert CI.match(cell["95% CI"]) or cell["95% CI"] == "not measured", r
+        else:  # a label's second line: nothing else on it
+            assert not any(r[1:]), r
+    check_lines(text, columns)
+    return cols
+
+
+@pytest.mark.parametrize("columns", [120, 80])
+def test_compare_puts_the_run_in_the_title_and_fits(runs, tmp_path, columns):
+    r = invoke("compare", runs / "b2b", runs / "b2b-again", "-s", "all", "-s", "turn_index>=2", "-s",
+               "split=main & turn_index>=2", "-o", tmp_path / "c", columns=columns)
+    assert r.exit_code == 0, r.output
+    cols = check_paired(r.output, "95% CI", B2B_LABELS, {"all", "t≥2", "split=main & t≥2"}, columns)
+    assert "run" not in cols and r.output.count("b2b-again") == 1, r.output  # the title names it, once
+    assert [c for c in cols if c in ("diff", "95% CI")] == ["diff", "95% CI"]
+    if columns == 120:
+        assert {"n", "p", "W/T/L"} <= set(cols)
+
+
+@pytest.mark.parametrize("columns", [120, 80])
+def test_scored_tables_fit_and_say_their_run_in_titles_that_do_not_break(runs, columns):
+    r = invoke("metrics", runs / "sweep", columns=columns)
+    assert r.exit_code == 0, r.output
+    segments = {"all", "t=1", "t≥2", "split=main & t≥2", "split=test & t≥2"}
+    cols = check_paired(r.output, "95% CI", SWEEP_LABELS, segments, columns)
+    assert {"arm", "metric", "segment", "diff", "95% CI"} <= set(cols)
+    if columns == 120:
+        assert {"n", "p", "W/T/L"} <= set(cols)
+        assert "recall@10 on handbook-de by turn index (sweep; u = unmeasured)" in r.output.splitlines()
+    body = rows(r.output, "t=1")  # the metric table: a value a cell, whole
+    assert body and all(re.fullmatch(r"\d\.\d{3}|n/a|—|", c) for r_ in body for c in r_[1:]), body
+
+
+def test_notes_stay_within_three_lines(runs):
+    r = invoke("metrics", runs / "sweep", columns=120)
+    lines = r.output.splitlines()
+    starts = [i for i, x in enumerate(lines) if x.startswith(("note: ", "faithfulness: ", "metrics: "))]
+    assert starts, r.output
+    for a, b in zip(starts, starts[1:]):
+        assert b - a <= 3, "\n".join(lines[a:b])
+    grader = next(i for i in starts if "corrective top_k=3 max_rounds=1 = corrective top_k=1" in lines[i])
+    assert "support" in " ".join(lines[grader:grader + 3])  # the note is there, cut to three lines
