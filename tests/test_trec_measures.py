@@ -245,3 +245,48 @@ def test_every_measure_equals_the_reference_on_every_case(tmp_path):
     assert pa["value"].to_numpy() == pytest.approx(pb["value"].to_numpy(), abs=1e-12, nan_ok=True)
     reasons = set(pb.loc[pb["metric"].isin(EVERY), "unmeasured"].dropna())
     assert {"no relevance labels", "no relevant document", "error", "empty ranking"} <= reasons
+
+
+def _imported_run(tmp_path):
+    from tests.conftest import write_set
+
+    es = write_set(tmp_path / "set")
+    run = tmp_path / "bm25.run"
+    run.write_text("s2::1 Q0 d4 1 2.0 x\ns2::1 Q0 d3 2 1.0 x\ns1::1 Q0 d2 1 3.0 x\ns1::1 Q0 d1 2 2.0 x\n")
+    r = CliRunner().invoke(app, ["import", "run", str(run), "--eval-set", str(es), "--runs-dir", str(tmp_path / "runs"),
+                                 "--run-id", "ext"])
+    assert r.exit_code == 0, r.output
+    return tmp_path / "runs" / "ext"
+
+
+def test_harness_metrics_computes_a_measure_on_request_and_judged_at_10_by_default(tmp_path):
+    run = _imported_run(tmp_path)
+    m = pd.read_parquet(run / "metrics.parquet")
+    assert "judged@10" in set(m["metric"]) and "map" not in set(m["metric"])  # judged@10 by default, map on request
+    r = CliRunner().invoke(app, ["metrics", str(run), "-m", "AP", "-m", "P_5", "-m", "bpref"])
+    assert r.exit_code == 0, r.output
+    agg = pd.read_parquet(run / "metrics.parquet").query("kind == 'aggregate' and segment == 'all'")
+    means = agg.set_index("metric")["mean"]
+    # s1::1 ranks d2, d1 (d1 relevant): AP 1/2, P@5 1/5; s2::1 ranks d4, d3 (both relevant): AP 1, P@5 2/5;
+    # s1::2 is missing from the run (an empty ranking): 0
+    assert means["map"] == pytest.approx((0.5 + 1 + 0) / 3) and means["precision@5"] == pytest.approx(0.6 / 3)
+    assert "bpref" in means and "map" in r.output
+    r = CliRunner().invoke(app, ["compare", str(run), str(run), "-m", "ndcg"])
+    assert r.exit_code == 2 and f"harness metrics {run} -m ndcg" in r.output  # says how to compute it
+
+
+def test_a_config_names_further_measures_and_an_unknown_one_is_refused(tmp_path):
+    from harness.cli.run import _config
+    from harness.config import ConfigError
+    from tests.conftest import write_set
+
+    es = write_set(tmp_path / "set")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"name: t\neval_set: {es}\narms: [original]\nmetrics:\n  measures: [P_10, bpref]\n")
+    c, _, _ = _config(cfg, None, None, None, None, None)
+    from harness.metrics.registry import ranking_names
+
+    assert ranking_names(c.metrics.model_dump())[-2:] == ["precision@10", "bpref"]
+    cfg.write_text(f"name: t\neval_set: {es}\narms: [original]\nmetrics:\n  measures: [P_10, bperf]\n")
+    with pytest.raises(ConfigError, match=r"c.yaml:5: metrics.measures.1: unknown metric 'bperf'; did you mean 'bpref'"):
+        _config(cfg, None, None, None, None, None)
