@@ -31,13 +31,13 @@ def bpref(J: np.ndarray, nrel: np.ndarray, nnonrel: np.ndarray) -> np.ndarray:
     return np.where(rel, part, 0.0).sum(axis=1) / nrel
 
 
-def judged_at(J: np.ndarray, top: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def judged_share(J: np.ndarray, top: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(judged share of the top k, retrieved of the top k) per row."""
     n = (top[:, :k] >= 0).sum(axis=1)
     return np.divide((~np.isnan(J[:, :k])).sum(axis=1), n, out=np.full(len(n), np.nan), where=n > 0), n
 
 
-def unjudged_at(J: np.ndarray, top: np.ndarray, k: int) -> np.ndarray:
+def unjudged_share(J: np.ndarray, top: np.ndarray, k: int) -> np.ndarray:
     none = np.isnan(J[:, :k]) | (J[:, :k] < 0)
     return (none & (top[:, :k] >= 0)).sum(axis=1) / k
 
@@ -74,8 +74,8 @@ def pool_rows(s: Scoring) -> Long | None:
                 values[mrows[ok], c] = bpref(J[ok], lab.n_rel[li][ok], lab.n_nonrel[li][ok])
                 why[:, c] = norel
             elif kind == "judged":
-                values[mrows, c], n = judged_at(J, top, k)
+                values[mrows, c], n = judged_share(J, top, k)
                 why[mrows[n == 0], c] = "empty ranking"
             else:
-                values[mrows, c] = unjudged_at(J, top, k)
+                values[mrows, c] = unjudged_share(J, top, k)
     return to_long(s, names, values, why)
