@@ -9,14 +9,19 @@ JUDGED_METRIC = "faithfulness"  # what the judge role gives (harness/roles/judge
 
 
 class MetricsConfig(BaseModel):
-    """The ranking metrics' settings."""
+    """The ranking metrics' settings: recall at `cutoffs`, nDCG and MRR at theirs and judged@k at
+    `judged_at` are computed for every run; `measures` names further ranking measures to compute
+    (`map`, `bpref`, `precision@10`, any spelling harness.metrics.registry resolves)."""
 
     model_config = ConfigDict(extra="forbid")
     cutoffs: list[int] = Field(default_factory=lambda: [5, 10, 20])
     ndcg_at: int = 10
     mrr_at: int = 10
+    judged_at: int = Field(default=10, ge=1)
+    measures: list[str] = Field(default_factory=list)
 
 
 def metric_settings(recorded: dict | None) -> dict:
-    """A run's metric settings as its manifest records them; the defaults for a manifest without."""
-    return dict(recorded) if recorded else MetricsConfig().model_dump()
+    """A run's metric settings as its manifest records them; a setting the manifest lacks (it was
+    written before the setting existed, or there are none) is the default."""
+    return {**MetricsConfig().model_dump(), **(recorded or {})}

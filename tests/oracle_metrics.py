@@ -16,7 +16,7 @@ from harness.run.manifest import read_manifest
 from harness.metrics.aggregate import aggregate
 from harness.metrics.compute import MetricsResult, load_labels
 from harness.metrics.families.guards import _norm_filter
-from harness.metrics.families.ir import names_of
+from harness.metrics.registry import ranking_names
 from harness.metrics.segments import default_segments
 from harness.run.traces import read_traces
 
@@ -32,10 +32,20 @@ def present(x):
     return x
 
 
+RANX = {"recall": "recall", "precision": "precision", "success": "hit_rate", "ndcg": "ndcg", "mrr": "mrr", "map": "map",
+        "rprec": "r-precision"}  # the ranking family's measures by ranx's names
+
+
+def ranx_name(name: str) -> str:
+    stem, at, k = name.partition("@")
+    return RANX[stem] + at + k
+
+
 def per_turn_ir(final: pd.DataFrame, labels: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     """final: one row per (arm_id, repeat, session_id, turn_index) with `ranking` and
     `not_applicable`/`error`; labels: labels.parquet. Returns long rows
-    (arm_id, repeat, session_id, turn_index, metric, value, unmeasured)."""
+    (arm_id, repeat, session_id, turn_index, metric, value, unmeasured). `names`: the ranking
+    family's (RANX), computed by ranx."""
     os.environ.setdefault("NUMBA_CACHE_DIR", os.path.abspath(".cache/numba"))
     from ranx import Qrels, Run, evaluate
 
@@ -74,14 +84,67 @@ def per_turn_ir(final: pd.DataFrame, labels: pd.DataFrame, names: list[str]) -> 
             qrels = Qrels({k: qrels_all[k] for k in run})
             # empty rankings are added back by make_comparable (they score 0, they are measured)
             r = Run({k: v for k, v in run.items() if v}).make_comparable(qrels)
-            evaluate(qrels, r, names, save_results_in_run=True)
-            scores = {m: dict(r.scores[m]) for m in names}
+            evaluate(qrels, r, [ranx_name(m) for m in names], save_results_in_run=True)
+            scores = {m: dict(r.scores[ranx_name(m)]) for m in names}
         for sid, tix, reason in meta:
             key = f"{sid}\x1f{tix}"
             for m in names:
                 val = scores[m].get(key, np.nan) if reason is None else np.nan
                 out.append((arm_id, rep, sid, tix, m, float(val), reason))
     return pd.DataFrame(out, columns=["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"])
+
+
+def as_ranx_ranks(ranking) -> list:
+    """A ranking as ranx ranks {doc: n - i}: each document once, at its last position."""
+    scores = {d: len(ranking) - i for i, d in enumerate(ranking)}
+    return sorted(scores, key=lambda d: -scores[d])
+
+
+def _pool_value(name: str, ranking: list, qrels: dict) -> tuple[float, str | None]:
+    """bpref (trec_eval), judged@k (ir_measures), unjudged@k (trec_eval unj) of one ranking, by
+    their definitions, one document at a time."""
+    stem, _, k = name.partition("@")
+    R = sum(1 for g in qrels.values() if g >= 1)
+    if stem == "bpref":
+        if not R:
+            return np.nan, "no relevant document"
+        N = sum(1 for g in qrels.values() if g == 0)
+        total, above = 0.0, 0
+        for d in ranking:
+            g = qrels.get(d)
+            if g is None or g < 0:
+                continue
+            if g == 0:
+                above += 1
+            else:
+                total += 1.0 - min(above, R) / min(N, R) if above else 1.0
+        return total / R, None
+    top = ranking[:int(k)]
+    if stem == "judged":
+        return (sum(d in qrels for d in top) / len(top), None) if top else (np.nan, "empty ranking")
+    return sum(d not in qrels or qrels[d] < 0 for d in top) / int(k), None
+
+
+def per_turn_pool(final: pd.DataFrame, labels: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """The pool family's measures (bpref, judged@k, unjudged@k), plainly."""
+    lab = {(r.session_id, r.turn_index): r for r in labels.itertuples()}
+    out = []
+    for arm, rep, sid, tix, ranking, na, err in zip(final["arm_id"], final["repeat"], final["session_id"],
+                                                    final["turn_index"], final["ranking"], final["not_applicable"],
+                                                    final["error"]):
+        row = lab[(sid, tix)]
+        qrels = {d: int(g) for d, g in json.loads(row.qrels).items()}
+        na, err = present(na), present(err)
+        reason = "no relevance labels" if not row.qrels_measured else f"n/a: {na}" if na else "error" if err else None
+        ranked = as_ranx_ranks(list(ranking) if ranking is not None else [])
+        for m in names:
+            if reason is None or (m == "bpref" and reason != "no relevance labels"
+                                  and not any(g >= 1 for g in qrels.values())):
+                val, why = _pool_value(m, ranked, qrels)
+            else:
+                val, why = np.nan, reason
+            out.append((arm, rep, sid, tix, m, float(val), why))
+    return pd.DataFrame(out, columns=COLUMNS)
 
 
 def per_turn_outcomes(final: pd.DataFrame, caps: dict) -> pd.DataFrame:
@@ -235,7 +298,10 @@ def reference_metrics(run_dir: Path, segments=None) -> MetricsResult:
     hits = {a.arm_id: a.hits_per_round for a in arms}
     rounds = read_traces(run_dir).to_pandas()
     final = rounds[rounds["is_final"]].reset_index(drop=True)
-    parts = [per_turn_ir(final, labels, names_of(man.metrics)), per_turn_outcomes(final, caps),
+    names = ranking_names(man.metrics)
+    parts = [per_turn_ir(final, labels, [n for n in names if n.partition("@")[0] in RANX]),
+             per_turn_pool(final, labels, [n for n in names if n.partition("@")[0] not in RANX]),
+             per_turn_outcomes(final, caps),
              per_turn_loop(rounds, labels, caps, hits), per_turn_guards(rounds, labels, man.filter_schema, caps),
              per_turn_ops(rounds, caps), judgment_rows(run_dir)]
     per_turn = pd.concat([p for p in parts if not p.empty], ignore_index=True)

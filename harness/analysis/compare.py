@@ -13,7 +13,7 @@ import pandas as pd
 from harness.errors import BadInput
 from harness.analysis.evidence import EvidenceError, Incomplete, check_run, label_differences, lost_turns
 from harness.run.folder import RunData
-from harness.metrics.registry import Metric, UnknownMetric, resolve
+from harness.metrics.registry import Metric, UnknownMetric, on_request, resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.run.armset import changes
@@ -55,10 +55,11 @@ def why_missing(metric: Metric, run: RunData) -> str:
             return (f"{run.name} has no judgments: run `harness judge {run.path} --endpoint URL --model M` (or name "
                     "a judge under llm.roles.judge in its config); judging scores the run again")
         return f"{run.name}: its metrics predate its judgments: run `harness metrics {run.path}`"
-    if metric.family == "ir":
+    if on_request(metric):
         s = run.manifest.metrics or {}
-        return (f"{metric.name} was not computed for {run.name} (its metrics settings: {s}); "
-                "set metrics.cutoffs / ndcg_at / mrr_at in the run config")
+        return (f"{metric.name} was not computed for {run.name} (its metrics settings: {s}); run `harness metrics "
+                f"{run.path} -m {metric.name}`, or set metrics.cutoffs / ndcg_at / mrr_at / judged_at or list it "
+                "under metrics.measures in the run config")
     return f"{metric.name} was not computed for {run.name}: none of its arms or turns has what it needs ({', '.join(metric.needs)})"
 
 

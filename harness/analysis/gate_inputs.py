@@ -11,6 +11,7 @@ from harness.analysis.compare import RunData, check_same_evalset, load_run, why_
 from harness.analysis.evidence import coverage, describe_gaps
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.analysis.policy import GateUsageError, Policy
+from harness.metrics.registry import on_request
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.run.integrity import failures
 
@@ -86,7 +87,7 @@ def check_inputs(policy: Policy, runs: list[RunData], pairs: list[Pair]) -> None
             if section != "rules" and side == "baseline":
                 continue
             applied = [p for p in pairs if m.applies_to(getattr(p, side).capabilities)]
-            if applied and m.name not in run.metrics and m.family in ("judged", "ir"):
+            if applied and m.name not in run.metrics and (m.family == "judged" or on_request(m)):
                 raise GateUsageError(f"{where}.metric: {why_missing(m, run)}")
             rows = run.per_turn[run.per_turn["metric"] == m.name]
             if len(rows) and "unmeasured" in rows and rows["value"].isna().all() \

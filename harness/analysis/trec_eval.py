@@ -1,8 +1,10 @@
 """Score TREC-format runs with the harness's own metric code, following trec_eval's conventions:
 documents ordered by score descending, then document id descending; relevant means grade >= 1;
 queries in the qrels but absent from the run are left out of the means unless `complete`
-(trec_eval -c) scores them 0. Queries without any relevant document are not scored (as in
-trec_eval's default. Reading run files is the TREC importer's (harness/importers/trec.py)."""
+(trec_eval -c) scores them 0. Queries without any relevant document are not scored (trec_eval
+scores them 0 and counts them in its means). Measures are named as the registry resolves them
+(`P_10`, `P@10` and `precision@10` are one measure) and printed by their canonical names. Reading
+run files is the TREC importer's (harness/importers/trec.py)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +15,7 @@ import pandas as pd
 from harness.errors import BadInput
 from harness.importers.trec import ranked, read_trec_qrels, read_trec_run
 from harness.metrics.families.ir import score_rankings
-from harness.metrics.registry import resolve
+from harness.metrics.registry import LIST_COMMAND, on_request, resolve
 
 
 def score_run(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], metrics: list[str],
@@ -22,17 +24,22 @@ def score_run(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]
     qids = [q for q in qrels if any(g >= 1 for g in qrels[q].values())]
     if not complete:
         qids = [q for q in qids if q in run]
+    names = []
     for m in metrics:
-        if resolve(m).family != "ir":
-            raise BadInput(f"-m {m}: trec-eval scores ranking metrics only (recall@k, ndcg@k, mrr@k)")
+        metric = resolve(m)
+        if not on_request(metric):
+            raise BadInput(f"-m {m}: trec-eval scores ranking measures only (`{LIST_COMMAND}`: families ir and pool)")
+        names.append(metric.name)
+    names = list(dict.fromkeys(names))
     labels = pd.DataFrame({"session_id": qids, "turn_index": 1, "qrels": [json.dumps(qrels[q]) for q in qids],
                            "qrels_measured": True})
     if not qids:
         return pd.DataFrame(columns=["qid", "metric", "value"])
     rankings = [{"session_id": q, "turn_index": 1, "ranking": ranked(run.get(q, {}))} for q in qids]
-    pt = score_rankings(labels, rankings, metrics)[["session_id", "metric", "value"]].rename(columns={"session_id": "qid"})
+    pt = score_rankings(labels, rankings, names)[["session_id", "metric", "value"]].rename(columns={"session_id": "qid"})
     pt["qid"] = pt["qid"].astype(object)
     pt["metric"] = pt["metric"].astype(object)
+    pt = pt.sort_values("metric", key=lambda m: m.map(names.index), kind="stable")  # in the order asked
     means = pt.groupby("metric", sort=False)["value"].mean().reset_index().assign(qid="all")
     return pd.concat([pt, means[["qid", "metric", "value"]]], ignore_index=True)
 

@@ -29,19 +29,20 @@ def sample(run_dir: Path, n: int = typer.Option(100, "--n"), seed: int = typer.O
 @app.command("trec-eval")
 def trec_eval_cmd(qrels: Path, run_file: Path,
                   complete: bool = typer.Option(False, "-c", help="score queries missing from the run as 0"),
-                  measure: list[str] = typer.Option([], "-m", help="ranking metrics (default: every ranking metric "
-                                                    "of the default metric settings, recall@5/10/20, ndcg@10, mrr@10)"),
+                  measure: list[str] = typer.Option([], "-m", help="ranking measures, as the registry or trec_eval "
+                                                    "spells them (P_10, map, recip_rank, ndcg_cut_10; default: those "
+                                                    "of the default metric settings, recall@5/10/20, ndcg@10, mrr@10, "
+                                                    "judged@10)"),
                   per_query: bool = typer.Option(False, "-q", help="print every query's values as well as the means "
                                                  "(trec_eval's -q)")):
     """Score a TREC run against TREC qrels with the harness's metric code, in trec_eval's layout."""
     from harness.analysis.trec_eval import format_trec, trec_eval
-
-    from harness.metrics.families.ir import names_of
+    from harness.metrics.registry import ranking_names
 
     for p in (qrels, run_file):
         if not p.exists():
             fail(f"{p}: no such file")
-    df = trec_eval(qrels, run_file, list(measure) or names_of(None), complete)
+    df = trec_eval(qrels, run_file, list(measure) or ranking_names(None), complete)
     print(format_trec(df, per_query))
 
 

@@ -111,7 +111,24 @@ def _config(config: Path | None, resume: Path | None, run_id: str | None, repeat
                                "llm.max_cost_usd": max_cost_usd})
     text = Path(where).read_text(encoding="utf-8") if not resume else None
     cfg = parse_config(raw, where, text, source_dir=source)
+    _check_measures(cfg.metrics.measures, where, text)
     return cfg, raw, resume or (Path(cfg.runs_dir) / run_id if run_id else None)
+
+
+def _check_measures(names: list[str], where, text: str | None) -> None:
+    """A config's metrics.measures are names the registry knows (the config layer sits below it)."""
+    from harness.config import ConfigError
+    from harness.metrics.registry import UnknownMetric, resolve
+    from harness.yamlpos import located
+
+    problems = []
+    for i, n in enumerate(names):
+        try:
+            resolve(n)
+        except UnknownMetric as e:
+            problems.append((("metrics", "measures", i), str(e)))
+    if problems:
+        raise ConfigError(located(where, text, problems))
 
 
 def _check_metric_names(names: list[str]) -> None:
@@ -148,7 +165,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
     if steps:
         err.print(f"scoring: {Path(run_dir).name}: every metric per turn and segment, paired comparisons",
                   highlight=False, markup=False)
-    scored = score_run(run_dir)
+    scored = score_run(run_dir, metric_names or [])  # a ranking measure named here is computed too
     done = scored.completeness
     if done is not None and not done.complete:
         err.print(f"[yellow]warning: partial:[/yellow] {escape(done.describe())}. These tables are partial (they say "
@@ -218,7 +235,9 @@ def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh"
 
 
 @app.command()
-def metrics(run_dir: Path, metric: list[str] = typer.Option([], "--metric", "-m", help="metrics to print")):
+def metrics(run_dir: Path, metric: list[str] = typer.Option([], "--metric", "-m", help="metrics to print; a ranking "
+                                                         "measure the run's settings do not compute (map, bpref, P_10) "
+                                                         "is computed as well")):
     """Score a run folder from its traces and labels alone; write its metrics and tables into it; print them. An
     unfinished run is scored all the same and its tables are marked partial."""
 

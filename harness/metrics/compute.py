@@ -85,9 +85,11 @@ def empty_result(manifest: dict, labels: pd.DataFrame) -> MetricsResult:
                          [a["arm_id"] for a in manifest.arms], [], labels, run_arms(manifest))
 
 
-def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timings: dict | None = None) -> MetricsResult:
+def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timings: dict | None = None,
+                    measures: list[str] = ()) -> MetricsResult:
     """Per-turn values of every registered metric and their aggregates. `timings`, when given,
-    receives seconds per stage."""
+    receives seconds per stage; `measures`: ranking measures to compute beyond the run's settings
+    (`harness metrics -m`)."""
     stage = _Stages(timings)
     run_dir = Path(run_dir)
     man = read_manifest(run_dir)
@@ -95,6 +97,7 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
     if not RunFolder(run_dir).parts():
         return empty_result(man, labels)
     s = scoring(run_dir, man, labels, Traces.read(run_dir))
+    s.settings["measures"] = [*s.settings["measures"], *measures]
     stage("read traces and labels")
     parts = family_rows(s, stage)
     if not parts:

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.defaults import metric_settings
+from harness.metrics.registry import lookup, ranking_names
 from harness.run.armset import run_arms
 from harness.run.record import Manifest
 from harness.run.traces import KEY
@@ -177,22 +178,30 @@ class Labels:
             + labels["turn_index"].to_numpy(np.int64)
         self.lookup = pd.Index(lab_key)
         self.trace_sess = self.usess.get_indexer(pd.Index(tr.sessions, dtype=object))  # trace session code -> label's
-        self.qrels = [{d: int(g) for d, g in json.loads(q).items() if int(g) >= 1} for q in labels["qrels"]]
+        judged = [{d: int(g) for d, g in json.loads(q).items()} for q in labels["qrels"]]
+        self.qrels = [{d: g for d, g in q.items() if g >= 1} for q in judged]
         self.measured = labels["qrels_measured"].to_numpy(bool)
         self.n_rel = np.array([len(q) for q in self.qrels], np.int64)
-        doc_index = pd.Index(tr.docs, dtype=object)
-        lab = np.array([i for i, q in enumerate(self.qrels) for _ in q], np.int64)
-        docs = [d for q in self.qrels for d in q]
-        grade = np.array([g for q in self.qrels for g in q.values()], np.float64)
-        code = doc_index.get_indexer(pd.Index(docs, dtype=object)) if docs else np.zeros(0, np.int64)
-        keep = code >= 0  # a relevant document that no ranking holds is never hit
+        self.n_nonrel = np.array([sum(1 for g in q.values() if 0 <= g < 1) for q in judged], np.int64)  # judged 0
+        self._docs = pd.Index(tr.docs, dtype=object)
         self.D = max(len(tr.docs), 1)
+        self.key, self.grade, lab, code = self._keyed(self.qrels)
+        self.rel_codes: list[set] = [set() for _ in range(self.n)]
+        for li, c in zip(lab.tolist(), code.tolist()):
+            self.rel_codes[li].add(c)
+        self.jkey, self.jgrade = self._keyed(judged)[:2]  # every judgment: 0 and negative grades too
+
+    def _keyed(self, qrels: list[dict]):
+        """Sorted keys (label row * D + document code) and grades of the documents of `qrels` that
+        some ranking holds (one that none holds is never hit), with their label rows and codes."""
+        lab = np.array([i for i, q in enumerate(qrels) for _ in q], np.int64)
+        docs = [d for q in qrels for d in q]
+        grade = np.array([g for q in qrels for g in q.values()], np.float64)
+        code = self._docs.get_indexer(pd.Index(docs, dtype=object)) if docs else np.zeros(0, np.int64)
+        keep = code >= 0
         key = lab[keep] * self.D + code[keep]
         o = np.argsort(key, kind="stable")
-        self.key, self.grade = key[o], grade[keep][o]
-        self.rel_codes: list[set] = [set() for _ in range(self.n)]
-        for li, c in zip(lab[keep].tolist(), code[keep].tolist()):
-            self.rel_codes[li].add(c)
+        return key[o], grade[keep][o], lab[keep], code[keep]
 
     def rows_of(self, sess: np.ndarray, tix: np.ndarray, table: list | None = None) -> np.ndarray:
         """Label row of each (session code, turn index); -1 where the turn has no label.
@@ -204,12 +213,20 @@ class Labels:
 
     def grades(self, label_rows: np.ndarray, codes: np.ndarray) -> np.ndarray:
         """Grade of each code of a 2-D block (one row per label row); 0 where not relevant."""
-        if not len(self.key):
-            return np.zeros(codes.shape)
+        return self._find(self.key, self.grade, label_rows, codes, 0.0)
+
+    def judgments(self, label_rows: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """The judgment of each code of a 2-D block, any grade (0 and negative too); NaN where the
+        document has none (or there is no document: code -1)."""
+        return self._find(self.jkey, self.jgrade, label_rows, codes, np.nan)
+
+    def _find(self, keys, grades, label_rows, codes, missing: float) -> np.ndarray:
+        if not len(keys):
+            return np.full(codes.shape, missing)
         key = label_rows[:, None] * self.D + codes
-        pos = np.clip(np.searchsorted(self.key, key), 0, len(self.key) - 1)
-        hit = (codes >= 0) & (label_rows[:, None] >= 0) & (self.key[pos] == key)
-        return np.where(hit, self.grade[pos], 0.0)
+        pos = np.clip(np.searchsorted(keys, key), 0, len(keys) - 1)
+        hit = (codes >= 0) & (label_rows[:, None] >= 0) & (keys[pos] == key)
+        return np.where(hit, grades[pos], missing)
 
 
 class Long:
@@ -340,6 +357,13 @@ class Scoring:
         # the code tables of the per-turn rows: the traces' arms and sessions, and any that only
         # a judgment names (appended by that family)
         self.arm_names, self.session_names = list(self.tr.arms), list(self.tr.sessions)
+
+    def requested(self, family: str) -> list[str]:
+        """The metrics of a family that computes what is asked (registry.family's `requested`):
+        the settings' `names` (rankings scored in memory: trec-eval) or the run's ranking
+        measures (registry.ranking_names)."""
+        names = self.settings.get("names") or ranking_names(self.settings)
+        return [n for n in names if lookup(n).family == family]
 
     def capabilities(self, arm_id: str) -> frozenset:
         """What an arm declares; an arm the manifest does not list (a judgment of an unknown arm)

@@ -85,15 +85,18 @@ class Family:
     templates: list[Template]
     kernel: Callable | None = None
     order: int = 0
+    requested: bool = False  # computes only the metrics a scoring names (ranking measures)
 
 
 FAMILIES: dict[str, Family] = {}
 TEMPLATES: list[Template] = []
 
 
-def family(name: str, templates: list[Template], order: int) -> Callable:
+def family(name: str, templates: list[Template], order: int, requested: bool = False) -> Callable:
     """Decorator of a family kernel: registers the kernel and its metrics. `order` fixes where
-    the family's rows come in the per-turn table."""
+    the family's rows come in the per-turn table. `requested`: the kernel computes only the
+    metrics a scoring names (`Scoring.requested`: the run's settings, `harness metrics -m`,
+    `harness trec-eval -m`), not every one it could."""
 
     from harness.run.armset import CAPABILITIES
 
@@ -107,7 +110,7 @@ def family(name: str, templates: list[Template], order: int) -> Callable:
             unknown = set(t.needs) - set(CAPABILITIES)
             if unknown:
                 raise ValueError(f"metric {t.pattern!r} needs unknown capabilities {sorted(unknown)}")
-        FAMILIES[name] = Family(name, ts, fn, order)
+        FAMILIES[name] = Family(name, ts, fn, order, requested)
         TEMPLATES.extend(ts)
         return fn
 
@@ -122,12 +125,49 @@ class UnknownMetric(BadInput, ValueError):
     """A metric name the registry does not know (exit 2)."""
 
 
+# Other tools' spellings of the ranking measures, in this one place: trec_eval's (P_10,
+# map_cut_10, ndcg_cut_10, recall_10, success_10, unj_10, recip_rank, Rprec), ir_measures' (P@10,
+# AP, AP@10, Rprec, Bpref, nDCG@10, RR, R@10, Success@10, Judged@10) and ranx's (r-precision,
+# hit_rate@10). Matched ignoring case; `_k` and `@k` carry the cutoff. trec_eval's unj_k is the
+# share of the top k without a judgment over k, so it is `unjudged@k`, never judged@k.
+ALIASES = {
+    "p_k": "precision@k", "p@k": "precision@k", "map_cut_k": "map@k", "ap@k": "map@k", "ap": "map",
+    "ndcg_cut_k": "ndcg@k", "recall_k": "recall@k", "r@k": "recall@k", "success_k": "success@k",
+    "hit_rate@k": "success@k", "unj_k": "unjudged@k", "recip_rank": "mrr", "rr": "mrr", "rr@k": "mrr@k",
+    "rprec": "rprec", "r-prec": "rprec", "r-precision": "rprec",
+}
+
+
+def canonical(name: str) -> str:
+    """The registered spelling of a name another tool spells its own way (ALIASES), else the
+    name as written (stripped)."""
+    name = name.strip()
+    low = name.lower()
+    if any(t.match(low) for t in TEMPLATES):
+        return low
+    for alias, target in ALIASES.items():
+        if alias.endswith(("_k", "@k")):
+            m = re.fullmatch(re.escape(alias[:-1]) + r"([1-9]\d*)", low)
+            if m:
+                return target[:-1] + m.group(1)
+        elif low == alias:
+            return target
+    return name
+
+
 def lookup(name: str) -> Metric | None:
-    for t in TEMPLATES:
-        m = t.match(name.strip())
-        if m is not None:
-            return m
+    """The metric of a name: its canonical spelling, or another tool's (ALIASES)."""
+    for candidate in dict.fromkeys([name.strip(), canonical(name)]):
+        for t in TEMPLATES:
+            m = t.match(candidate)
+            if m is not None:
+                return m
     return None
+
+
+def on_request(m: Metric) -> bool:
+    """Whether a metric is computed only when named (a ranking measure; Family.requested)."""
+    return FAMILIES[m.family].requested
 
 
 def examples(extra: list[str] = ()) -> list[str]:
@@ -140,7 +180,9 @@ def examples(extra: list[str] = ()) -> list[str]:
 
 
 def suggestion(name: str, extra: list[str] = ()) -> str:
-    return did_you_mean(name, examples(extra))
+    """The closest known name, among the registry's and then (ignoring case) other tools' spellings."""
+    spelled = [a[:-1] + str(k) if a.endswith(("_k", "@k")) else a for a in ALIASES for k in (5, 10, 20)]
+    return did_you_mean(name, examples(extra)) or did_you_mean(name.strip().lower(), list(dict.fromkeys(spelled)))
 
 
 def resolve(name: str, extra: list[str] = ()) -> Metric:
@@ -161,6 +203,20 @@ def headline(settings: dict | None = None) -> list[str]:
     s = metric_settings(settings)
     k = min(s["cutoffs"], key=lambda c: (abs(c - 10), c))
     return [f"recall@{k}", f"ndcg@{s['ndcg_at']}", f"mrr@{s['mrr_at']}"]
+
+
+def ranking_names(settings: dict | None) -> list[str]:
+    """The ranking measures a scoring computes: recall at each of the run's cutoffs, nDCG and MRR
+    at theirs, judged@judged_at (harness.defaults.MetricsConfig), then the settings' `measures`
+    (the run config's, and `harness metrics -m`), canonical, each once. Names of other families
+    there are left out (they are computed anyway); an unknown name is UnknownMetric."""
+    from harness.defaults import metric_settings
+
+    s = metric_settings(settings)
+    names = [f"recall@{k}" for k in s["cutoffs"]] + [f"ndcg@{s['ndcg_at']}", f"mrr@{s['mrr_at']}",
+                                                     f"judged@{s['judged_at']}"]
+    names += [m.name for m in (resolve(n) for n in s["measures"]) if on_request(m)]
+    return list(dict.fromkeys(names))
 
 
 def judged() -> list[str]:

@@ -47,14 +47,16 @@ def _write(folder: RunFolder, name: str, df: pd.DataFrame, meta: dict[str, str])
         folder.remove_table(name)
 
 
-def score_run(run_dir: Path) -> Scored:
+def score_run(run_dir: Path, measures: list[str] = ()) -> Scored:
+    """Every table of a run folder, written into it; `measures`: ranking measures to compute beyond
+    the run's metric settings (`harness metrics -m map`)."""
     folder = RunFolder(run_dir)
     man = folder.read_manifest()
     done = completeness(folder, man)
     if not done.sound:  # a turn the labels lack, a repeat the manifest does not plan, a key twice
         raise RunFolderError(done.describe())
     st = stamp(folder, man, done)  # the inputs as read now: a later change shows as stale
-    res = compute_metrics(folder.path)
+    res = compute_metrics(folder.path, measures=measures)
     settings = metric_settings(man.metrics)
     comparisons = paired_table(res.per_turn, res.labels, res.arm_infos, settings=settings)
     abstention = abstention_table(res.per_turn, res.labels)
