@@ -54,7 +54,8 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
             arm: list[str] = typer.Option([], "--arm", help="only these arms (labels or ids)"),
             pair: list[str] = typer.Option([], "--pair", help="BASELINE=CANDIDATE (labels or arm ids)"),
             metric: list[str] = typer.Option([], "--metric", "-m", help="metrics (default: the first run's headline "
-                                             "ranking metrics, recall@10, ndcg@10 and mrr@10 unless its cutoffs differ)"),
+                                             "ranking metrics, recall@10, ndcg@10 and mrr@10 unless its cutoffs differ, "
+                                             "and judged@10 beside them)"),
             segment: list[str] = typer.Option(["all", "turn_index>=2"], "--segment", "-s"),
             allow_different_evalsets: bool = typer.Option(False, "--allow-different-evalsets"),
             allow_partial: bool = typer.Option(False, "--allow-partial", help="compare runs with planned turns "
@@ -64,11 +65,12 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
     metric's direction. Runs pair arms by label; labels without a partner are named. Runs must be complete (unless
     --allow-partial); stale tables are scored again first, and it says so."""
     from harness.analysis.compare import COLUMNS, compare_runs, compare_within, to_markdown
-    from harness.metrics.registry import headline
+    from harness.metrics.registry import coverage, headline
     from harness.report.endings import compare_ending
     from harness.report.terminal import compare_tables, under
 
-    metric = list(metric) or headline(RunFolder(runs[0]).read_manifest().metrics)
+    settings = RunFolder(runs[0]).read_manifest().metrics
+    metric = list(metric) or headline(settings) + coverage(settings)[:1]  # judged@k beside them
     if reference is not None:
         if len(runs) != 1:
             fail("--reference compares the arms of one run: give one run folder")
