@@ -91,3 +91,42 @@ def test_the_gate_and_the_reports_verdict_block_carry_the_judged_warning(tmp_pat
     html = (tmp_path / "r.html").read_text()
     block = html[html.index('id="verdict"'):html.index("</section>", html.index('id="verdict"'))]
     assert "part of this difference may be unjudged documents" in block and 'data-metric="judged@10"' in block
+
+
+# -- item 3: condensed scoring, trec_eval -J ---------------------------------------------------------
+
+def test_judged_only_scores_the_condensed_ranking_by_hand():
+    from harness.analysis.trec_eval import score_run
+
+    qrels = {"q": {"a": 1, "b": 1, "n": 0, "x": -1}}
+    run = {"q": {"u": 5.0, "a": 4.0, "n": 3.0, "x": 2.0, "b": 1.0}}  # condensed: a, n, b (u unjudged, x negative)
+    full = score_run(qrels, run, ["P_2", "recall_2", "recip_rank"]).set_index(["qid", "metric"])["value"]
+    cond = score_run(qrels, run, ["P_2", "recall_2", "recip_rank"], judged_only=True).set_index(["qid", "metric"])["value"]
+    assert full[("q", "precision@2")] == 0.5 and full[("q", "mrr")] == 0.5
+    assert cond[("q", "precision@2")] == 0.5 and cond[("q", "recall@2")] == 0.5 and cond[("q", "mrr")] == 1.0
+    cond3 = score_run(qrels, run, ["P_3"], judged_only=True).set_index(["qid", "metric"])["value"]
+    assert cond3[("q", "precision@3")] == pytest.approx(2 / 3)
+
+
+def test_judged_only_on_trec_evals_suite_equals_p10_counted_by_hand():
+    """P_10 -J of each topic of tests/fixtures/trec_eval, counted plainly: the run's documents in
+    trec_eval's order (score descending, then document id descending), those without a judgment
+    dropped, relevant ones among the first 10."""
+    from pathlib import Path
+
+    from harness.analysis.trec_eval import trec_eval
+
+    suite = Path(__file__).parent / "fixtures" / "trec_eval"
+    qrels: dict = {}
+    for line in (suite / "qrels.test").read_text().splitlines():
+        q, _, d, g = line.split()
+        qrels.setdefault(q, {})[d] = int(g)
+    run: dict = {}
+    for line in (suite / "results.test").read_text().splitlines():
+        q, _, d, _, s, _ = line.split()
+        run.setdefault(q, []).append((float(s), d))
+    df = trec_eval(suite / "qrels.test", suite / "results.test", ["P_10"], judged_only=True)
+    got = {r.qid: r.value for r in df.itertuples() if r.qid != "all"}
+    for q, docs in run.items():
+        kept = [d for s, d in sorted(docs, reverse=True) if d in qrels[q] and qrels[q][d] >= 0][:10]
+        assert got[q] == pytest.approx(sum(qrels[q][d] >= 1 for d in kept) / 10), q

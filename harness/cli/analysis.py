@@ -34,7 +34,9 @@ def trec_eval_cmd(qrels: Path, run_file: Path,
                                                     "of the default metric settings, recall@5/10/20, ndcg@10, mrr@10, "
                                                     "judged@10)"),
                   per_query: bool = typer.Option(False, "-q", help="print every query's values as well as the means "
-                                                 "(trec_eval's -q)")):
+                                                 "(trec_eval's -q)"),
+                  judged_only: bool = typer.Option(False, "-J", "--judged-only", help="condensed scoring (trec_eval's "
+                                                   "-J): documents without a judgment removed before the cutoff")):
     """Score a TREC run against TREC qrels with the harness's metric code, in trec_eval's layout."""
     from harness.analysis.trec_eval import format_trec, trec_eval
     from harness.metrics.registry import ranking_names
@@ -42,7 +44,7 @@ def trec_eval_cmd(qrels: Path, run_file: Path,
     for p in (qrels, run_file):
         if not p.exists():
             fail(f"{p}: no such file")
-    df = trec_eval(qrels, run_file, list(measure) or ranking_names(None), complete)
+    df = trec_eval(qrels, run_file, list(measure) or ranking_names(None), complete, judged_only)
     print(format_trec(df, per_query))
 
 
