@@ -32,7 +32,7 @@ def trec_eval_cmd(qrels: Path, run_file: Path,
                   measure: list[str] = typer.Option([], "-m", help="ranking measures, as the registry or trec_eval "
                                                     "spells them (P_10, map, recip_rank, ndcg_cut_10; default: those "
                                                     "of the default metric settings, recall@5/10/20, ndcg@10, mrr@10, "
-                                                    "judged@10)"),
+                                                    "judged@10, holes@10, holes_relevant_elsewhere@10)"),
                   per_query: bool = typer.Option(False, "-q", help="print every query's values as well as the means "
                                                  "(trec_eval's -q)"),
                   judged_only: bool = typer.Option(False, "-J", "--judged-only", help="condensed scoring (trec_eval's "
