@@ -100,9 +100,10 @@ def as_ranx_ranks(ranking) -> list:
     return sorted(scores, key=lambda d: -scores[d])
 
 
-def _pool_value(name: str, ranking: list, qrels: dict) -> tuple[float, str | None]:
-    """bpref (trec_eval), judged@k (ir_measures), unjudged@k (trec_eval unj) of one ranking, by
-    their definitions, one document at a time."""
+def _pool_value(name: str, ranking: list, qrels: dict, elsewhere: set = frozenset()) -> tuple[float, str | None]:
+    """bpref (trec_eval), judged@k (ir_measures), unjudged@k (trec_eval unj), holes@k and
+    holes_relevant_elsewhere@k (`elsewhere`: documents relevant for another turn of the session)
+    of one ranking, by their definitions, one document at a time."""
     stem, _, k = name.partition("@")
     R = sum(1 for g in qrels.values() if g >= 1)
     if stem == "bpref":
@@ -122,12 +123,17 @@ def _pool_value(name: str, ranking: list, qrels: dict) -> tuple[float, str | Non
     top = ranking[:int(k)]
     if stem == "judged":
         return (sum(d in qrels for d in top) / len(top), None) if top else (np.nan, "empty ranking")
+    if stem == "holes":
+        return float(sum(d not in qrels for d in top)), None
+    if stem == "holes_relevant_elsewhere":
+        return float(sum(d not in qrels and d in elsewhere for d in top)), None
     return sum(d not in qrels or qrels[d] < 0 for d in top) / int(k), None
 
 
 def per_turn_pool(final: pd.DataFrame, labels: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     """The pool family's measures (bpref, judged@k, unjudged@k), plainly."""
     lab = {(r.session_id, r.turn_index): r for r in labels.itertuples()}
+    rel = {k: {d for d, g in json.loads(r.qrels).items() if int(g) >= 1} for k, r in lab.items()}
     out = []
     for arm, rep, sid, tix, ranking, na, err in zip(final["arm_id"], final["repeat"], final["session_id"],
                                                     final["turn_index"], final["ranking"], final["not_applicable"],
@@ -140,7 +146,8 @@ def per_turn_pool(final: pd.DataFrame, labels: pd.DataFrame, names: list[str]) -
         for m in names:
             if reason is None or (m == "bpref" and reason != "no relevance labels"
                                   and not any(g >= 1 for g in qrels.values())):
-                val, why = _pool_value(m, ranked, qrels)
+                other = set().union(*[v for (s, t), v in rel.items() if s == sid and t != tix])
+                val, why = _pool_value(m, ranked, qrels, other)
             else:
                 val, why = np.nan, reason
             out.append((arm, rep, sid, tix, m, float(val), why))

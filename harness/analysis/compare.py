@@ -13,7 +13,7 @@ import pandas as pd
 from harness.errors import BadInput
 from harness.analysis.evidence import EvidenceError, Incomplete, check_run, label_differences, lost_turns
 from harness.run.folder import RunData
-from harness.metrics.registry import Metric, UnknownMetric, on_request, resolve
+from harness.metrics.registry import Metric, UnknownMetric, is_coverage, on_request, resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.run.armset import changes
@@ -140,7 +140,11 @@ def _finish(rows: list[dict], notes: list[str]) -> Comparison:
     if not rows:
         raise CompareError("nothing to compare: " + "; ".join(dict.fromkeys(notes)))
     out = pd.DataFrame(rows)
-    out["p_holm"] = holm(out["p"].tolist())
+    cov = out["metric"].map(is_coverage).to_numpy(bool)  # coverage figures (judged@10) are a family of their own:
+    out["p_holm"] = float("nan")  # showing them beside the quality metrics leaves those metrics' p unchanged
+    for part in (cov, ~cov):
+        if part.any():
+            out.loc[part, "p_holm"] = holm(out.loc[part, "p"].tolist())
     return Comparison(out, list(dict.fromkeys(notes)))
 
 

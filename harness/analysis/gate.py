@@ -27,6 +27,7 @@ from harness.analysis.gate_inputs import SECTIONS, applies, infrastructure, prep
 from harness.analysis.gate_report import moved_turns, to_markdown, write_outputs
 from harness.analysis.pairing import Pair
 from harness.analysis.policy import GateUsageError, Policy, load_policy
+from harness.analysis.pool_warnings import judged_warnings
 from harness.metrics.segments import SegmentError, segment_keys
 
 PASS, REGRESSION, USAGE, INFRA = 0, 1, 2, 3
@@ -169,6 +170,8 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[st
         raise GateUsageError("no check of the policy applies to these runs (every one is n/a: "
                              + "; ".join(sorted({r["detail"] for r in results})) + "): nothing would be compared")
     _moved(results, pairs, pt, base)
+    gated = [r["segment"] for r in results if r["status"] != "n/a"]  # coverage on the segments the policy gates
+    warnings = warnings + judged_warnings(base, cand, pairs, gated)
     status = INFRA if infra else (REGRESSION if not all(r["ok"] for r in results) else PASS)
     return {"status": status, "verdict": VERDICT[status], "baseline": base.name, "candidate": cand.name,
             "pairs": [{"label": p.label, "baseline_arm": p.baseline.arm_id, "candidate_arm": p.candidate.arm_id,

@@ -3,7 +3,9 @@ documents ordered by score descending, then document id descending; relevant mea
 queries in the qrels but absent from the run are left out of the means unless `complete`
 (trec_eval -c) scores them 0. Queries without any relevant document are not scored (trec_eval
 scores them 0 and counts them in its means). Measures are named as the registry resolves them
-(`P_10`, `P@10` and `precision@10` are one measure) and printed by their canonical names. Reading
+(`P_10`, `P@10` and `precision@10` are one measure) and printed by their canonical names. `-J`
+(judged_only) scores condensed rankings as trec_eval -J does: documents without a judgment, or
+with a negative grade, are removed before any cutoff. Reading
 run files is the TREC importer's (harness/importers/trec.py)."""
 from __future__ import annotations
 
@@ -18,9 +20,18 @@ from harness.metrics.families.ir import score_rankings
 from harness.metrics.registry import LIST_COMMAND, on_request, resolve
 
 
+def condensed(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """The run with every document dropped that has no judgment for its query, or a negative grade
+    (trec_eval -J: "judged documents only"): the measures then cut the condensed ranking."""
+    return {q: {d: s for d, s in docs.items() if qrels.get(q, {}).get(d, -1) >= 0} for q, docs in run.items()}
+
+
 def score_run(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], metrics: list[str],
-              complete: bool = False) -> pd.DataFrame:
-    """Per-query values (qid, metric, value) plus the means under qid 'all'."""
+              complete: bool = False, judged_only: bool = False) -> pd.DataFrame:
+    """Per-query values (qid, metric, value) plus the means under qid 'all'; `judged_only`
+    scores the condensed rankings (trec_eval -J)."""
+    if judged_only:
+        run = condensed(qrels, run)
     qids = [q for q in qrels if any(g >= 1 for g in qrels[q].values())]
     if not complete:
         qids = [q for q in qids if q in run]
@@ -55,5 +66,6 @@ def format_trec(df: pd.DataFrame, per_query: bool = True) -> str:
     return "\n".join(lines)
 
 
-def trec_eval(qrels_path: Path, run_path: Path, metrics: list[str], complete: bool = False) -> pd.DataFrame:
-    return score_run(read_trec_qrels(qrels_path), read_trec_run(run_path), metrics, complete)
+def trec_eval(qrels_path: Path, run_path: Path, metrics: list[str], complete: bool = False,
+              judged_only: bool = False) -> pd.DataFrame:
+    return score_run(read_trec_qrels(qrels_path), read_trec_run(run_path), metrics, complete, judged_only)

@@ -19,8 +19,9 @@ from harness.analysis.compare import CompareError, check_metrics, compare_data
 from harness.analysis.gate import SECTIONS, evaluate
 from harness.analysis.pairing import PairingError, pair_runs
 from harness.analysis.policy import GateUsageError, Policy, load_policy
+from harness.analysis.pool_warnings import judged_warnings
 from harness.metrics.aggregate import turn_values
-from harness.metrics.registry import headline, judged, resolve
+from harness.metrics.registry import coverage as pool_coverage, headline, judged, resolve
 from harness.metrics.segments import TURN_SEGMENTS, segment_keys
 from harness.run.folder import RunData, RunFolder
 from harness.analysis.evidence import EvidenceError, check_run, coverage, describe_gaps
@@ -109,7 +110,8 @@ def _metrics(base: RunData, cand: RunData, policy: Policy | None, extra: list[st
     """(quality, operational): the default metrics both runs measured, then those of -m/--metric
     (checked: unknown or unmeasured is bad input) and of the policy, each in its kind."""
     both = base.metrics & cand.metrics
-    names = [m for m in verdict_metrics(base) + list(OPERATIONAL_METRICS) if m in both]
+    names = [m for m in verdict_metrics(base) + pool_coverage(base.manifest.metrics)[:1] + list(OPERATIONAL_METRICS)
+             if m in both]  # judged@k beside the ranking metrics: a coverage figure, never marked
     names += [m.name for m in check_metrics(list(extra), [base, cand])]
     if policy is not None:
         names += [i.metric for s in SECTIONS for i in getattr(policy, s) if i.metric in both]
@@ -253,6 +255,8 @@ def block(base: RunData, cand: RunData, policy: Policy | None, extra_metrics: li
             "operational": _operational(base, cand, ops, arms, specs or None, by_label, n_resamples),
             "n_tests": int(c.table["p"].notna().sum()), "n_resamples": n_resamples,
             "n_permutations": max(n_resamples, N_PERMUTATIONS),
+            "judged": [] if gate else judged_warnings(base, cand, [p for p in pairing.pairs if p.label in compared],
+                                                      segs),  # with a policy, the gate's warnings say it
             "regressions": [x[:3] for x in marks if x[3] == "regression"],
             "improvements": [x[:3] for x in marks if x[3] == "improvement"], "gate": gate}
 

@@ -32,9 +32,11 @@ def trec_eval_cmd(qrels: Path, run_file: Path,
                   measure: list[str] = typer.Option([], "-m", help="ranking measures, as the registry or trec_eval "
                                                     "spells them (P_10, map, recip_rank, ndcg_cut_10; default: those "
                                                     "of the default metric settings, recall@5/10/20, ndcg@10, mrr@10, "
-                                                    "judged@10)"),
+                                                    "judged@10, holes@10, holes_relevant_elsewhere@10)"),
                   per_query: bool = typer.Option(False, "-q", help="print every query's values as well as the means "
-                                                 "(trec_eval's -q)")):
+                                                 "(trec_eval's -q)"),
+                  judged_only: bool = typer.Option(False, "-J", "--judged-only", help="condensed scoring (trec_eval's "
+                                                   "-J): documents without a judgment removed before the cutoff")):
     """Score a TREC run against TREC qrels with the harness's metric code, in trec_eval's layout."""
     from harness.analysis.trec_eval import format_trec, trec_eval
     from harness.metrics.registry import ranking_names
@@ -42,7 +44,7 @@ def trec_eval_cmd(qrels: Path, run_file: Path,
     for p in (qrels, run_file):
         if not p.exists():
             fail(f"{p}: no such file")
-    df = trec_eval(qrels, run_file, list(measure) or ranking_names(None), complete)
+    df = trec_eval(qrels, run_file, list(measure) or ranking_names(None), complete, judged_only)
     print(format_trec(df, per_query))
 
 
@@ -54,7 +56,8 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
             arm: list[str] = typer.Option([], "--arm", help="only these arms (labels or ids)"),
             pair: list[str] = typer.Option([], "--pair", help="BASELINE=CANDIDATE (labels or arm ids)"),
             metric: list[str] = typer.Option([], "--metric", "-m", help="metrics (default: the first run's headline "
-                                             "ranking metrics, recall@10, ndcg@10 and mrr@10 unless its cutoffs differ)"),
+                                             "ranking metrics, recall@10, ndcg@10 and mrr@10 unless its cutoffs differ, "
+                                             "and judged@10 beside them)"),
             segment: list[str] = typer.Option(["all", "turn_index>=2"], "--segment", "-s"),
             allow_different_evalsets: bool = typer.Option(False, "--allow-different-evalsets"),
             allow_partial: bool = typer.Option(False, "--allow-partial", help="compare runs with planned turns "
@@ -64,11 +67,12 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
     metric's direction. Runs pair arms by label; labels without a partner are named. Runs must be complete (unless
     --allow-partial); stale tables are scored again first, and it says so."""
     from harness.analysis.compare import COLUMNS, compare_runs, compare_within, to_markdown
-    from harness.metrics.registry import headline
+    from harness.metrics.registry import coverage, headline
     from harness.report.endings import compare_ending
     from harness.report.terminal import compare_tables, under
 
-    metric = list(metric) or headline(RunFolder(runs[0]).read_manifest().metrics)
+    settings = RunFolder(runs[0]).read_manifest().metrics
+    metric = list(metric) or headline(settings) + coverage(settings)[:1]  # judged@k beside them
     if reference is not None:
         if len(runs) != 1:
             fail("--reference compares the arms of one run: give one run folder")

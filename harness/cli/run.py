@@ -156,7 +156,8 @@ def _missing(m, run_dir: Path, res) -> str:
 def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool = False, steps: bool = True):
     """Score a run folder (every table into the folder), then print them (or where they are);
     `steps`: say on stderr what it does first."""
-    from harness.metrics.registry import headline, judged, resolve
+    from harness.analysis.pool_warnings import holes_by_arm, holes_text
+    from harness.metrics.registry import coverage, headline, judged, resolve
     from harness.metrics.score import score_run
     from harness.report import terminal
     from harness.run.folder import RunFolder
@@ -180,7 +181,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
         m = resolve(n)
         if m.name not in res.metric_names:
             fail(f"-m/--metric {m.name}: {_missing(m, run_dir, res)}; computed here: {', '.join(res.metric_names)}")
-    default = headline(man.metrics) + judged()  # the run's headline metrics, the judged ones if judged
+    default = headline(man.metrics) + coverage(man.metrics)[:1] + judged()  # headline, judged@k beside, faithfulness
     names = [resolve(n).name for n in metric_names] if metric_names else [m for m in default if m in res.metric_names]
     labels = {a.arm_id: a.label for a in res.arm_infos}
     tables = terminal.metric_tables(res, names, labels, man.eval_set.name, folder.name)
@@ -191,6 +192,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
     for t in tables:
         console.print(t)
     said = terminal.coinciding(scored.coinciding, labels) + terminal.notes(res, man, labels, folder.has_judgments())
+    said += [escape("holes: " + holes_text(labels.get(a, a), h)) for a, h in holes_by_arm(res.per_turn).items()]
     for note in terminal.under(tables, said):
         console.print(note, highlight=False)
     say(f"metrics: {scored.path}")

@@ -207,16 +207,32 @@ def headline(settings: dict | None = None) -> list[str]:
 
 def ranking_names(settings: dict | None) -> list[str]:
     """The ranking measures a scoring computes: recall at each of the run's cutoffs, nDCG and MRR
-    at theirs, judged@judged_at (harness.defaults.MetricsConfig), then the settings' `measures`
+    at theirs, judged@, holes@ and holes_relevant_elsewhere@ judged_at (harness.defaults.MetricsConfig), then the settings' `measures`
     (the run config's, and `harness metrics -m`), canonical, each once. Names of other families
     there are left out (they are computed anyway); an unknown name is UnknownMetric."""
     from harness.defaults import metric_settings
 
     s = metric_settings(settings)
-    names = [f"recall@{k}" for k in s["cutoffs"]] + [f"ndcg@{s['ndcg_at']}", f"mrr@{s['mrr_at']}",
-                                                     f"judged@{s['judged_at']}"]
+    names = [f"recall@{k}" for k in s["cutoffs"]] + [f"ndcg@{s['ndcg_at']}", f"mrr@{s['mrr_at']}"] + coverage(settings)
     names += [m.name for m in (resolve(n) for n in s["measures"]) if on_request(m)]
     return list(dict.fromkeys(names))
+
+
+COVERAGE = ("judged", "holes", "holes_relevant_elsewhere")  # what the judgment pool sees: figures, not quality
+
+
+def coverage(settings: dict | None = None) -> list[str]:
+    """The pool coverage figures every scoring computes, at the run's judged_at: judged@k beside
+    the ranking metrics, and the hole counts (holes@k, holes_relevant_elsewhere@k)."""
+    from harness.defaults import metric_settings
+
+    j = metric_settings(settings)["judged_at"]
+    return [f"{c}@{j}" for c in COVERAGE]
+
+
+def is_coverage(name: str) -> bool:
+    """Whether a metric is a coverage figure (compare and the verdict block Holm-adjust them apart)."""
+    return name.partition("@")[0] in COVERAGE
 
 
 def judged() -> list[str]:

@@ -45,11 +45,37 @@ def unjudged_share(J: np.ndarray, top: np.ndarray, k: int) -> np.ndarray:
 TEMPLATES = [
     Template("bpref", "higher", "0-1", "per relevant document retrieved: 1 - judged non-relevant documents above "
              "it (at most R) / min(R, judged non-relevant documents); summed over R (trec_eval bpref)", reads=READS),
-    Template("judged@k", "higher", "share", "documents of the top k with a judgment (any grade) / min(k, retrieved) "
-             "(ir_measures Judged@k): how much of the ranking the qrels see", reads=READS),
+    Template("judged@k", "none", "share", "documents of the top k with a judgment (any grade) / min(k, retrieved) "
+             "(ir_measures Judged@k): how much of the ranking the qrels see; a coverage figure, no direction (never a "
+             "regression by itself; a policy rule on it states one)", reads=READS),
     Template("unjudged@k", "lower", "share", "documents of the top k without a judgment or with a negative grade / k "
              "(trec_eval unj_k)", reads=READS),
+    Template("holes@k", "none", "count", "documents of the top k without a judgment for the turn (holes in the pool)",
+             reads=READS),
+    Template("holes_relevant_elsewhere@k", "none", "count", "documents of the top k without a judgment for the turn "
+             "but judged relevant for another turn of the same session (a cheap signal of pool bias)", reads=READS),
 ]
+
+
+def elsewhere(lab, li: np.ndarray) -> list[set]:
+    """Per label row of `li`: codes of the documents relevant (grade >= 1) for another turn of its session."""
+    sess = lab.usess.get_indexer(lab.df["session_id"].astype(object))
+    by: dict[int, list[int]] = {}
+    for i, s in enumerate(sess.tolist()):
+        by.setdefault(s, []).append(i)
+    out: dict[int, set] = {}
+    for r in set(li.tolist()):
+        out[r] = set().union(*[lab.rel_codes[o] for o in by[sess[r]] if o != r])
+    return [out[r] for r in li.tolist()]
+
+
+def holes(J: np.ndarray, top: np.ndarray, k: int, other: list[set] | None = None) -> np.ndarray:
+    """Documents of the top k without a judgment; with `other`, those of them in each row's set."""
+    hole = np.isnan(J[:, :k]) & (top[:, :k] >= 0)
+    if other is None:
+        return hole.sum(axis=1).astype(np.float64)
+    t = top[:, :k]
+    return np.array([sum(1 for j in np.nonzero(hole[i])[0] if t[i, j] in other[i]) for i in range(len(t))], np.float64)
 
 
 @family("pool", TEMPLATES, order=11, requested=True)
@@ -76,6 +102,10 @@ def pool_rows(s: Scoring) -> Long | None:
             elif kind == "judged":
                 values[mrows, c], n = judged_share(J, top, k)
                 why[mrows[n == 0], c] = "empty ranking"
+            elif kind == "holes":
+                values[mrows, c] = holes(J, top, k)
+            elif kind == "holes_relevant_elsewhere":
+                values[mrows, c] = holes(J, top, k, elsewhere(lab, li))
             else:
                 values[mrows, c] = unjudged_share(J, top, k)
     return to_long(s, names, values, why)

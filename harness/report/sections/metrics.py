@@ -1,10 +1,11 @@
-"""Metrics by turn index: per IR metric of the run (and faithfulness when judged), the exact
+"""Metrics by turn index: per IR metric of the run, judged@10 beside them (how much of the rankings
+the judgments see), and faithfulness when judged, the exact
 aggregates of its metrics table (turn-index segments as columns, every other segment in a details
 table) and, for the main metrics, a plot of the mean per turn bucket with a session-level bootstrap 95% CI
 (computed by the scoring step: harness.metrics.spread)."""
 from __future__ import annotations
 
-from harness.metrics.registry import lookup
+from harness.metrics.registry import coverage, lookup
 from harness.metrics.segments import BUCKETS
 from harness.report.format import cell
 from harness.report.load import ReportRun
@@ -55,8 +56,10 @@ def build(run: ReportRun, plots: bool = True) -> dict:
     from harness.report import plots as P
 
     plotted = run.headline + run.judged  # plotted: the run's headline metrics, and the judged ones when judged
-    ir = [m for m in dict.fromkeys(run.agg["metric"]) if (lookup(m) is not None and lookup(m).family in SHOWN)]
-    ir = [m for m in plotted if m in ir] + [m for m in ir if m not in plotted]
+    beside = coverage(run.manifest.metrics)[:1]  # judged@k, beside the ranking metrics (not plotted)
+    ir = [m for m in dict.fromkeys(run.agg["metric"]) if (lookup(m) is not None and lookup(m).family in SHOWN)
+          or m in beside]
+    ir = [m for m in plotted + beside if m in ir] + [m for m in ir if m not in plotted + beside]
     tables = []
     for m in ir:
         plot = None

@@ -117,7 +117,8 @@ def _block(b: dict, keys: dict[str, str], policy: str | None) -> dict:
             "labels": [{**{k: lab[k] for k in ("label", "how", "baseline_arm", "candidate_arm", "changes")},
                         "rows": [_row(r, b["metrics"]) for r in lab["rows"]]} for lab in b["labels"]],
             "notes": scrub(b["notes"]), "gate": gate(b["gate"], policy),
-            "evidence": scrub(list(b.get("evidence") or [])), "operational": operational(b.get("operational")),
+            "evidence": scrub(list(b.get("evidence") or [])), "judged": scrub(list(b.get("judged") or [])),
+            "operational": operational(b.get("operational")),
             "na": [m["na"] for m in b["metrics"] if m.get("na")],
             "n_resamples": b["n_resamples"], "n_permutations": b["n_permutations"]}
 

@@ -1,8 +1,10 @@
 """Warnings: what limits the reading of a run (what the folder lacks, status, pooled corpus, dirty
-work tree, unmeasured turns, n/a arms, errors, no judgments, repeats, no comparisons) and arms
+work tree, unmeasured turns, n/a arms, errors, no judgments, repeats, no comparisons), the holes in
+the judgments per arm (top-10 documents without a judgment, those relevant for another turn) and arms
 whose top-10 lists coincide, said once with the reason the traces record."""
 from __future__ import annotations
 
+from harness.analysis.pool_warnings import holes_by_arm, holes_text
 from harness.report.format import scrub, text
 from harness.report.load import ReportRun
 from harness.report.table import coinciding_text
@@ -88,4 +90,6 @@ def build(run: ReportRun) -> dict:
         out.append({"level": "info", "text": f"no {TABLES['comparisons']} (no `original` arm, or metrics not run): "
                     "no paired comparisons."})
     out += [{"level": "info", "text": line} for line in coinciding_text(run.table("coinciding"), run.label)]
+    out += [{"level": "warn" if h["relevant_elsewhere"] else "info", "text": "holes in the judgments: "
+             + holes_text(run.label.get(a, a), h)} for a, h in holes_by_arm(run.turns).items()]
     return {"entries": [{**e, "text": scrub(e["text"])} for e in out]}

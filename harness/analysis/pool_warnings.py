@@ -1,0 +1,65 @@
+"""What the judgment pool does not see (issue 29): a candidate whose judged@10 falls more than 0.05
+below the baseline's on a segment (part of a difference in a ranking metric may then be unjudged
+documents, counted as not relevant), and the hole report per arm (top-10 documents without a
+judgment for their turn, and those of them judged relevant for another turn of the same session:
+a cheap signal of pool bias). Reads scored runs' per-turn values; writes nothing."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from harness.metrics.segments import segment_keys
+
+JUDGED = "judged@10"
+HOLES, ELSEWHERE = "holes@10", "holes_relevant_elsewhere@10"
+GAP = 0.05  # a candidate's judged@10 lower than the baseline's by more than this is warned about
+EPS = 1e-9
+SAID = "part of this difference may be unjudged documents"
+
+
+def _mean(run, arm_id: str, keys: set) -> float:
+    pt = run.per_turn
+    pt = pt[(pt["arm_id"] == arm_id) & (pt["metric"] == JUDGED)].dropna(subset=["value"])
+    inside = pd.MultiIndex.from_arrays([pt["session_id"], pt["turn_index"]]).isin(list(keys))
+    v = pt[inside].groupby(["session_id", "turn_index"])["value"].mean()
+    return float(v.mean()) if len(v) else math.nan
+
+
+def judged_warnings(base, cand, pairs, segments: list[str]) -> list[str]:
+    """One warning per paired arm label and segment where the candidate's mean judged@10 is lower
+    than the baseline's by more than GAP (turns of the segment; repeats averaged per turn)."""
+    if base.per_turn is None or cand.per_turn is None or JUDGED not in base.metrics or JUDGED not in cand.metrics:
+        return []
+    out = []
+    for seg in dict.fromkeys(segments):
+        keys = segment_keys(base.labels, seg)
+        for p in pairs:
+            b, c = _mean(base, p.baseline.arm_id, keys), _mean(cand, p.candidate.arm_id, keys)
+            if not (math.isnan(b) or math.isnan(c)) and c < b - GAP - EPS:
+                out.append(f"{p.label} [{seg}]: {JUDGED} is {c:.2f} in {cand.name} against {b:.2f} in the baseline "
+                           f"{base.name} (lower by {b - c:.2f}, more than {GAP}): {SAID} (counted as not relevant)")
+    return out
+
+
+def holes_by_arm(per_turn: pd.DataFrame | None) -> dict[str, dict]:
+    """arm -> {turns: measured turns, holes: top-10 documents without a judgment for their turn,
+    relevant_elsewhere: of those, judged relevant for another turn of the session}, summed over
+    turns (repeats averaged per turn); {} for a run scored without the hole metrics."""
+    if per_turn is None:
+        return {}
+    pt = per_turn[per_turn["metric"].isin([HOLES, ELSEWHERE])].dropna(subset=["value"])
+    if pt.empty:
+        return {}
+    v = pt.groupby(["arm_id", "metric", "session_id", "turn_index"], sort=False)["value"].mean().reset_index()
+    out = {}
+    for arm, g in v.groupby("arm_id", sort=False):
+        h, e = g[g["metric"] == HOLES], g[g["metric"] == ELSEWHERE]
+        out[arm] = {"turns": len(h), "holes": int(round(h["value"].sum())), "relevant_elsewhere": int(round(e["value"].sum()))}
+    return out
+
+
+def holes_text(label: str, h: dict) -> str:
+    return (f"{label}: {h['holes']} of the top-10 documents of {h['turns']} turn(s) have no judgment for their turn; "
+            f"{h['relevant_elsewhere']} of those are judged relevant for another turn of the same session "
+            "(the pool may favour some arms)")
