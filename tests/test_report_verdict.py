@@ -103,10 +103,12 @@ def section(html: str, name: str) -> str:
     return html[html.index(f'<section id="{name}">'):].split("</section>", 1)[0]
 
 
-def test_the_verdict_block_is_the_first_section_and_the_manifests_the_last(reported):
+def test_the_answer_and_the_verdict_block_come_first_and_the_manifests_last(reported):
     _, html, out = reported
     order = re.findall(r'<section id="([a-z]+)">', html)
-    assert order[:3] == ["evidence", "verdict", "headline"] and order[-1] == "manifests"
+    # the answer (each run's best arm against its reference, tests/test_report_top.py) opens the report
+    assert order[:4] == ["leaders", "evidence", "verdict", "headline"] and order[-1] == "manifests"
+    assert "candidate against baseline b2b</a>:\n<span class=\"regression\"><strong>6 regression(s)" in section(html, "leaders")
     assert order.index("metrics") > order.index("headline")  # the plots after the headline
     assert html.index('<section id="verdict">') < html.index("<img")  # nothing plotted before the answer
     assert "candidate against b2b: 6 regression(s)" in out  # concat on turns 2 and later; latency is not one (11 before)
@@ -213,7 +215,7 @@ def test_one_run_says_why_there_is_no_verdict_block(reported, tmp_path):
     r = invoke("report", cand, "-o", tmp_path / "one.html")
     assert r.exit_code == 0, r.output
     html = (tmp_path / "one.html").read_text(encoding="utf-8")
-    assert re.findall(r'<section id="([a-z]+)">', html)[:2] == ["evidence", "verdict"]
+    assert re.findall(r'<section id="([a-z]+)">', html)[:3] == ["leaders", "evidence", "verdict"]
     assert "No verdict block: one run: there is no baseline" in section(html, "verdict")
 
 

@@ -155,6 +155,7 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
     BASELINE CANDIDATE (or --baseline RUN and candidates) it opens with candidate − baseline per label, metric and
     turn index (95% CI, Holm p, regressions marked), and with --policy the gate's verdict; runs on different eval
     sets are shown side by side. Exit 0 whatever the verdict; 2 for bad input."""
+    from harness.analysis.leaders import leaders
     from harness.analysis.verdict import plan, verdicts
     from harness.report.render import render_report
 
@@ -171,7 +172,7 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
             console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
     p = plan(list(runs), baseline)
     v = verdicts(p, policy, list(metric), list(arm) or None, list(pair) or None)
-    path = render_report(p.runs, out, verdicts=v)
+    path = render_report(p.runs, out, verdicts=v, leaders=leaders(p.runs))
     for b in v["blocks"]:
         gate = f"; gate: {b['gate']['verdict']}" if b["gate"] else ""
         console.print(f"{b['candidate']} against {b['baseline']}: {len(b['regressions'])} regression(s), "
