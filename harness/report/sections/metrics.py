@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from harness.metrics.registry import lookup
 from harness.metrics.segments import BUCKETS
-from harness.report.format import cell
+from harness.report.format import cell, fmt
 from harness.report.load import ReportRun
 from harness.report.table import TURN_SEGMENTS, bucket
 
@@ -49,22 +49,34 @@ def turn_series(run: ReportRun, metric: str) -> tuple[list[dict], list[str]]:
     return series, buckets
 
 
+def plot_or_sentence(run: ReportRun, metric: str) -> tuple[str | None, str | None]:
+    """(the plot by turn index, None), or (None, one sentence) when a plot would carry no
+    information: every arm's mean and CI the same at every turn index, or nothing to draw."""
+    from harness.report import plots as P
+
+    series, buckets = turn_series(run, metric)
+    if not (series and buckets):
+        return None, None
+    values = [p[k] for s in series for p in s["points"] for k in ("mean", "lo", "hi")]
+    finite = [v for v in values if v is not None and v == v]
+    if not finite:
+        return None, f"No mean of {metric} per turn index in this run's tables (see Warnings): nothing to plot"
+    if P.flat(values):
+        return None, (f"{metric} is {fmt(finite[0])} for every arm at every turn index ({', '.join(buckets)}), CI "
+                      "included: nothing to plot")
+    return P.metric_by_turn(series, buckets, metric, f"{metric} by turn index — {run.key} (95% session bootstrap CI)"), None
+
+
 def build(run: ReportRun, plots: bool = True) -> dict:
     """{tables: [metric table with its plot or None]} for every recall@, ndcg@ and mrr@ metric and
     faithfulness (a judged run's), its unmeasured turns counted in every cell."""
-    from harness.report import plots as P
-
     plotted = run.headline + run.judged  # plotted: the run's headline metrics, and the judged ones when judged
     ir = [m for m in dict.fromkeys(run.agg["metric"]) if (lookup(m) is not None and lookup(m).family in SHOWN)]
     ir = [m for m in plotted if m in ir] + [m for m in ir if m not in plotted]
     tables = []
     for m in ir:
-        plot = None
-        if m in plotted and plots:
-            series, buckets = turn_series(run, m)
-            if series and buckets:
-                plot = P.metric_by_turn(series, buckets, m, f"{m} by turn index — {run.key} (95% session bootstrap CI)")
-        tables.append({**metric_table(run, m), "plot": plot})
+        plot, flat = plot_or_sentence(run, m) if m in plotted and plots else (None, None)
+        tables.append({**metric_table(run, m), "plot": plot, "flat": flat})
     unjudged = [m for m in run.judged if m not in ir]
     na = None if not unjudged else (f"{', '.join(unjudged)} n/a: this run has no judgments (`harness judge RUN`, "
                                     "then `harness metrics RUN`), so no turn is measured")
