@@ -24,8 +24,23 @@ def metric_table(run: ReportRun, metric: str) -> dict:
              "cells": [cell(run.key, a, metric, s, run.aggregate(a, metric, s)) for s in main]} for a in arms]
     other_rows = [{"segment": s, "cells": [cell(run.key, a, metric, s, run.aggregate(a, metric, s)) for a in arms]}
                   for s in other]
+    for r in other_rows:
+        r["n"] = common_n(r["cells"])
     return {"metric": metric, "segments": main, "rows": rows, "other_segments": other_rows,
+            "n": [common_n([r["cells"][i] for r in rows]) for i in range(len(main))],
             "arms": [{"arm": a, "label": run.label[a]} for a in arms]}
+
+
+def common_n(cells: list[dict]) -> dict | None:
+    """The counts most cells of a column (or row) share, said once in its head: {n, n_unmeasured};
+    a cell with other counts shows its own (`shared` False). None when no cell is present."""
+    counts = [(c["n"], c["n_unmeasured"]) for c in cells if c.get("present")]
+    if not counts:
+        return None
+    n, nu = max(set(counts), key=lambda k: (counts.count(k), k))
+    for c in cells:
+        c["shared"] = bool(c.get("present")) and (c["n"], c["n_unmeasured"]) == (n, nu)
+    return {"n": n, "n_unmeasured": nu}
 
 
 def _point(run: ReportRun, arm: str, metric: str, b: str) -> dict:
