@@ -192,6 +192,19 @@ def test_the_drill_down_reaches_every_session_and_filters_turns(reported):
     assert f'<td class="mono">{EIGHTH}</td>' in cand_part
 
 
+def test_sessions_where_the_candidate_regressed_are_shown_turn_by_turn_past_drill_sessions(reported, tmp_path):
+    cand, html, _ = reported
+    regressed = set(re.findall(r'<details class="session" data-dis data-reg><summary><strong>([^<]+)</strong>',
+                               section(html, "drilldown").split("<h3>", 2)[2]))
+    assert len(regressed) > 3
+    r = invoke("report", ROOT / BASELINE, cand, "--drill-sessions", 3, "-o", tmp_path / "few.html")
+    assert r.exit_code == 0, r.output
+    base, cand_part = section((tmp_path / "few.html").read_text(encoding="utf-8"), "drilldown").split("<h3>", 2)[1:]
+    assert base.count('<details class="session"') == 3  # the baseline: three, the others listed
+    shown = set(re.findall(r'<details class="session"[^>]*><summary><strong>([^<]+)</strong>', cand_part))
+    assert regressed <= shown and len(shown) < 50
+
+
 def test_policy_adds_the_gates_verdict_and_bad_input_exits_2(reported, tmp_path):
     cand, _, _ = reported
     policy = tmp_path / "policy.yaml"

@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 
 from harness.cli import export_app, app, console, fail, list_app
+from harness.report.limits import DRILL_SESSIONS
 from harness.run.folder import RunFolder
 
 
@@ -150,6 +151,10 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
            metric: list[str] = typer.Option([], "--metric", "-m", help="more metrics for the verdict block"),
            arm: list[str] = typer.Option([], "--arm", help="only these labels (or arm ids) in the verdict block"),
            pair: list[str] = typer.Option([], "--pair", help="BASELINE=CANDIDATE (labels or arm ids)"),
+           drill_sessions: int = typer.Option(DRILL_SESSIONS, "--drill-sessions", min=0,
+                                              help="sessions per run the drill-down shows turn by turn, the most "
+                                                   "disagreement first (and every one where a candidate regressed); "
+                                                   "the others are listed by id. 0: every session"),
            out: Path = typer.Option(Path("reports/review.html"), "--out", "-o")):
     """One self-contained HTML review report (plots embedded, no network at view time) from run folders. Given
     BASELINE CANDIDATE (or --baseline RUN and candidates) it opens with candidate − baseline per label, metric and
@@ -172,7 +177,7 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
             console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
     p = plan(list(runs), baseline)
     v = verdicts(p, policy, list(metric), list(arm) or None, list(pair) or None)
-    path = render_report(p.runs, out, verdicts=v, leaders=leaders(p.runs))
+    path = render_report(p.runs, out, verdicts=v, leaders=leaders(p.runs), drill_sessions=drill_sessions)
     for b in v["blocks"]:
         gate = f"; gate: {b['gate']['verdict']}" if b["gate"] else ""
         console.print(f"{b['candidate']} against {b['baseline']}: {len(b['regressions'])} regression(s), "

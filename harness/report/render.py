@@ -18,6 +18,7 @@ from pathlib import Path
 from harness import env as _env  # noqa: F401  (offline-safe environment first)
 from harness.metrics.families.answers import SHOULD_ABSTAIN
 from harness.report.format import shown_path
+from harness.report.limits import DRILL_SESSIONS
 from harness.report.load import ReportRun, load_runs
 from harness.report.sections import (abstention, agreement, comparisons, drilldown, evidence, guards, headline,
                                      leaders as leaders_, manifests, metrics, rounds, tradeoff, verdict, warnings)
@@ -27,9 +28,11 @@ TEMPLATES = Path(__file__).with_name("templates")
 FILES = {"metrics": METRICS, "judgments": JUDGMENTS, **TABLES}  # the run-folder files the text names
 
 
-def run_context(run: ReportRun, plots: bool = True, index: int = 0, against=None) -> dict:
+def run_context(run: ReportRun, plots: bool = True, index: int = 0, against=None,
+                drill_sessions: int = DRILL_SESSIONS) -> dict:
     """One run's part of every section; `against`: its baseline run's key and per-turn values when
-    it is a verdict block's candidate (the drill-down marks the turns where it regressed)."""
+    it is a verdict block's candidate (the drill-down marks the turns where it regressed);
+    `drill_sessions`: the sessions the drill-down shows turn by turn (0: all)."""
     es = run.manifest.eval_set.model_dump()
     return {
         "key": run.key, "dir": shown_path(run.dir), "eval_set": f"{es.get('name')} {es.get('version')}",
@@ -40,7 +43,7 @@ def run_context(run: ReportRun, plots: bool = True, index: int = 0, against=None
         "guards": guards.build(run),
         "abstention": abstention.build(run),
         "comparisons": comparisons.build(run),
-        "drill": drilldown.build(run, index, against),
+        "drill": drilldown.build(run, index, against, sessions=drill_sessions),
         "warnings": warnings.build(run),
         "agreement": agreement.build(run),
     }
@@ -53,10 +56,11 @@ def _headline(runs: list[ReportRun]) -> list[str]:
 
 
 def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | None = None,
-                  leaders: dict | None = None) -> dict:
+                  leaders: dict | None = None, drill_sessions: int = DRILL_SESSIONS) -> dict:
     """`verdicts`: the verdict blocks the analysis stage computed for these runs
     (harness.analysis.verdict.verdicts), or None (the report then says how to get them); `leaders`:
-    each run's best arm against its reference (harness.analysis.leaders.leaders), or None likewise."""
+    each run's best arm against its reference (harness.analysis.leaders.leaders), or None likewise;
+    `drill_sessions`: see run_context."""
     runs = load_runs([Path(d) for d in run_dirs])
     keys = [r.key for r in runs]
     against = verdict.pairs_of(verdicts, runs)
@@ -74,7 +78,8 @@ def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | Non
         "verdict": v,
         "manifests": manifests.build(runs),
         "headline": headline.build(runs, leaders_.marks(leaders, runs)),
-        "runs": [run_context(r, plots, i, against.get(r.key)) for i, r in enumerate(runs)],
+        "drill_sessions": drill_sessions,
+        "runs": [run_context(r, plots, i, against.get(r.key), drill_sessions) for i, r in enumerate(runs)],
     }
 
 
@@ -89,10 +94,11 @@ def render_html(context: dict) -> str:
     return environment().get_template("report.html.j2").render(**context)
 
 
-def render_report(run_dirs: list[Path], out: Path, verdicts: dict | None = None, leaders: dict | None = None) -> Path:
+def render_report(run_dirs: list[Path], out: Path, verdicts: dict | None = None, leaders: dict | None = None,
+                  drill_sessions: int = DRILL_SESSIONS) -> Path:
     """Write one self-contained HTML report of the run folders to `out`; returns `out`.
-    `verdicts`, `leaders`: see build_context."""
-    html = render_html(build_context(run_dirs, verdicts=verdicts, leaders=leaders))
+    `verdicts`, `leaders`, `drill_sessions`: see build_context."""
+    html = render_html(build_context(run_dirs, verdicts=verdicts, leaders=leaders, drill_sessions=drill_sessions))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
