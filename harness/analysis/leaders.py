@@ -16,19 +16,23 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.evidence import EvidenceError, check_run
-from harness.analysis.verdict import ALPHA, N_PERMUTATIONS, N_RESAMPLES, evalset_of, mark
+from harness.analysis.verdict import ALPHA, N_RESAMPLES, evalset_of, mark
 from harness.metrics.registry import headline, judged, resolve
 from harness.metrics.stats import compare_arms, holm
 from harness.run.folder import RunData
 
 EPS = 1e-12
+# as `harness compare`: the randomization test draws as many sign flips as the bootstrap resamples
+# (a run's answer holds a few dozen comparisons at most: p can reach 1/5001, Holm's alpha stays in reach)
+N_PERMUTATIONS = N_RESAMPLES
 STATS = ("diff", "ci_lo", "ci_hi", "p", "n_turns", "n_sessions", "n_unmeasured")
 
 
 def answer_metrics(run: RunData) -> list[str]:
     """The metrics the answer ranks arms by: the run's headline recall and nDCG (its own cutoffs) and
     the judged metrics it measured, as the report's headline table shows them."""
-    return [m for m in headline(run.manifest.metrics)[:2] + judged() if m in run.metrics]
+    measured = run.metrics
+    return [m for m in headline(run.manifest.metrics)[:2] + judged() if m in measured]
 
 
 def _means(run: RunData, metric: str) -> dict[str, float]:
@@ -76,7 +80,8 @@ def _metric(run: RunData, metric: str, n_resamples: int, n_permutations: int) ->
     direction = resolve(metric).direction
     rows = {}
     if others:
-        df = compare_arms(run.per_turn, metric, best, others, n_resamples=n_resamples, n_permutations=n_permutations,
+        pt = run.per_turn[run.per_turn["metric"] == metric]
+        df = compare_arms(pt, metric, best, others, n_resamples=n_resamples, n_permutations=n_permutations,
                           direction=direction)
         rows = {r["arm"]: _flipped(r) for r in df.to_dict("records")}
     return {"name": metric, "direction": direction, "n_ranked": len(ranked),
