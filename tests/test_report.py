@@ -31,7 +31,9 @@ ARMS = ("original", "concat", "rewrite")
 
 
 class Tags(HTMLParser):
-    """Every start tag with its attributes; the text of <span class="mean"> by its data-*."""
+    """Every start tag with its attributes; the text of <span class="mean"> with the data-* that name
+    its number: on the span itself, or inherited from its table (run, metric), its row and its
+    column's head cell (arm or segment), as the metrics tables name them once."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -39,21 +41,40 @@ class Tags(HTMLParser):
         self.means: list[tuple[dict, str]] = []
         self._mean: dict | None = None
         self._text: list[str] = []
+        self._table: dict = {}
+        self._row: dict = {}
+        self._heads: list[dict] = []
+        self._col = -1
+        self._in_head = False
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         self.tags.append((tag, a))
+        data = {k: v for k, v in a.items() if k.startswith("data-")}
+        if tag == "table":
+            self._table, self._heads = data, []
+        elif tag == "thead":
+            self._in_head = True
+        elif tag == "tr":
+            self._row, self._col = ({} if self._in_head else data), -1
+        elif tag in ("td", "th"):
+            self._col += 1
+            if self._in_head:
+                self._heads.append(data)
         if tag == "span" and a.get("class") == "mean":
-            self._mean, self._text = a, []
+            head = self._heads[self._col] if 0 <= self._col < len(self._heads) else {}
+            self._mean, self._text = {**self._table, **head, **self._row, **a}, []
+
+    def handle_endtag(self, tag):
+        if tag == "thead":
+            self._in_head = False
+        if tag == "span" and self._mean is not None:
+            self.means.append((self._mean, "".join(self._text).strip()))
+            self._mean = None
 
     def handle_data(self, data):
         if self._mean is not None:
             self._text.append(data)
-
-    def handle_endtag(self, tag):
-        if tag == "span" and self._mean is not None:
-            self.means.append((self._mean, "".join(self._text).strip()))
-            self._mean = None
 
 
 def parse(html: str) -> Tags:

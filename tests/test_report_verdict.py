@@ -103,10 +103,12 @@ def section(html: str, name: str) -> str:
     return html[html.index(f'<section id="{name}">'):].split("</section>", 1)[0]
 
 
-def test_the_verdict_block_is_the_first_section_and_the_manifests_the_last(reported):
+def test_the_answer_and_the_verdict_block_come_first_and_the_manifests_last(reported):
     _, html, out = reported
     order = re.findall(r'<section id="([a-z]+)">', html)
-    assert order[:3] == ["evidence", "verdict", "headline"] and order[-1] == "manifests"
+    # the answer (each run's best arm against its reference, tests/test_report_top.py) opens the report
+    assert order[:4] == ["leaders", "evidence", "verdict", "headline"] and order[-1] == "manifests"
+    assert "candidate against baseline b2b</a>:\n<span class=\"regression\"><strong>6 regression(s)" in section(html, "leaders")
     assert order.index("metrics") > order.index("headline")  # the plots after the headline
     assert html.index('<section id="verdict">') < html.index("<img")  # nothing plotted before the answer
     assert "candidate against b2b: 6 regression(s)" in out  # concat on turns 2 and later; latency is not one (11 before)
@@ -190,6 +192,19 @@ def test_the_drill_down_reaches_every_session_and_filters_turns(reported):
     assert f'<td class="mono">{EIGHTH}</td>' in cand_part
 
 
+def test_sessions_where_the_candidate_regressed_are_shown_turn_by_turn_past_drill_sessions(reported, tmp_path):
+    cand, html, _ = reported
+    regressed = set(re.findall(r'<details class="session" data-dis data-reg><summary><strong>([^<]+)</strong>',
+                               section(html, "drilldown").split("<h3>", 2)[2]))
+    assert len(regressed) > 3
+    r = invoke("report", ROOT / BASELINE, cand, "--drill-sessions", 3, "-o", tmp_path / "few.html")
+    assert r.exit_code == 0, r.output
+    base, cand_part = section((tmp_path / "few.html").read_text(encoding="utf-8"), "drilldown").split("<h3>", 2)[1:]
+    assert base.count('<details class="session"') == 3  # the baseline: three, the others listed
+    shown = set(re.findall(r'<details class="session"[^>]*><summary><strong>([^<]+)</strong>', cand_part))
+    assert regressed <= shown and len(shown) < 50
+
+
 def test_policy_adds_the_gates_verdict_and_bad_input_exits_2(reported, tmp_path):
     cand, _, _ = reported
     policy = tmp_path / "policy.yaml"
@@ -213,7 +228,7 @@ def test_one_run_says_why_there_is_no_verdict_block(reported, tmp_path):
     r = invoke("report", cand, "-o", tmp_path / "one.html")
     assert r.exit_code == 0, r.output
     html = (tmp_path / "one.html").read_text(encoding="utf-8")
-    assert re.findall(r'<section id="([a-z]+)">', html)[:2] == ["evidence", "verdict"]
+    assert re.findall(r'<section id="([a-z]+)">', html)[:3] == ["leaders", "evidence", "verdict"]
     assert "No verdict block: one run: there is no baseline" in section(html, "verdict")
 
 

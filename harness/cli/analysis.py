@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 
 from harness.cli import export_app, app, console, err, fail, list_app, say
+from harness.report.limits import DRILL_SESSIONS
 from harness.run.folder import RunFolder
 
 
@@ -162,11 +163,16 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
            metric: list[str] = typer.Option([], "--metric", "-m", help="more metrics for the verdict block"),
            arm: list[str] = typer.Option([], "--arm", help="only these labels (or arm ids) in the verdict block"),
            pair: list[str] = typer.Option([], "--pair", help="BASELINE=CANDIDATE (labels or arm ids)"),
+           drill_sessions: int = typer.Option(DRILL_SESSIONS, "--drill-sessions", min=0,
+                                              help="sessions per run the drill-down shows turn by turn, the most "
+                                                   "disagreement first (and every one where a candidate regressed); "
+                                                   "the others are listed by id. 0: every session"),
            out: Path = typer.Option(Path("reports/review.html"), "--out", "-o")):
     """One self-contained HTML review report (plots embedded, no network at view time) from run folders. Given
     BASELINE CANDIDATE (or --baseline RUN and candidates) it opens with candidate − baseline per label, metric and
     turn index (95% CI, Holm p, regressions marked), and with --policy the gate's verdict; runs on different eval
     sets are shown side by side. Exit 0 whatever the verdict; 2 for bad input."""
+    from harness.analysis.leaders import leaders
     from harness.analysis.verdict import plan, verdicts
     from harness.report.render import render_report
 
@@ -184,7 +190,7 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
     p = plan(list(runs), baseline)
     err.print(f"report: comparing and plotting {len(p.runs)} run(s)", highlight=False, markup=False)
     v = verdicts(p, policy, list(metric), list(arm) or None, list(pair) or None)
-    path = render_report(p.runs, out, verdicts=v)
+    path = render_report(p.runs, out, verdicts=v, leaders=leaders(p.runs), drill_sessions=drill_sessions)
     for b in v["blocks"]:
         gate = f"; gate: {b['gate']['verdict']}" if b["gate"] else ""
         say(f"{b['candidate']} against {b['baseline']}: {len(b['regressions'])} regression(s), "

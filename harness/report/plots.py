@@ -27,16 +27,37 @@ def plain(text: str) -> str:
     return str(text).replace("\\", "\\\\").replace("$", r"\$")
 
 
+def palette(png: bytes) -> bytes:
+    """The PNG in at most 256 colours (8-bit palette, median cut, no dithering): a plot's lines,
+    markers and bands look the same and take about a third of the bytes of matplotlib's RGBA."""
+    from PIL import Image
+
+    im = Image.open(io.BytesIO(png)).convert("RGBA")
+    flat = Image.new("RGBA", im.size, "white")
+    flat.alpha_composite(im)
+    q = flat.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    q.save(out, format="PNG", optimize=True)  # no text chunk: no Software/URL
+    return out.getvalue()
+
+
 def to_base64(fig: Figure) -> str:
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     # no metadata: the PNG carries no Software/URL text chunk
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return base64.b64encode(palette(buf.getvalue())).decode("ascii")
 
 
 def _finite(v) -> bool:
     return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def flat(values) -> bool:
+    """True when a plot of these values would carry no information: no finite value, or every
+    finite value equal (the report then says so in one sentence instead of drawing it)."""
+    vals = [float(v) for v in values if _finite(v)]
+    return not vals or max(vals) - min(vals) <= 1e-12 * max(1.0, abs(max(vals)))
 
 
 def metric_by_turn(series: list[dict], buckets: list[str], metric: str, title: str) -> str:
@@ -98,15 +119,20 @@ def _groups(pts: list[tuple[float, float, int]], xr: float, yr: float, tol: floa
     return [[p[2] for p in g] for g in groups]
 
 
-def tradeoff(points: list[dict], title: str, y_name: str = "recall@10") -> str:
-    """Two scatters: y against cost per turn (USD) and against p95 total latency (ms), with the
-    frontier. Arms are numbered in the legend; points that (nearly) coincide share one label.
-    points: [{label, color_index, y, cost, p95_ms}] (cost/p95 None when unmeasured)."""
-    fig = Figure(figsize=(12, 4.4))
+AXES = {"cost": "cost per turn (USD)", "p95_ms": "p95 latency_total_ms"}
+
+
+def tradeoff(points: list[dict], title: str, y_name: str = "recall@10", panels: tuple = tuple(AXES)) -> str:
+    """A scatter per panel: y against cost per turn (USD) and against p95 total latency (ms), with
+    the frontier. Arms are numbered in the legend; points that (nearly) coincide share one label.
+    points: [{label, color_index, y, cost, p95_ms}] (cost/p95 None when unmeasured); `panels`: the x
+    axes to draw (the section leaves out one whose values are all equal)."""
+    fig = Figure(figsize=(12 if len(panels) > 1 else 7.6, 4.4))
     num = {id(p): n for n, p in enumerate(points, start=1)}
     handles = {}
-    for pos, (key, xlabel) in enumerate([("cost", "cost per turn (USD)"), ("p95_ms", "p95 latency_total_ms")], start=1):
-        ax = fig.add_subplot(1, 2, pos)
+    for pos, key in enumerate(panels, start=1):
+        xlabel = AXES[key]
+        ax = fig.add_subplot(1, len(panels), pos)
         pts = [p for p in points if _finite(p.get(key)) and _finite(p.get("y"))]
         for p in pts:
             c = color(p["color_index"])
@@ -132,9 +158,10 @@ def tradeoff(points: list[dict], title: str, y_name: str = "recall@10") -> str:
         ax.grid(True, alpha=0.3)
     if handles:
         items = [handles[k] for k in sorted(handles)]
-        fig.legend([h for h, _ in items], [lab for _, lab in items], loc="center left", bbox_to_anchor=(0.91, 0.5),
-                   fontsize=8, frameon=False)
-        fig.subplots_adjust(right=0.9)
+        right = 0.9 if len(panels) > 1 else 0.8
+        fig.legend([h for h, _ in items], [lab for _, lab in items], loc="center left",
+                   bbox_to_anchor=(right + 0.01, 0.5), fontsize=8, frameon=False)
+        fig.subplots_adjust(right=right)
     fig.suptitle(plain(title) + "  (dashed: frontier)", fontsize=10)
     return to_base64(fig)
 

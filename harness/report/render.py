@@ -1,7 +1,8 @@
 """The HTML review report of one or more run folders: one self-contained file (plots as base64
 PNG, no script, no external URL, no absolute path of the machine that built it). It opens with
-the evidence (complete or partial runs, tables scored again, failed turns), then the verdict blocks
-(candidate − baseline, computed by the analysis stage and handed in), then the
+the answer (each run's best arm against its reference arm, computed by the analysis stage and
+handed in), the evidence (complete or partial runs, tables scored again, failed turns), then the
+verdict blocks (candidate − baseline, computed by the analysis stage and handed in), then the
 headline, warnings, metrics and plots, the drill-down, and the manifests last. Loads the runs
 (harness.report.load), asks each section (harness.report.sections) for its plain data, and renders templates/report.html.j2 and its
 partials templates/sections/*.html.j2 with jinja2, autoescape on, so every text from eval sets,
@@ -17,18 +18,21 @@ from pathlib import Path
 from harness import env as _env  # noqa: F401  (offline-safe environment first)
 from harness.metrics.families.answers import SHOULD_ABSTAIN
 from harness.report.format import shown_path
+from harness.report.limits import DRILL_SESSIONS
 from harness.report.load import ReportRun, load_runs
 from harness.report.sections import (abstention, agreement, comparisons, drilldown, evidence, guards, headline,
-                                     manifests, metrics, rounds, tradeoff, verdict, warnings)
+                                     leaders as leaders_, manifests, metrics, rounds, tradeoff, verdict, warnings)
 from harness.run.folder import JUDGMENTS, METRICS, TABLES
 
 TEMPLATES = Path(__file__).with_name("templates")
 FILES = {"metrics": METRICS, "judgments": JUDGMENTS, **TABLES}  # the run-folder files the text names
 
 
-def run_context(run: ReportRun, plots: bool = True, index: int = 0, against=None) -> dict:
+def run_context(run: ReportRun, plots: bool = True, index: int = 0, against=None,
+                drill_sessions: int = DRILL_SESSIONS) -> dict:
     """One run's part of every section; `against`: its baseline run's key and per-turn values when
-    it is a verdict block's candidate (the drill-down marks the turns where it regressed)."""
+    it is a verdict block's candidate (the drill-down marks the turns where it regressed);
+    `drill_sessions`: the sessions the drill-down shows turn by turn (0: all)."""
     es = run.manifest.eval_set.model_dump()
     return {
         "key": run.key, "dir": shown_path(run.dir), "eval_set": f"{es.get('name')} {es.get('version')}",
@@ -39,7 +43,7 @@ def run_context(run: ReportRun, plots: bool = True, index: int = 0, against=None
         "guards": guards.build(run),
         "abstention": abstention.build(run),
         "comparisons": comparisons.build(run),
-        "drill": drilldown.build(run, index, against),
+        "drill": drilldown.build(run, index, against, sessions=drill_sessions),
         "warnings": warnings.build(run),
         "agreement": agreement.build(run),
     }
@@ -51,12 +55,16 @@ def _headline(runs: list[ReportRun]) -> list[str]:
     return list(names.pop()) if len(names) == 1 else ["recall", "nDCG", "MRR"]
 
 
-def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | None = None) -> dict:
+def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | None = None,
+                  leaders: dict | None = None, drill_sessions: int = DRILL_SESSIONS) -> dict:
     """`verdicts`: the verdict blocks the analysis stage computed for these runs
-    (harness.analysis.verdict.verdicts), or None (the report then says how to get them)."""
+    (harness.analysis.verdict.verdicts), or None (the report then says how to get them); `leaders`:
+    each run's best arm against its reference (harness.analysis.leaders.leaders), or None likewise;
+    `drill_sessions`: see run_context."""
     runs = load_runs([Path(d) for d in run_dirs])
     keys = [r.key for r in runs]
     against = verdict.pairs_of(verdicts, runs)
+    v = verdict.build(verdicts, runs)
     return {
         "title": "Review report: " + ", ".join(keys),
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -65,11 +73,13 @@ def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | Non
         "files": FILES,
         "top_hits": drilldown.TOP_HITS,
         "abstention_should": sorted(SHOULD_ABSTAIN),
+        "leaders": leaders_.build(leaders, runs, v),
         "evidence": evidence.build(runs),
-        "verdict": verdict.build(verdicts, runs),
+        "verdict": v,
         "manifests": manifests.build(runs),
-        "headline": headline.build(runs),
-        "runs": [run_context(r, plots, i, against.get(r.key)) for i, r in enumerate(runs)],
+        "headline": headline.build(runs, leaders_.marks(leaders, runs)),
+        "drill_sessions": drill_sessions,
+        "runs": [run_context(r, plots, i, against.get(r.key), drill_sessions) for i, r in enumerate(runs)],
     }
 
 
@@ -84,10 +94,11 @@ def render_html(context: dict) -> str:
     return environment().get_template("report.html.j2").render(**context)
 
 
-def render_report(run_dirs: list[Path], out: Path, verdicts: dict | None = None) -> Path:
+def render_report(run_dirs: list[Path], out: Path, verdicts: dict | None = None, leaders: dict | None = None,
+                  drill_sessions: int = DRILL_SESSIONS) -> Path:
     """Write one self-contained HTML report of the run folders to `out`; returns `out`.
-    `verdicts`: see build_context."""
-    html = render_html(build_context(run_dirs, verdicts=verdicts))
+    `verdicts`, `leaders`, `drill_sessions`: see build_context."""
+    html = render_html(build_context(run_dirs, verdicts=verdicts, leaders=leaders, drill_sessions=drill_sessions))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

@@ -15,7 +15,9 @@ from pathlib import Path
 import pandas as pd
 
 from harness.evalset.folder import CORPUS
+from harness.report.drillcells import compact
 from harness.report.format import as_list, filter_text, fmt, loads, missing, shown_path, text
+from harness.report.limits import DRILL_SESSIONS
 from harness.report.load import ReportRun
 
 PAGE_SIZE = 20  # sessions per page (a <details> each; the first open)
@@ -28,8 +30,9 @@ def corpus_root(run: ReportRun) -> Path | None:
     return root if root is not None and (root / CORPUS).is_file() else None
 
 
-def corpus_docs(root: Path | None, doc_ids: set[str], snippet: int = 240) -> dict[str, dict]:
-    """Title and the start of the text of the given documents (streamed; other lines skipped)."""
+def corpus_docs(root: Path | None, doc_ids: set[str], snippet: int = 160) -> dict[str, dict]:
+    """Title and the start of the text of the given documents (streamed; other lines skipped); a
+    text that opens with its title (and a full stop) is shown from after it."""
     out: dict[str, dict] = {}
     if root is None or not doc_ids:
         return out
@@ -41,8 +44,10 @@ def corpus_docs(root: Path | None, doc_ids: set[str], snippet: int = 240) -> dic
                 continue
             did = str(d.get("doc_id"))
             if did in doc_ids:
-                t = str(d.get("text") or "")
-                out[did] = {"title": str(d.get("title") or ""),
+                t, title = str(d.get("text") or "").lstrip(), str(d.get("title") or "")
+                if title and t.startswith(title):
+                    t = t[len(title):].lstrip(" .:\n")
+                out[did] = {"title": title,
                             "snippet": t[:snippet] + ("…" if len(t) > snippet else "")}
                 if len(out) == len(doc_ids):
                     break
@@ -101,15 +106,30 @@ class Drill:
     scores: dict  # (arm, session, turn) -> {metric: value text}
     entitlement: set  # filter fields the account sets
     disagree: set  # (session, turn) where the arms disagree
+    score_names: list = field(default_factory=list)  # the metrics of `scores`, in their order
     base: dict = field(default_factory=dict)  # (arm, session, turn) -> {metric: (baseline value, worse)}
     regressed: set = field(default_factory=set)  # (session, turn) where the candidate regressed
 
 
 def _scores(d: Drill, arm: str, key: tuple) -> list[dict]:
-    """An arm's scores on a turn, each with its paired baseline arm's value when there is one."""
-    base = d.base.get((arm, *key), {})
-    return [{"metric": m, "value": v, "baseline": base.get(m, (None, False))[0], "worse": base.get(m, (None, False))[1]}
-            for m, v in sorted(d.scores.get((arm, *key), {}).items())]
+    """An arm's scores on a turn in the order of the run's score names ([] when none is measured),
+    each with its paired baseline arm's value when there is one."""
+    base, mine = d.base.get((arm, *key), {}), d.scores.get((arm, *key), {})
+    if not mine:
+        return []
+    return [{"metric": m, "value": mine.get(m, "—"), "baseline": base.get(m, (None, False))[0],
+             "worse": base.get(m, (None, False))[1]} for m in d.score_names]
+
+
+def found_text(found: list[str], arms: list[dict]) -> str:
+    """The arms that have a relevant document in their top hits, in the fewest words."""
+    shown = [a["label"] for a in arms if not a["missing"]]
+    if not found:
+        return "no arm"
+    if len(found) == len(shown):
+        return "every arm"
+    rest = [lab for lab in shown if lab not in found]
+    return f"every arm but {', '.join(rest)}" if len(rest) < len(found) else ", ".join(found)
 
 
 def _arm_cell(d: Drill, arm: str, key: tuple, relevant: dict[str, int]) -> dict:
@@ -158,19 +178,22 @@ def _turn(d: Drill, lab: dict) -> dict:
     qrels = {str(x): int(g) for x, g in loads(lab["qrels"], {}).items()}
     relevant = {x: g for x, g in qrels.items() if g >= 1}
     arms = [_arm_cell(d, a, key, relevant) for a in d.run.arms]
+    account = _account_filters(arms)  # first: the arms' cells then leave them out
     found = {x: [c["label"] for c in arms if not c["missing"] and x in {h["doc_id"] for h in c["hits"]}]
              for x in relevant}
+    user = text(lab["user"]) or ""
+    rows = compact(arms, user, set(relevant))
     return {
-        "turn_index": key[1], "user": text(lab["user"]) or "", "query_type": text(lab.get("query_type")),
+        "turn_index": key[1], "user": user, "query_type": text(lab.get("query_type")),
         "language": text(lab.get("language")), "answerability": text(lab.get("answerability")),
         "reference_rewrite": text(lab.get("reference_rewrite")),
         "identifiers": [str(i) for i in as_list(lab.get("identifiers"))],
         "expected_filters": [filter_text(f) for f in loads(lab.get("expected_filters"), []) if isinstance(f, dict)],
         "qrels_measured": bool(lab.get("qrels_measured", True)),
         "relevant": [{"doc_id": x, "grade": g, "title": (d.docs.get(x) or {}).get("title", ""),
-                      "snippet": (d.docs.get(x) or {}).get("snippet", ""), "found_by": found[x]}
+                      "snippet": (d.docs.get(x) or {}).get("snippet", ""), "found_by": found_text(found[x], arms)}
                      for x, g in sorted(relevant.items(), key=lambda x: (-x[1], x[0]))],
-        "account_filters": _account_filters(arms), "arms": arms,
+        "account_filters": account, "arms": arms, "rows": rows,
         "disagree": key in d.disagree, "regressed": key in d.regressed,
     }
 
@@ -206,17 +229,28 @@ def _docs(run: ReportRun, by_key: dict) -> tuple[dict, Path | None]:
     return corpus_docs(root, needed), root
 
 
-def _sessions(d: Drill, order: pd.DataFrame) -> list[dict]:
+def _preview(first: str) -> str:
+    return first[:90] + ("…" if len(first) > 90 else "")
+
+
+def _sessions(d: Drill, order: pd.DataFrame, limit: int) -> tuple[list[dict], list[dict]]:
+    """(sessions shown turn by turn, sessions listed only): the first `limit` in the order (0: all),
+    and every session where the candidate regressed, in full; the others by id, turns and preview."""
     labs = d.run.labels.sort_values(["session_id", "turn_index"])
     by_session = {sid: g.to_dict("records") for sid, g in labs.groupby("session_id", sort=False)}
-    out = []
-    for s in order.itertuples():
-        turns = [_turn(d, lab) for lab in by_session.get(s.session_id, [])]
-        first = turns[0]["user"] if turns else ""
-        out.append({"session_id": s.session_id, "score": f"{s.score:.2f}", "turns": turns,
-                    "n_disagree": sum(t["disagree"] for t in turns), "n_regressed": sum(t["regressed"] for t in turns),
-                    "preview": first[:90] + ("…" if len(first) > 90 else "")})
-    return out
+    regressed = {k[0] for k in d.regressed}
+    full, rest = [], []
+    for i, s in enumerate(order.itertuples()):
+        labs_s = by_session.get(s.session_id, [])
+        if limit and i >= limit and s.session_id not in regressed:
+            rest.append({"session_id": s.session_id, "score": f"{s.score:.2f}", "n_turns": len(labs_s),
+                         "preview": _preview((text(labs_s[0]["user"]) or "") if labs_s else "")})
+            continue
+        turns = [_turn(d, lab) for lab in labs_s]
+        full.append({"session_id": s.session_id, "score": f"{s.score:.2f}", "turns": turns,
+                     "n_disagree": sum(t["disagree"] for t in turns), "n_regressed": sum(t["regressed"] for t in turns),
+                     "preview": _preview(turns[0]["user"] if turns else "")})
+    return full, rest
 
 
 def _pages(sessions: list[dict], size: int) -> list[dict]:
@@ -229,22 +263,26 @@ def _pages(sessions: list[dict], size: int) -> list[dict]:
 
 
 def build(run: ReportRun, index: int = 0, against: tuple[str, list[dict]] | None = None,
-          page_size: int = PAGE_SIZE) -> dict:
-    """Every session of the run, in pages, turn by turn, every arm side by side (repeat 0 of
-    multi-repeat runs). `against`: the baseline run's key and the per-turn values of the verdict
+          page_size: int = PAGE_SIZE, sessions: int = DRILL_SESSIONS) -> dict:
+    """The run's sessions in pages, turn by turn, every arm side by side (repeat 0 of multi-repeat
+    runs): the first `sessions` of them (0: all) and every one where the candidate regressed; the
+    others listed by id. `against`: the baseline run's key and the per-turn values of the verdict
     block this run is the candidate of; `index` keeps the page's filter ids unique."""
     per_turn = turn_disagreement(run)
     order = disagreement(run, per_turn)
     by_key, rep0 = _by_key(run)
     docs, root = _docs(run, by_key)
     entitlement = {f.get("field") for f in run.manifest.filter_schema if f.get("kind") == "entitlement"}
-    d = Drill(run, by_key, docs, turn_scores(run), entitlement, set(per_turn[per_turn > 0].index))
+    scores = turn_scores(run)
+    names = [m for m in run.headline[:2] + run.judged if any(m in v for v in scores.values())]
+    d = Drill(run, by_key, docs, scores, entitlement, set(per_turn[per_turn > 0].index), names)
     if against is not None:
         d.base, d.regressed = against_baseline(against[1])
-    sessions = _sessions(d, order)
-    return {"pages": _pages(sessions, page_size), "total": len(sessions), "page_size": page_size, "repeat": rep0,
-            "n_turns": sum(len(s["turns"]) for s in sessions),
-            "n_disagree": sum(s["n_disagree"] for s in sessions), "n_regressed": sum(s["n_regressed"] for s in sessions),
-            "baseline": against[0] if against is not None else None, "fid": f"drill-{index}",
+    shown, rest = _sessions(d, order, sessions)
+    return {"pages": _pages(shown, page_size), "total": len(shown) + len(rest), "page_size": page_size, "repeat": rep0,
+            "rest": rest, "n_rest_turns": sum(s["n_turns"] for s in rest), "n_shown": len(shown),
+            "n_turns": sum(len(s["turns"]) for s in shown),
+            "n_disagree": sum(s["n_disagree"] for s in shown), "n_regressed": sum(s["n_regressed"] for s in shown),
+            "baseline": against[0] if against is not None else None, "fid": f"drill-{index}", "score_names": names,
             "arms": [{"label": run.label[a], "arm": a} for a in run.arms],
             "repeats": run.manifest.repeats, "corpus": shown_path(root) if root else None}

@@ -3,7 +3,8 @@ its own cutoffs) and the judged metrics (n/a, said why, for a run not judged) ov
 labelled turns (segment all) per arm, one column group per run, as the runs' metrics tables hold
 them, each with the session-level bootstrap 95% CI of the arm's own per-turn values that the scoring
 step wrote (the run folder's `spread` table, the plots' bands) and the best arm of each run and metric marked in the metric's direction (oracle arms,
-an upper bound, are not ranked)."""
+an upper bound, are not ranked): ★ where the analysis stage found it significantly better than every
+other arm, `tied` on it and the arms it is not significantly better than (harness.analysis.leaders)."""
 from __future__ import annotations
 
 from harness.metrics.registry import direction_of, judged as judged_metrics
@@ -16,7 +17,7 @@ def judged(run: ReportRun) -> bool:
 
 
 def _cell(run: ReportRun, arm: str | None, metric: str) -> dict:
-    c = {"best": False, "ci": None, "value": None, "arm": arm, "na": False}
+    c = {"best": False, "tied": False, "ci": None, "value": None, "arm": arm, "na": False}
     if arm is None:
         return {**c, "present": False}
     if metric in run.judged and not judged(run):
@@ -29,7 +30,8 @@ def _cell(run: ReportRun, arm: str | None, metric: str) -> dict:
 
 
 def _mark_best(rows: list[dict], n_runs: int, metrics: list[str]) -> None:
-    """Set `best` on the cell of the best arm per run and metric (ties all marked)."""
+    """Without the analysis stage's answer: set `best` on the cell of the highest mean per run and
+    metric in its direction (ties all marked)."""
     for i in range(n_runs * len(metrics)):
         d = direction_of(metrics[i % len(metrics)])
         if d == "none":
@@ -43,9 +45,25 @@ def _mark_best(rows: list[dict], n_runs: int, metrics: list[str]) -> None:
                 r["cells"][i]["best"] = abs(v - top) < 1e-12
 
 
-def build(runs: list[ReportRun]) -> dict:
+def _mark_tested(rows: list[dict], runs: list[ReportRun], metrics: list[str], marks: dict) -> None:
+    """With the analysis stage's answer (harness.analysis.leaders): `best` (★) on the best arm where it
+    is significantly better than every other ranked arm, else `tied` on it and on each arm it is not
+    significantly better than."""
+    for i in range(len(runs) * len(metrics)):
+        mk = marks.get((runs[i // len(metrics)].key, metrics[i % len(metrics)]))
+        for r in rows if mk else []:
+            c = r["cells"][i]
+            if c.get("arm") == mk["best"]:
+                c["best"], c["tied"] = mk["leads"], not mk["leads"] and bool(mk["tied"])
+            elif c.get("arm") in mk["tied"]:
+                c["tied"] = True
+
+
+def build(runs: list[ReportRun], marks: dict | None = None) -> dict:
     """Rows by label (runs pair arms by label: one row is one arm as people read it, whatever its
-    id in each run); `differs` when the label's arm id is not the same in every run having it."""
+    id in each run); `differs` when the label's arm id is not the same in every run having it.
+    `marks`: the best and tied arms per (run key, metric) the analysis stage found
+    (harness.report.sections.leaders.marks), or None: the highest mean is then marked, untested."""
     # each run's headline recall and nDCG, then the judged metrics always (n/a, said why, where not judged)
     metrics = list(dict.fromkeys(m for r in runs for m in r.headline[:2])) + judged_metrics()
     labels = list(dict.fromkeys(r.label[a] for r in runs for a in r.arms))
@@ -57,8 +75,11 @@ def build(runs: list[ReportRun]) -> dict:
         present = [a for a in ids if a is not None]
         rows.append({"arm": present[0], "label": lab, "cells": cells, "ids": present,
                      "differs": len(set(present)) > 1, "oracle": bool(oracles & set(present))})
-    _mark_best(rows, len(runs), metrics)
+    if marks is None:
+        _mark_best(rows, len(runs), metrics)
+    else:
+        _mark_tested(rows, runs, metrics, marks)
     unjudged = [r.key for r in runs if not judged(r)]
     na = (f"{', '.join(judged_metrics())} n/a for {', '.join(unjudged)}: no judgments (`harness judge RUN`, then "
           "`harness metrics RUN`)" if unjudged else None)
-    return {"metrics": metrics, "rows": rows, "na": na}
+    return {"metrics": metrics, "rows": rows, "na": na, "tested": marks is not None}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from harness.metrics.registry import coverage, lookup
 from harness.metrics.segments import BUCKETS
-from harness.report.format import cell
+from harness.report.format import cell, fmt
 from harness.report.load import ReportRun
 from harness.report.table import TURN_SEGMENTS, bucket
 
@@ -25,8 +25,23 @@ def metric_table(run: ReportRun, metric: str) -> dict:
              "cells": [cell(run.key, a, metric, s, run.aggregate(a, metric, s)) for s in main]} for a in arms]
     other_rows = [{"segment": s, "cells": [cell(run.key, a, metric, s, run.aggregate(a, metric, s)) for a in arms]}
                   for s in other]
+    for r in other_rows:
+        r["n"] = common_n(r["cells"])
     return {"metric": metric, "segments": main, "rows": rows, "other_segments": other_rows,
+            "n": [common_n([r["cells"][i] for r in rows]) for i in range(len(main))],
             "arms": [{"arm": a, "label": run.label[a]} for a in arms]}
+
+
+def common_n(cells: list[dict]) -> dict | None:
+    """The counts most cells of a column (or row) share, said once in its head: {n, n_unmeasured};
+    a cell with other counts shows its own (`shared` False). None when no cell is present."""
+    counts = [(c["n"], c["n_unmeasured"]) for c in cells if c.get("present")]
+    if not counts:
+        return None
+    n, nu = max(set(counts), key=lambda k: (counts.count(k), k))
+    for c in cells:
+        c["shared"] = bool(c.get("present")) and (c["n"], c["n_unmeasured"]) == (n, nu)
+    return {"n": n, "n_unmeasured": nu}
 
 
 def _point(run: ReportRun, arm: str, metric: str, b: str) -> dict:
@@ -50,11 +65,27 @@ def turn_series(run: ReportRun, metric: str) -> tuple[list[dict], list[str]]:
     return series, buckets
 
 
+def plot_or_sentence(run: ReportRun, metric: str) -> tuple[str | None, str | None]:
+    """(the plot by turn index, None), or (None, one sentence) when a plot would carry no
+    information: every arm's mean and CI the same at every turn index, or nothing to draw."""
+    from harness.report import plots as P
+
+    series, buckets = turn_series(run, metric)
+    if not (series and buckets):
+        return None, None
+    values = [p[k] for s in series for p in s["points"] for k in ("mean", "lo", "hi")]
+    finite = [v for v in values if v is not None and v == v]
+    if not finite:
+        return None, f"No mean of {metric} per turn index in this run's tables (see Warnings): nothing to plot"
+    if P.flat(values):
+        return None, (f"{metric} is {fmt(finite[0])} for every arm at every turn index ({', '.join(buckets)}), CI "
+                      "included: nothing to plot")
+    return P.metric_by_turn(series, buckets, metric, f"{metric} by turn index — {run.key} (95% session bootstrap CI)"), None
+
+
 def build(run: ReportRun, plots: bool = True) -> dict:
     """{tables: [metric table with its plot or None]} for every recall@, ndcg@ and mrr@ metric and
     faithfulness (a judged run's), its unmeasured turns counted in every cell."""
-    from harness.report import plots as P
-
     plotted = run.headline + run.judged  # plotted: the run's headline metrics, and the judged ones when judged
     beside = coverage(run.manifest.metrics)[:1]  # judged@k, beside the ranking metrics (not plotted)
     ir = [m for m in dict.fromkeys(run.agg["metric"]) if (lookup(m) is not None and lookup(m).family in SHOWN)
@@ -62,12 +93,8 @@ def build(run: ReportRun, plots: bool = True) -> dict:
     ir = [m for m in plotted + beside if m in ir] + [m for m in ir if m not in plotted + beside]
     tables = []
     for m in ir:
-        plot = None
-        if m in plotted and plots:
-            series, buckets = turn_series(run, m)
-            if series and buckets:
-                plot = P.metric_by_turn(series, buckets, m, f"{m} by turn index — {run.key} (95% session bootstrap CI)")
-        tables.append({**metric_table(run, m), "plot": plot})
+        plot, flat = plot_or_sentence(run, m) if m in plotted and plots else (None, None)
+        tables.append({**metric_table(run, m), "plot": plot, "flat": flat})
     unjudged = [m for m in run.judged if m not in ir]
     na = None if not unjudged else (f"{', '.join(unjudged)} n/a: this run has no judgments (`harness judge RUN`, "
                                     "then `harness metrics RUN`), so no turn is measured")

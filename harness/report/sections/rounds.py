@@ -35,11 +35,26 @@ def tables(run: ReportRun) -> dict | None:
     return {"columns": cols, "dist": dist, "by_turn": by_turn, "loop_metrics": list(LOOP_METRICS), "loop": loop}
 
 
+def flat(dist: list[dict]) -> str | None:
+    """A sentence instead of the plot when every arm used rounds alike (the same share of turns for
+    each number of rounds), else None."""
+    shares = {tuple(round(c / (d["n"] or 1), 12) for c in d["cells"]) for d in dist}
+    if len(shares) > 1:
+        return None
+    used = [i + 1 for i, v in enumerate(next(iter(shares), ())) if v]
+    if len(used) == 1:
+        return f"Every arm used {used[0]} round{'s' if used[0] != 1 else ''} on every turn: nothing to plot"
+    return "Every arm used rounds in the same shares of its turns (the table): nothing to plot"
+
+
 def build(run: ReportRun, plots: bool = True) -> dict | None:
-    """The tables and their plot (base64 PNG or None); None without a multi-round arm."""
+    """The tables and their plot (base64 PNG or None) or the sentence that replaces it; None
+    without a multi-round arm."""
     from harness.report import plots as P
 
     out = tables(run)
     if out is None:
         return None
-    return {**out, "plot": P.rounds_bars(out["dist"], f"rounds used — {run.key}") if plots else None}
+    said = flat(out["dist"])
+    return {**out, "flat": said,
+            "plot": P.rounds_bars(out["dist"], f"rounds used — {run.key}") if plots and not said else None}
