@@ -21,6 +21,7 @@ os.environ.setdefault("HARNESS_HOME", str(ROOT))
 os.environ.setdefault("NUMBA_CACHE_DIR", str(ROOT / ".cache" / "numba"))
 os.environ["RAGAS_DO_NOT_TRACK"] = "true"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RAGAS_CACHE_HOME", str(ROOT / ".cache" / "ragas"))  # Ragas's own files stay in the project
 
 _SYL = ["ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "va", "ze", "bri", "dor", "fen", "gal", "hus", "jor"]
 
@@ -91,9 +92,25 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def machine_note() -> str:
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo ("unknown CPU" where there is none)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def load_note(when: str = "now") -> str:
     load = os.getloadavg()
-    return f"{os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start"
+    return f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} {when}"
+
+
+def machine_note() -> str:
+    """nproc (the cores this process may use), the CPU model and the load average now."""
+    return f"{len(os.sched_getaffinity(0))} cores ({cpu_model()}), {load_note('at start')}"
 
 
 def emit(md: str, out: Path | None) -> None:

@@ -139,10 +139,16 @@ async def aiohttp_alone(url: str, concurrency: int, prompts: list[str]) -> tuple
         return time.perf_counter() - t0, cpu_seconds() - c0
 
 
-def measure_point(tmp: Path, latency: float, conc: int, calls: int) -> dict:
-    es_root = write_generated_set(tmp / f"set-{calls}", math.ceil(calls / 4))
+def generated_workload(tmp: Path, calls: int, docs: int = 2000):
+    """The generated eval set of CALLS turns (CALLS / 4 sessions x 4) over `docs` documents, loaded,
+    and its index (hash vectors: the bm25 lane never reads them). Returns (root, eval set, index)."""
+    es_root = write_generated_set(tmp / f"set-{calls}", math.ceil(calls / 4), docs=docs)
     es = load_eval_set(es_root)
-    index = Index(es.docs, HashEmbedder(), EmbeddingCache(tmp / f"emb-{calls}"), max_chars=2000)
+    return es_root, es, Index(es.docs, HashEmbedder(), EmbeddingCache(tmp / f"emb-{calls}"), max_chars=2000)
+
+
+def measure_point(tmp: Path, latency: float, conc: int, calls: int) -> dict:
+    es_root, es, index = generated_workload(tmp, calls)
     prompts = [CompactState(t.user, [], [], {}, []).to_prompt() for s in es.sessions for t in s.turns][:calls]
     name = f"{latency}-{conc}"
     with Endpoint(latency) as ep:

@@ -49,97 +49,115 @@ def _arms():
     return out
 
 
+def _draws(rng, turns: int) -> dict:
+    """Per-turn draws (in this order: the generator's output depends on it)."""
+    d = {"n_rel": rng.integers(1, 4, turns), "rel_docs": rng.integers(0, N_DOCS, (turns, 3)),
+         "measured": rng.random(turns) >= 0.05, "no_rel": rng.random(turns) < 0.03,
+         "qtype": rng.integers(0, len(QTYPES), turns)}
+    d["has_id"] = d["qtype"] == 4
+    d["has_filter"] = rng.random(turns) < 0.2
+    d["answ"] = rng.integers(0, 4, turns)
+    d["has_ref"] = rng.random(turns) >= 0.3
+    sess = np.arange(turns) // 4
+    d.update(sess=sess, tix=np.arange(turns) % 4 + 1, sids=np.array([f"s{s:06d}" for s in sess], dtype=object))
+    return d
+
+
+def _write_labels(run_dir: Path, d: dict, docs) -> list[list[str]]:
+    """labels.parquet; returns each turn's identifiers."""
+    labels, lab_ids = [], []
+    for i in range(len(d["sess"])):
+        q = {docs[r]: (0 if d["no_rel"][i] else int(1 + (j == 0))) for j, r in enumerate(d["rel_docs"][i, :d["n_rel"][i]])}
+        ids = [f"4711-{i % 100:02d}"] if d["has_id"][i] else []
+        ef = [{"field": "material", "op": "eq", "value": "stainless"}] if d["has_filter"][i] else []
+        lab_ids.append(ids)
+        sess, tix = d["sess"][i], d["tix"][i]
+        labels.append({"session_id": d["sids"][i], "turn_index": int(tix), "split": "main" if sess % 5 else "test",
+                       "domain": ["shop", "hr", "docs"][sess % 3], "query_type": QTYPES[d["qtype"][i]],
+                       "language": "de" if sess % 4 == 0 else "en", "answerability": ANSW[d["answ"][i]],
+                       "multi_turn_type": ["follow-up", "clarification"][tix % 2], "qrels": to_json(q),
+                       "qrels_measured": bool(d["measured"][i]), "identifiers": ids, "expected_filters": to_json(ef),
+                       "reference_rewrite": "reference query" if d["has_ref"][i] else None, "reference_answer": None,
+                       "surface_doc": None, "user": labels_user(d["has_id"][i], i),
+                       "segments": "{}"})
+    pq.write_table(pa.Table.from_pylist(labels, schema=LABEL_SCHEMA), run_dir / "labels.parquet")
+    return lab_ids
+
+
+def _round_row(rng, run_id: str, arm: dict, d: dict, i: int, rnd: int, n_rounds: int, na, err, ctx: dict) -> dict:
+    """One trace row: turn i of `arm`, round rnd of n_rounds (draws in the generator's order)."""
+    name, docs, depth, user = arm["arm"], ctx["docs"], ctx["depth"], labels_user(d["has_id"][i], i)
+    final = rnd == n_rounds
+    rk = docs[rng.integers(0, N_DOCS, depth)].tolist() if na is None else []
+    if na is None and rng.random() < ctx["hit_p"]:
+        rk[int(rng.integers(0, min(depth, 30)))] = docs[d["rel_docs"][i, 0]]
+    applied = [{"field": "assortment", "op": "eq", "value": "A"}]
+    if name in ("rewrite", "multi_query_rrf") and (d["has_filter"][i] or rng.random() < 0.1):
+        applied.append({"field": "material", "op": "eq", "value": "stainless" if rng.random() < 0.7 else "brass"})
+    queries = [user] if na is None else []
+    if name in ("rewrite", "multi_query_rrf") and d["has_id"][i] and rng.random() < 0.05:
+        queries = ["part without its number"]
+    llm = 1 if name in ("rewrite", "multi_query_rrf") else 0
+    answer = abst = None
+    if name == "corrective" and final and na is None:
+        abst = bool(rng.random() < 0.3)
+        answer = "Ich weiß es nicht." if abst else "The answer [doc]."
+    return {
+        "run_id": run_id, "arm_id": arm["arm_id"], "arm": name, "params": ctx["params_json"], "repeat": 0,
+        "session_id": d["sids"][i], "turn_index": int(d["tix"][i]), "query_type": QTYPES[d["qtype"][i]], "language": "en",
+        "domain": "shop", "round": rnd, "is_final": final, "original_query": user,
+        "issued_queries": queries, "lanes": ["hybrid:0"], "must_keep": ctx["lab_ids"][i],
+        "proposed_filters": to_json(applied[1:]), "applied_filters": to_json(applied),
+        "filter_violations": ["assortment"] if llm and rng.random() < 0.01 else [],
+        "fallback_reason": "rewrite failed: synthetic" if llm and rng.random() < 0.03 else None,
+        "not_applicable": na, "candidates": [], "ranking": rk,
+        "verdict": ("sufficient" if final else "insufficient") if name == "corrective" else None,
+        "verdict_reason": None, "answer": answer, "answer_doc_ids": [], "abstained": abst,
+        "llm_calls": llm, "prompt_tokens": 300 * llm, "completion_tokens": 40 * llm,
+        "cost_usd": (None if rng.random() < 0.02 else 0.0001) if llm else None,
+        "cache_hits": int(llm and rng.random() < 0.5), "ms_rewrite": 200.0 * llm or None,
+        "ms_retrieve": float(rng.random() * 10), "ms_grade": None, "ms_answer": None,
+        "ms_total": float(200 * llm + rng.random() * 10), "error": err if final else None,
+        "prompt_hashes": to_json({"rewrite": "abc123"} if llm else {}), "backend": ctx["backend"],
+        "clarify": to_json({"question": "which?", "options": []}) if llm and rng.random() < 0.02 else None,
+        "turn_class": None, "filters_removed": []}
+
+
+HIT_P = {"original": 0.5, "rewrite": 0.6, "multi_query_rrf": 0.65, "corrective": 0.55, "oracle": 0.7}
+
+
+def _arm_rows(rng, run_id: str, arm: dict, d: dict, ctx: dict):
+    """The trace rows of one arm over every turn, in order."""
+    name = arm["arm"]
+    ctx = {**ctx, "params_json": to_json(arm["params"]), "backend": to_json(arm["backends"]), "hit_p": HIT_P[name]}
+    for i in range(len(d["sess"])):
+        na = "no reference rewrite" if name == "oracle" and not d["has_ref"][i] else None
+        n_rounds = int(rng.integers(1, 4)) if name == "corrective" and na is None else 1
+        err = "TimeoutError: synthetic" if rng.random() < 0.005 else None
+        for rnd in range(1, n_rounds + 1):
+            yield _round_row(rng, run_id, arm, d, i, rnd, n_rounds, na, err, ctx)
+
+
 def write_synthetic_run(run_dir: Path, turns: int = 100_000, depth: int = 100, seed: int = 0,
                         part_rows: int = 25_000) -> dict:
     run_dir = Path(run_dir)
     (run_dir / "traces").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     docs = np.array([f"doc-{i:06d}" for i in range(N_DOCS)], dtype=object)
-    sess = np.arange(turns) // 4
-    tix = np.arange(turns) % 4 + 1
-    sids = np.array([f"s{s:06d}" for s in sess], dtype=object)
-    n_rel = rng.integers(1, 4, turns)
-    rel_docs = rng.integers(0, N_DOCS, (turns, 3))
-    measured = rng.random(turns) >= 0.05
-    no_rel = rng.random(turns) < 0.03
-    qtype = rng.integers(0, len(QTYPES), turns)
-    has_id = qtype == 4
-    has_filter = rng.random(turns) < 0.2
-    answ = rng.integers(0, 4, turns)
-    has_ref = rng.random(turns) >= 0.3
-    labels, lab_qrels, lab_filters, lab_ids = [], [], [], []
-    for i in range(turns):
-        q = {docs[d]: (0 if no_rel[i] else int(1 + (j == 0))) for j, d in enumerate(rel_docs[i, :n_rel[i]])}
-        ids = [f"4711-{i % 100:02d}"] if has_id[i] else []
-        ef = [{"field": "material", "op": "eq", "value": "stainless"}] if has_filter[i] else []
-        lab_qrels.append(q), lab_filters.append(ef), lab_ids.append(ids)
-        labels.append({"session_id": sids[i], "turn_index": int(tix[i]), "split": "main" if sess[i] % 5 else "test",
-                       "domain": ["shop", "hr", "docs"][sess[i] % 3], "query_type": QTYPES[qtype[i]],
-                       "language": "de" if sess[i] % 4 == 0 else "en", "answerability": ANSW[answ[i]],
-                       "multi_turn_type": ["follow-up", "clarification"][tix[i] % 2], "qrels": to_json(q),
-                       "qrels_measured": bool(measured[i]), "identifiers": ids, "expected_filters": to_json(ef),
-                       "reference_rewrite": "reference query" if has_ref[i] else None, "reference_answer": None,
-                       "surface_doc": None, "user": labels_user(has_id[i], i),
-                       "segments": "{}"})
-    pq.write_table(pa.Table.from_pylist(labels, schema=LABEL_SCHEMA), run_dir / "labels.parquet")
-    del labels
+    d = _draws(rng, turns)
+    ctx = {"docs": docs, "depth": depth, "lab_ids": _write_labels(run_dir, d, docs)}
     arms = _arms()
     buf, part, n_rows = [], 0, 0
-
-    def flush():
-        nonlocal buf, part
-        if buf:
-            pq.write_table(rows_to_table(buf), run_dir / "traces" / f"part-{part:05d}-synth.parquet")
-            part += 1
-            buf = []
-
     for arm in arms:
-        name, params_json, backend = arm["arm"], to_json(arm["params"]), to_json(arm["backends"])
-        hit_p = {"original": 0.5, "rewrite": 0.6, "multi_query_rrf": 0.65, "corrective": 0.55, "oracle": 0.7}[name]
-        for i in range(turns):
-            user = labels_user(has_id[i], i)
-            na = "no reference rewrite" if name == "oracle" and not has_ref[i] else None
-            n_rounds = int(rng.integers(1, 4)) if name == "corrective" and na is None else 1
-            err = "TimeoutError: synthetic" if rng.random() < 0.005 else None
-            for rnd in range(1, n_rounds + 1):
-                final = rnd == n_rounds
-                rk = docs[rng.integers(0, N_DOCS, depth)].tolist() if na is None else []
-                if na is None and rng.random() < hit_p:
-                    rk[int(rng.integers(0, min(depth, 30)))] = docs[rel_docs[i, 0]]
-                applied = [{"field": "assortment", "op": "eq", "value": "A"}]
-                if name in ("rewrite", "multi_query_rrf") and (has_filter[i] or rng.random() < 0.1):
-                    applied.append({"field": "material", "op": "eq", "value": "stainless" if rng.random() < 0.7 else "brass"})
-                queries = [user] if na is None else []
-                if name in ("rewrite", "multi_query_rrf") and has_id[i] and rng.random() < 0.05:
-                    queries = ["part without its number"]
-                llm = 1 if name in ("rewrite", "multi_query_rrf") else 0
-                answer = abst = None
-                if name == "corrective" and final and na is None:
-                    abst = bool(rng.random() < 0.3)
-                    answer = "Ich weiß es nicht." if abst else "The answer [doc]."
-                buf.append({
-                    "run_id": run_dir.name, "arm_id": arm["arm_id"], "arm": name, "params": params_json, "repeat": 0,
-                    "session_id": sids[i], "turn_index": int(tix[i]), "query_type": QTYPES[qtype[i]], "language": "en",
-                    "domain": "shop", "round": rnd, "is_final": final, "original_query": user,
-                    "issued_queries": queries, "lanes": ["hybrid:0"], "must_keep": lab_ids[i],
-                    "proposed_filters": to_json(applied[1:]), "applied_filters": to_json(applied),
-                    "filter_violations": ["assortment"] if llm and rng.random() < 0.01 else [],
-                    "fallback_reason": "rewrite failed: synthetic" if llm and rng.random() < 0.03 else None,
-                    "not_applicable": na, "candidates": [], "ranking": rk,
-                    "verdict": ("sufficient" if final else "insufficient") if name == "corrective" else None,
-                    "verdict_reason": None, "answer": answer, "answer_doc_ids": [], "abstained": abst,
-                    "llm_calls": llm, "prompt_tokens": 300 * llm, "completion_tokens": 40 * llm,
-                    "cost_usd": (None if rng.random() < 0.02 else 0.0001) if llm else None,
-                    "cache_hits": int(llm and rng.random() < 0.5), "ms_rewrite": 200.0 * llm or None,
-                    "ms_retrieve": float(rng.random() * 10), "ms_grade": None, "ms_answer": None,
-                    "ms_total": float(200 * llm + rng.random() * 10), "error": err if final else None,
-                    "prompt_hashes": to_json({"rewrite": "abc123"} if llm else {}), "backend": backend,
-                    "clarify": to_json({"question": "which?", "options": []}) if llm and rng.random() < 0.02 else None,
-                    "turn_class": None, "filters_removed": []})
-                n_rows += 1
-                if len(buf) >= part_rows:
-                    flush()
-    flush()
+        for row in _arm_rows(rng, run_dir.name, arm, d, ctx):
+            buf.append(row)
+            n_rows += 1
+            if len(buf) >= part_rows:
+                pq.write_table(rows_to_table(buf), run_dir / "traces" / f"part-{part:05d}-synth.parquet")
+                part, buf = part + 1, []
+    if buf:
+        pq.write_table(rows_to_table(buf), run_dir / "traces" / f"part-{part:05d}-synth.parquet")
+        part += 1
     manifest = {"run_id": run_dir.name, "status": "complete", "config": {"name": "synthetic"}, "config_hash": "synthetic",
                 "eval_set": {"name": "synthetic", "version": "1", "hash": "synthetic", "path": "", "splits": ["main", "test"],
                              "pooled_corpus": False, "written_here": True},

@@ -54,3 +54,38 @@ def test_peak_in_flight_equals_concurrency_and_never_exceeds_it(small, tmp_path,
         warm = _replay(small, srv, tmp_path, "warm", concurrency)
         assert srv.calls == 0 and read_manifest(warm).counts["http_calls"] == 0
         assert read_manifest(warm).counts["cache_hits"] == 24
+
+
+def _ragas_side():
+    """bench/ragas_side.py as a module (bench/ is scripts, not a package: it puts its folder on sys.path)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "ragas_side.py"
+    spec = importlib.util.spec_from_file_location("bench_ragas_side", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ragas_side_at_a_tiny_size_counts_both_tools_calls_at_the_endpoint():
+    """Ragas's evaluate and the harness's replay, 16 calls each at 50 ms x 4 against one endpoint
+    process: the expected calls by prompt kind cold, none warm, efficiencies that are ratios of a
+    bound to a wall, and the section names both tools."""
+    rs = _ragas_side()
+    figures = rs.measure([(0.05, 4, 16)], docs=50)
+    p = figures["points"][0]
+    assert p["checks"] == []
+    assert rs.kinds(p["ragas"]["cold"]["shapes"]) == {"ragas statement extraction": 8, "ragas NLI verdicts": 8}
+    assert rs.kinds(p["harness"]["cold"]["shapes"]) == {"other": 16}
+    for tool in ("ragas", "harness"):
+        cold, warm = p[tool]["cold"], p[tool]["warm"]
+        assert cold["server_calls"] == 16 and warm["server_calls"] == 0
+        assert cold["peak_in_flight"] <= 4
+        assert 0 < cold["efficiency"] <= 1.2 and 0 < warm["efficiency"]
+    assert p["ragas"]["cold"]["scored_one"] == p["ragas"]["warm"]["scored_one"] == 8
+    md = rs.to_markdown(figures)
+    assert "| Ragas evaluate | 50 ms | 4 | 16 |" in md and "| harness replay | 50 ms | 4 | 16 |" in md
+    # a point where a tool made other calls than expected is reported, not passed over
+    p["harness"]["cold"]["shapes"] = {json.dumps({"kind": "other"}): 15}
+    assert any("the harness cold sent" in c for c in rs.checks(16, p["ragas"], p["harness"]))
