@@ -290,3 +290,19 @@ def test_a_config_names_further_measures_and_an_unknown_one_is_refused(tmp_path)
     cfg.write_text(f"name: t\neval_set: {es}\narms: [original]\nmetrics:\n  measures: [P_10, bperf]\n")
     with pytest.raises(ConfigError, match=r"c.yaml:5: metrics.measures.1: unknown metric 'bperf'; did you mean 'bpref'"):
         _config(cfg, None, None, None, None, None)
+
+
+def test_trec_eval_says_which_queries_of_the_qrels_the_run_lacks(tmp_path):
+    """trec_eval's rule (queries absent from the run are not averaged without -c) said where it
+    applies: the number missing and what -c does, so a mean over fewer queries is not mistaken
+    for the harness's own (issue 30, item 5)."""
+    (tmp_path / "q").write_text("a 0 d1 1\nb 0 d2 1\nc 0 d3 1\nz 0 d9 0\n", encoding="utf-8")
+    (tmp_path / "r").write_text("a Q0 d1 1 2.0 t\nb Q0 d5 1 2.0 t\n", encoding="utf-8")
+    r = run_cli(str(tmp_path / "q"), str(tmp_path / "r"), "-m", "P_1")
+    assert r.exit_code == 0, r.output
+    assert "the run lacks 1 of the qrels' 3 queries with a relevant document" in r.output and "-c scores them as 0" in r.output
+    assert "num_q                 \tall\t2" in r.output
+    r = run_cli(str(tmp_path / "q"), str(tmp_path / "r"), "-m", "P_1", "-c")
+    assert "-c: 1 of the qrels' 3 queries" in r.output and "num_q                 \tall\t3" in r.output
+    (tmp_path / "r").write_text("a Q0 d1 1 2.0 t\nb Q0 d5 1 2.0 t\nc Q0 d3 1 1.0 t\n", encoding="utf-8")
+    assert "lacks" not in run_cli(str(tmp_path / "q"), str(tmp_path / "r"), "-m", "P_1").output

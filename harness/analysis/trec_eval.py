@@ -33,6 +33,7 @@ def score_run(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]
     if judged_only:
         run = condensed(qrels, run)
     qids = [q for q in qrels if any(g >= 1 for g in qrels[q].values())]
+    coverage = {"with_relevant": len(qids), "missing": sum(q not in run for q in qids), "complete": complete}
     if not complete:
         qids = [q for q in qids if q in run]
     names = []
@@ -45,14 +46,31 @@ def score_run(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]
     labels = pd.DataFrame({"session_id": qids, "turn_index": 1, "qrels": [json.dumps(qrels[q]) for q in qids],
                            "qrels_measured": True})
     if not qids:
-        return pd.DataFrame(columns=["qid", "metric", "value"])
+        empty = pd.DataFrame(columns=["qid", "metric", "value"])
+        empty.attrs["coverage"] = coverage
+        return empty
     rankings = [{"session_id": q, "turn_index": 1, "ranking": ranked(run.get(q, {}))} for q in qids]
     pt = score_rankings(labels, rankings, names)[["session_id", "metric", "value"]].rename(columns={"session_id": "qid"})
     pt["qid"] = pt["qid"].astype(object)
     pt["metric"] = pt["metric"].astype(object)
     pt = pt.sort_values("metric", key=lambda m: m.map(names.index), kind="stable")  # in the order asked
     means = pt.groupby("metric", sort=False)["value"].mean().reset_index().assign(qid="all")
-    return pd.concat([pt, means[["qid", "metric", "value"]]], ignore_index=True)
+    out = pd.concat([pt, means[["qid", "metric", "value"]]], ignore_index=True)
+    out.attrs["coverage"] = coverage
+    return out
+
+
+def coverage_note(df: pd.DataFrame) -> str | None:
+    """What the means leave out: the qrels' queries (with a relevant document) the run lacks, and
+    trec_eval's rule for them (-c scores them 0)."""
+    c = df.attrs.get("coverage")
+    if not c or not c["missing"]:
+        return None
+    n, of = c["missing"], c["with_relevant"]
+    if c["complete"]:
+        return f"-c: {n} of the qrels' {of} queries with a relevant document are missing from the run, scored 0 in the means"
+    return (f"the run lacks {n} of the qrels' {of} queries with a relevant document: left out of the means and of "
+            "num_q, as trec_eval does; -c scores them as 0")
 
 
 def format_trec(df: pd.DataFrame, per_query: bool = True) -> str:

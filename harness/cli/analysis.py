@@ -39,7 +39,7 @@ def trec_eval_cmd(qrels: Path, run_file: Path,
                   judged_only: bool = typer.Option(False, "-J", "--judged-only", help="condensed scoring (trec_eval's "
                                                    "-J): documents without a judgment removed before the cutoff")):
     """Score a TREC run against TREC qrels with the harness's metric code, in trec_eval's layout."""
-    from harness.analysis.trec_eval import format_trec, trec_eval
+    from harness.analysis.trec_eval import coverage_note, format_trec, trec_eval
     from harness.metrics.registry import ranking_names
 
     for p in (qrels, run_file):
@@ -47,6 +47,8 @@ def trec_eval_cmd(qrels: Path, run_file: Path,
             fail(f"{p}: no such file")
     df = trec_eval(qrels, run_file, list(measure) or ranking_names(None), complete, judged_only)
     print(format_trec(df, per_query))
+    if (note := coverage_note(df)) is not None:
+        err.print(f"note: {note}", highlight=False, markup=False)
 
 
 @app.command()
