@@ -91,8 +91,9 @@ def _metric(run: RunData, metric: str, n_resamples: int, n_permutations: int) ->
 
 def _adjust(metrics: list[dict], ref: str | None, alpha: float) -> None:
     """Holm across every comparison of the run; then each metric's reference row, runner-up and
-    the arms the best is not significantly better than (`better`: in the metric's direction, Holm
-    p below alpha, as the verdict block marks an improvement)."""
+    the arms the best is not significantly better than (each comparison's `mark` is `improvement`
+    where the best is better in the metric's direction with Holm p below alpha, as the verdict
+    block marks cells)."""
     cells = [(m, o) for m in metrics for o in m["others"]]
     for (m, c), p in zip(cells, holm([math.nan if c["p"] is None else c["p"] for _, c in cells])):
         c["p_holm"] = None if math.isnan(p) else p
