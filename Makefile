@@ -88,7 +88,7 @@ local-llm:
 	bash scripts/local_llm.sh
 
 # make bench: replay throughput and warm cache, Ragas's evaluate side by side on the same endpoint, retrieval lanes
-# on Vaswani, metrics at 100,000 turns;
+# on Vaswani, metrics at 50,000 turns, make demo with one worker and the default;
 # one after the other, under 10 minutes on 2 cores; figures in bench/results/latest.md (workloads stated there)
 .PHONY: bench
 bench: setup
