@@ -19,7 +19,7 @@ from tests.conftest import ROOT
 B2B_LABELS = ["original", "concat", "rewrite", "rewrite rules", "multi_query_rrf", "rewrite_adaptive", "rewrite_hyde",
               "oracle"]
 SWEEP_LABELS = ["original"] + [f"corrective top_k={k} max_rounds={m}" for k in (1, 3) for m in (1, 3)]
-METRICS = ("recall@10", "ndcg@10", "mrr@10")
+METRICS = ("recall@10", "ndcg@10", "mrr@10", "judged@10")  # judged@10: the coverage figure compare shows beside them
 CI = re.compile(r"^\[[+-]\d\.\d{3}, [+-]\d\.\d{3}\]$")
 
 

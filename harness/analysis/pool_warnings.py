@@ -59,6 +59,15 @@ def holes_by_arm(per_turn: pd.DataFrame | None) -> dict[str, dict]:
     return out
 
 
+def holes_summary(holes: dict[str, dict], labels: dict[str, str]) -> str | None:
+    """Every arm's holes in one note (a terminal's; the report gives each arm its sentence)."""
+    if not holes:
+        return None
+    arms = ", ".join(f"{labels.get(a, a)} {h['holes']} ({h['relevant_elsewhere']})" for a, h in holes.items())
+    return ("holes: top-10 documents without a judgment for their turn (of those, judged relevant for another turn of "
+            f"the session; the pool may favour some arms): {arms}")
+
+
 def holes_text(label: str, h: dict) -> str:
     return (f"{label}: {h['holes']} of the top-10 documents of {h['turns']} turn(s) have no judgment for their turn; "
             f"{h['relevant_elsewhere']} of those are judged relevant for another turn of the same session "

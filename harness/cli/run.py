@@ -156,7 +156,7 @@ def _missing(m, run_dir: Path, res) -> str:
 def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool = False, steps: bool = True):
     """Score a run folder (every table into the folder), then print them (or where they are);
     `steps`: say on stderr what it does first."""
-    from harness.analysis.pool_warnings import holes_by_arm, holes_text
+    from harness.analysis.pool_warnings import holes_by_arm, holes_summary
     from harness.metrics.registry import coverage, headline, judged, resolve
     from harness.metrics.score import score_run
     from harness.report import terminal
@@ -192,7 +192,8 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
     for t in tables:
         console.print(t)
     said = terminal.coinciding(scored.coinciding, labels) + terminal.notes(res, man, labels, folder.has_judgments())
-    said += [escape("holes: " + holes_text(labels.get(a, a), h)) for a, h in holes_by_arm(res.per_turn).items()]
+    holes = holes_summary(holes_by_arm(res.per_turn), labels)
+    said += [f"[yellow]note:[/yellow] {escape(holes)}"] if holes else []
     for note in terminal.under(tables, said):
         console.print(note, highlight=False)
     say(f"metrics: {scored.path}")
