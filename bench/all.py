@@ -101,6 +101,8 @@ def targets_table() -> list[str]:
             value = value[k]
         met = value >= bound if higher else value <= bound
         load = data.get("note") or data.get("load")
+        if isinstance(load, list):  # bench/demo.py: the load at the start of each worker count's demo
+            load = "load average " + " and ".join(f"{x:.2f}" for x in load) + " at the demos' starts"
         lines.append(f"| {what} | {'>=' if higher else '<='} {bound} | **{value:.2f}** | {'yes' if met else 'no'} | {load} |")
     return lines + [""]
 
