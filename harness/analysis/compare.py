@@ -46,6 +46,20 @@ def check_same_evalset(runs: list[RunData], allow_different: bool) -> None:
         differ = None if allow_different else label_differences(runs[0], r)
         if differ:
             raise CompareError(differ)
+    check_same_qrels(runs)
+
+
+def check_same_qrels(runs: list[RunData]) -> None:
+    """Runs scored with the same relevance labels (people's, or people's and an LLM's for the holes:
+    harness/metrics/qrels.py); CompareError otherwise, with how to score them alike."""
+    from harness.metrics.qrels import HUMAN
+    from harness.metrics.score import scored_qrels
+
+    qrels = {r.name: scored_qrels(r.folder) or HUMAN for r in runs}
+    if len(set(qrels.values())) > 1:
+        said = ", ".join(f"{n}: {q}" for n, q in qrels.items())
+        raise CompareError(f"the runs were scored with different relevance labels ({said}); nothing was compared. "
+                           "Score them alike: `harness metrics RUN --qrels human` (or human+llm for each)")
 
 
 def why_missing(metric: Metric, run: RunData) -> str:

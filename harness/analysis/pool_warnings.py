@@ -72,3 +72,35 @@ def holes_text(label: str, h: dict) -> str:
     return (f"{label}: {h['holes']} of the top-10 documents of {h['turns']} turn(s) have no judgment for their turn; "
             f"{h['relevant_elsewhere']} of those are judged relevant for another turn of the same session "
             "(the pool may favour some arms)")
+
+
+def qrels_said(folder) -> str:
+    """Which relevance labels the folder's tables were scored with, in words (the report's header,
+    `harness metrics`'s note)."""
+    from harness.metrics.provenance import read_stamp
+    from harness.metrics.qrels import HUMAN, HUMAN_LLM, llm_holes
+    from harness.run.folder import RunFolderError
+
+    try:
+        st = (read_stamp(folder) if folder.has_metrics() else None) or {}
+    except RunFolderError:
+        st = {}
+    rel = folder.relevance_labels() if folder.has_relevance_labels() else None
+    ok = llm_holes(rel)
+    if st.get("qrels", HUMAN) == HUMAN_LLM:
+        got = rel[rel["status"] == "ok"] if rel is not None else None
+        who = ", ".join(sorted({f"{m}, prompt {p}" for m, p in zip(got["model"], got["prompt"])})) if got is not None \
+            else "none"
+        return (f"relevance labels: people's, and {st.get('llm_labels', 0)} LLM grade(s) for top-ranked documents "
+                f"nobody labelled ({who})")
+    if len(ok):
+        return f"relevance labels: people's only ({len(ok)} LLM grade(s) for holes not used: --qrels human+llm)"
+    return "relevance labels: people's"
+
+
+def agreement_said(folder) -> str | None:
+    """Cohen's kappa of the LLM's relevance grades against people's (the scoring's agreement table)."""
+    from harness.metrics.qrels import agreement
+
+    a = agreement(folder.table("agreement"))
+    return a.line() if a is not None else None

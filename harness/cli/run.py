@@ -153,10 +153,11 @@ def _missing(m, run_dir: Path, res) -> str:
     return why_missing(m, run)
 
 
-def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool = False, steps: bool = True):
+def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool = False, steps: bool = True,
+             qrels: str | None = None):
     """Score a run folder (every table into the folder), then print them (or where they are);
     `steps`: say on stderr what it does first."""
-    from harness.analysis.pool_warnings import holes_by_arm, holes_summary
+    from harness.analysis.pool_warnings import agreement_said, holes_by_arm, holes_summary, qrels_said
     from harness.metrics.registry import coverage, headline, judged, resolve
     from harness.metrics.score import score_run
     from harness.report import terminal
@@ -166,7 +167,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
     if steps:
         err.print(f"scoring: {Path(run_dir).name}: every metric per turn and segment, paired comparisons",
                   highlight=False, markup=False)
-    scored = score_run(run_dir, metric_names or [])  # a ranking measure named here is computed too
+    scored = score_run(run_dir, metric_names or [], qrels)  # a ranking measure named here is computed too
     done = scored.completeness
     if done is not None and not done.complete:
         err.print(f"[yellow]warning: partial:[/yellow] {escape(done.describe())}. These tables are partial (they say "
@@ -194,6 +195,8 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
     said = terminal.coinciding(scored.coinciding, labels) + terminal.notes(res, man, labels, folder.has_judgments())
     holes = holes_summary(holes_by_arm(res.per_turn), labels)
     said += [f"[yellow]note:[/yellow] {escape(holes)}"] if holes else []
+    said += [f"note: {escape(x)}" for x in (qrels_said(folder), agreement_said(folder))
+             if x and x != "relevance labels: people's"]
     for note in terminal.under(tables, said):
         console.print(note, highlight=False)
     say(f"metrics: {scored.path}")
@@ -217,15 +220,29 @@ def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh"
           model: Optional[str] = typer.Option(None, "--model", help="the judge model (with --endpoint)"),
           kind: str = typer.Option("openai-compatible", "--kind", help="openai | azure | openai-compatible"),
           judge_config: Optional[Path] = typer.Option(None, "--config", help="a YAML file with the judge endpoint "
-                                                                            "(the fields of llm.roles.judge)")):
+                                                                            "(the fields of llm.roles.judge)"),
+          relevance: bool = typer.Option(False, "--relevance", help="grade the documents no person labelled in "
+                                         "every arm's top --depth (0-3, UMBRELA-style) into the run folder's "
+                                         "relevance labels, and a sample of labelled pairs for agreement; then "
+                                         "`harness metrics RUN --qrels human+llm` scores with them (docs/metrics.md)"),
+          depth: int = typer.Option(10, "--depth", min=1, help="--relevance: the top k graded"),
+          sample: int = typer.Option(100, "--sample", min=0, help="--relevance: labelled pairs graded for agreement"),
+          prompt: Optional[str] = typer.Option(None, "--prompt", help="--relevance: the prompt (a file; else the "
+                                               "role's prompt, else relevance.v1)"),
+          grade_map: str = typer.Option("0,0,1,2", "--grade-map", help="--relevance: the eval-set grade of each LLM "
+                                        "grade 0,1,2,3")):
     """Ask the judge role about every answer of a run (Ragas faithfulness) into the run folder's judgments; cached;
     then score the run again, so `harness gate` sees the judgments. The only step after replay that calls a model;
-    without a judge endpoint answers are 'not measured'. Exit 3 when more than half of the judgments failed."""
+    without a judge endpoint answers are 'not measured'. With --relevance: grade the unjudged documents instead.
+    Exit 3 when more than half of the judgments failed."""
     from harness.run.judge import judge_command, judge_endpoint
 
     if refresh not in (None, "judge"):
         fail("--refresh takes 'judge'")
     ep = judge_endpoint(endpoint, model, kind, judge_config)
+    if relevance:
+        return _relevance(run_dir, ep, refresh == "judge", depth=depth, sample=sample, prompt=prompt,
+                          grade_map=grade_map)
     summary = judge_command(run_dir, refresh == "judge", ep)
     console.print(f"judge: {summary.line()}", highlight=False, markup=False)
     if RunFolder(run_dir).parts():
@@ -237,16 +254,45 @@ def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh"
         raise typer.Exit(3)
 
 
+def _relevance(run_dir: Path, ep, refresh: bool, grade_map: str, **kw) -> None:
+    """`harness judge RUN --relevance`: label the holes, score again (with the qrels the run was scored
+    with), say what to run next; exit 3 when most calls failed or the step stopped."""
+    from harness.roles.relevance import parse_grade_map
+    from harness.run.relevance import relevance_command
+
+    try:
+        gmap = parse_grade_map(grade_map)
+    except ValueError as e:
+        fail(str(e))
+    summary = relevance_command(run_dir, ep, refresh=refresh, grade_map=gmap, **kw)
+    console.print(summary.line(), highlight=False, markup=False)
+    if RunFolder(run_dir).parts():
+        _metrics(run_dir, quiet=True, steps=False)
+    if summary.model is not None:
+        say(f"score with them: harness metrics {run_dir} --qrels human+llm")
+    if summary.stopped:
+        err.print(f"[red]infrastructure:[/red] stopped: {escape(summary.stopped)}; the pairs not asked are marked in "
+                  f"{escape(str(summary.path))}; exit 3", highlight=False)
+        raise typer.Exit(3)
+    if summary.mostly_failed:
+        err.print(f"[red]infrastructure:[/red] most relevance calls failed (see the status column of "
+                  f"{escape(str(summary.path))}); exit 3", highlight=False)
+        raise typer.Exit(3)
+
+
 @app.command()
 def metrics(run_dir: Path, metric: list[str] = typer.Option([], "--metric", "-m", help="metrics to print; a ranking "
                                                          "measure the run's settings do not compute (map, bpref, P_10) "
-                                                         "is computed as well")):
+                                                         "is computed as well"),
+            qrels: Optional[str] = typer.Option(None, "--qrels", help="human (people's labels) | human+llm (and an "
+                                                "LLM's for the holes: harness judge --relevance); default: what the "
+                                                "run was scored with, else human")):
     """Score a run folder from its traces and labels alone; write its metrics and tables into it; print them. An
     unfinished run is scored all the same and its tables are marked partial."""
 
     if not RunFolder(run_dir).is_run():
         fail(f"{run_dir}: not a run folder")
-    _metrics(run_dir, metric or None)
+    _metrics(run_dir, metric or None, qrels=qrels)
 
 
 @app.command()

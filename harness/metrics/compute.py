@@ -18,6 +18,7 @@ from harness.run.folder import AGG_COLUMNS, METRICS_COLUMNS, TURN_COLUMNS, RunFo
 from harness.run.manifest import read_manifest
 from harness.metrics.aggregate import aggregate, aggregate_long
 from harness.metrics.kernel import Long, Scoring, Traces, scoring, to_frame
+from harness.metrics.qrels import HUMAN, HUMAN_LLM, check_qrels, with_llm_labels
 from harness.metrics.registry import families, lookup
 from harness.metrics.segments import Segment, default_segments
 
@@ -31,6 +32,8 @@ class MetricsResult:
     metric_names: list[str]
     labels: pd.DataFrame | None = None  # the run's labels (load_labels), for tables that need them
     arm_infos: list | None = None  # the run's arms (harness.run.armset.ArmInfo): labels, capabilities
+    qrels: str = HUMAN  # the relevance labels scored with (harness/metrics/qrels.py)
+    llm_labels: int = 0  # LLM grades added to people's labels (qrels human+llm)
 
 
 def load_labels(run_dir: Path) -> pd.DataFrame:
@@ -86,15 +89,18 @@ def empty_result(manifest: dict, labels: pd.DataFrame) -> MetricsResult:
 
 
 def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timings: dict | None = None,
-                    measures: list[str] = ()) -> MetricsResult:
+                    measures: list[str] = (), qrels: str = HUMAN) -> MetricsResult:
     """Per-turn values of every registered metric and their aggregates. `timings`, when given,
     receives seconds per stage; `measures`: ranking measures to compute beyond the run's settings
-    (`harness metrics -m`)."""
+    (`harness metrics -m`); `qrels`: people's labels, or people's and an LLM's for the holes."""
     stage = _Stages(timings)
     run_dir = Path(run_dir)
     man = read_manifest(run_dir)
-    labels = load_labels(run_dir)
-    if not RunFolder(run_dir).parts():
+    labels, added = load_labels(run_dir), 0
+    folder = RunFolder(run_dir)
+    if check_qrels(qrels) == HUMAN_LLM and folder.has_relevance_labels():
+        labels, added = with_llm_labels(labels, folder.relevance_labels())
+    if not folder.parts():
         return empty_result(man, labels)
     s = scoring(run_dir, man, labels, Traces.read(run_dir))
     s.settings["measures"] = [*s.settings["measures"], *measures]
@@ -113,7 +119,8 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
         agg = aggregate(per_turn, labels, segs)
         stage("aggregates")
     stage("per-turn frame")
-    return MetricsResult(per_turn, agg, [a["arm_id"] for a in man.arms], names, labels, list(s.arms.values()))
+    return MetricsResult(per_turn, agg, [a["arm_id"] for a in man.arms], names, labels, list(s.arms.values()),
+                         qrels, added)
 
 
 

@@ -100,7 +100,8 @@ def _trace_changes(old: dict, new: dict) -> str | None:
 def input_changes(old: dict, new: dict) -> list[str]:
     out = [_trace_changes(old.get("traces") or {}, new["traces"])]
     out += [_changed(n, old.get(k), new[k]) for k, n in (("labels", LABELS), ("judgments", "judgments"),
-                                                         ("human_judgments", "people's ratings"))]
+                                                         ("human_judgments", "people's ratings"),
+                                                         ("relevance_labels", "the LLM relevance labels"))]
     if old.get("manifest") != new["manifest"]:
         out.append("the manifest's arms, repeats, shard or metric settings changed since scoring")
     if old.get("eval_set") != new["eval_set"]:

@@ -18,7 +18,8 @@ from harness.metrics.compute import MetricsResult, compute_metrics, write_metric
 from harness.metrics.families.answers import abstention_table
 from harness.metrics.families.guards import filter_fields_table
 from harness.metrics.paired import paired_table
-from harness.metrics.provenance import metadata, stamp
+from harness.metrics.provenance import metadata, read_stamp, stamp
+from harness.metrics.qrels import HUMAN, agreement_table, check_qrels
 from harness.metrics.spread import spread_table
 from harness.run.folder import RunFolder, RunFolderError
 from harness.run.integrity import Completeness, completeness
@@ -47,16 +48,28 @@ def _write(folder: RunFolder, name: str, df: pd.DataFrame, meta: dict[str, str])
         folder.remove_table(name)
 
 
-def score_run(run_dir: Path, measures: list[str] = ()) -> Scored:
+def scored_qrels(folder: RunFolder) -> str | None:
+    """The relevance labels the folder's tables were scored with (None: not scored)."""
+    try:
+        st = read_stamp(folder) if folder.has_metrics() else None
+    except RunFolderError:
+        return None
+    return None if st is None else st.get("qrels", HUMAN)
+
+
+def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None) -> Scored:
     """Every table of a run folder, written into it; `measures`: ranking measures to compute beyond
-    the run's metric settings (`harness metrics -m map`)."""
+    the run's metric settings (`harness metrics -m map`); `qrels`: `human` or `human+llm`, None:
+    what the folder was scored with before (a stale run scored again keeps its choice)."""
     folder = RunFolder(run_dir)
     man = folder.read_manifest()
     done = completeness(folder, man)
     if not done.sound:  # a turn the labels lack, a repeat the manifest does not plan, a key twice
         raise RunFolderError(done.describe())
+    qrels = check_qrels(qrels or scored_qrels(folder) or HUMAN)
     st = stamp(folder, man, done)  # the inputs as read now: a later change shows as stale
-    res = compute_metrics(folder.path, measures=measures)
+    res = compute_metrics(folder.path, measures=measures, qrels=qrels)
+    st.update(qrels=qrels, llm_labels=res.llm_labels)
     settings = metric_settings(man.metrics)
     comparisons = paired_table(res.per_turn, res.labels, res.arm_infos, settings=settings)
     abstention = abstention_table(res.per_turn, res.labels)
@@ -68,7 +81,8 @@ def score_run(run_dir: Path, measures: list[str] = ()) -> Scored:
     final = rounds[rounds["is_final"]] if len(rounds) else rounds
     same = coinciding_arms(final, res.arms) if len(final) else pd.DataFrame()
     tables = {"comparisons": comparisons, "abstention": abstention, "filter_fields": filters, "coinciding": same,
-              "spread": spread_table(res.per_turn, settings=settings)}
+              "spread": spread_table(res.per_turn, settings=settings),
+              "agreement": agreement_table(folder.relevance_labels() if folder.has_relevance_labels() else None)}
     meta = metadata({**st, "tables": sorted(n for n, df in tables.items() if len(df))})  # a table gone shows too
     path = write_metrics(folder.path, res, meta)
     for name, df in tables.items():

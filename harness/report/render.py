@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness import env as _env  # noqa: F401  (offline-safe environment first)
+from harness.analysis.pool_warnings import qrels_said
 from harness.metrics.families.answers import SHOULD_ABSTAIN
 from harness.report.format import shown_path
 from harness.report.limits import DRILL_SESSIONS
@@ -46,6 +47,7 @@ def run_context(run: ReportRun, plots: bool = True, index: int = 0, against=None
         "drill": drilldown.build(run, index, against, sessions=drill_sessions),
         "warnings": warnings.build(run),
         "agreement": agreement.build(run),
+        "qrels": qrels_said(run.folder),
     }
 
 

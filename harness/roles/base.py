@@ -19,7 +19,7 @@ from harness.llm.ledger import CallRecord, SpendCap, check_priced, load_prices
 from harness.roles.prompts import Prompt, load_prompt
 from harness.workers import off_loop
 
-ROLES = ("rewrite", "decide", "hyde", "grade", "rerank", "answer", "judge")
+ROLES = ("rewrite", "decide", "hyde", "grade", "rerank", "answer", "judge", "relevance")
 OFFLINE = "offline"
 
 

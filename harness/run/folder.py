@@ -7,8 +7,10 @@ from a manifest to its eval set.
     traces/part-*.parquet    the trace rows (run/traces.py declares them), written in parts
     judgments.parquet        the judge's verdicts (run/judge.py)
     human_judgments.parquet  people's ratings (analysis/review.py)
+    relevance_labels.parquet an LLM's relevance grades for unjudged documents (run/relevance.py)
     metrics.parquet          aggregates and per-turn values (metrics/)
-    comparisons.parquet, abstention.parquet, filter_fields.parquet, coinciding.parquet, spread.parquet
+    comparisons.parquet, abstention.parquet, filter_fields.parquet, coinciding.parquet, spread.parquet,
+    relevance_agreement.parquet
                              the tables scoring produces
 
 Every file is written under a temporary name and renamed, so a reader never sees half a file."""
@@ -35,10 +37,12 @@ TRACES = "traces"
 PART_GLOB = "part-*.parquet"
 JUDGMENTS = "judgments.parquet"
 HUMAN_JUDGMENTS = "human_judgments.parquet"
+RELEVANCE_LABELS = "relevance_labels.parquet"
 METRICS = "metrics.parquet"
 LABEL_KEYS = ("session_id", "turn_index", "qrels", "qrels_measured")  # what scoring reads of every snapshot
 TABLES = {"comparisons": "comparisons.parquet", "abstention": "abstention.parquet",
-          "filter_fields": "filter_fields.parquet", "coinciding": "coinciding.parquet", "spread": "spread.parquet"}
+          "filter_fields": "filter_fields.parquet", "coinciding": "coinciding.parquet", "spread": "spread.parquet",
+          "agreement": "relevance_agreement.parquet"}
 
 
 class NotARunFolder(BadInput, FileNotFoundError):
@@ -192,10 +196,19 @@ class RunFolder:
     def human_judgments(self) -> pd.DataFrame:
         return _readable(self.path / HUMAN_JUDGMENTS, pd.read_parquet)
 
+    def has_relevance_labels(self) -> bool:
+        return (self.path / RELEVANCE_LABELS).is_file()
+
+    def relevance_labels(self) -> pd.DataFrame:
+        return _readable(self.path / RELEVANCE_LABELS, pd.read_parquet)
+
+    def write_relevance_labels(self, table: pa.Table) -> Path:
+        return self.write_parquet(RELEVANCE_LABELS, table)
+
     def scoring_inputs(self) -> dict[str, Path]:
         """The files besides the traces that scoring reads (present or not)."""
         return {"labels": self.path / LABELS, "judgments": self.path / JUDGMENTS,
-                "human_judgments": self.path / HUMAN_JUDGMENTS}
+                "human_judgments": self.path / HUMAN_JUDGMENTS, "relevance_labels": self.path / RELEVANCE_LABELS}
 
     def write_human_judgments(self, df: pd.DataFrame) -> Path:
         return self.write_parquet(HUMAN_JUDGMENTS, df)
@@ -247,6 +260,19 @@ class RunFolder:
             above = list(self.path.resolve().parents)
             cands = [Path.cwd() / p] + ([Path(home) / p] if home else []) + [a / p for a in above]
         return next((c for c in cands if is_eval_set(c)), None)
+
+    def require_eval_set(self, manifest: Manifest | None = None, why: str = "") -> Path:
+        """eval_set_path, or a BadInput naming what was looked for and where (`why`: what needs it)."""
+        m = manifest if manifest is not None else self.read_manifest()
+        found = self.eval_set_path(m)
+        if found is not None:
+            return found
+        named = m.eval_set.path or m.config.get("eval_set")
+        if not named:
+            raise RunFolderError(f"{self.path / MANIFEST}: names no eval set{why}")
+        raise RunFolderError(f"{self.path / MANIFEST}: its eval set {named} is not found in the working folder, "
+                             f"$HARNESS_HOME or a folder above the run{why}: run from the project's folder or set "
+                             "HARNESS_HOME to it")
 
 
 def run_folder(path: str | Path | RunFolder) -> RunFolder:

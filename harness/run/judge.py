@@ -90,10 +90,7 @@ def _judge_endpoint(config: dict) -> EndpointConfig | None:
 def _doc_texts(folder: RunFolder, manifest: dict) -> dict[str, str]:
     from harness.evalset.load import load_eval_set
 
-    path = folder.eval_set_path(manifest)
-    if path is None:
-        raise BadInput("manifest names no eval set: cannot read the retrieved documents")
-    es = load_eval_set(path)
+    es = load_eval_set(folder.require_eval_set(manifest, " (the retrieved documents are there)"))
     return {d: (f"{doc.title}\n{doc.text}" if doc.title else doc.text) for d, doc in es.docs.items()}
 
 

@@ -29,7 +29,7 @@ from harness.testing.server import FAULTS, TestServer
 from harness.yamlpos import did_you_mean, located, read_yaml, validation_problems
 
 ROLE_SCHEMAS = {"rewrite": "RewriteOutput", "decide": "Decision", "hyde": "HydeOutput", "grade": "GradeOutput",
-                "rerank": "RerankOutput", "answer": "AnswerOutput"}
+                "rerank": "RerankOutput", "answer": "AnswerOutput", "relevance": "RelevanceOutput"}
 
 
 class ScriptError(BadInput, ValueError):

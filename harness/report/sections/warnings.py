@@ -4,7 +4,7 @@ the judgments per arm (top-10 documents without a judgment, those relevant for a
 whose top-10 lists coincide, said once with the reason the traces record."""
 from __future__ import annotations
 
-from harness.analysis.pool_warnings import holes_by_arm, holes_text
+from harness.analysis.pool_warnings import holes_by_arm, holes_text, qrels_said
 from harness.report.format import scrub, text
 from harness.report.load import ReportRun
 from harness.report.table import coinciding_text
@@ -92,4 +92,18 @@ def build(run: ReportRun) -> dict:
     out += [{"level": "info", "text": line} for line in coinciding_text(run.table("coinciding"), run.label)]
     out += [{"level": "warn" if h["relevant_elsewhere"] else "info", "text": "holes in the judgments: "
              + holes_text(run.label.get(a, a), h)} for a, h in holes_by_arm(run.turns).items()]
-    return {"entries": [{**e, "text": scrub(e["text"])} for e in out]}
+    out.append({"level": "info", "text": qrels_said(run.folder) + "."})
+    return {"entries": [{**e, "text": scrub(e["text"])} for e in out], "relevance": relevance_agreement(run)}
+
+
+def relevance_agreement(run: ReportRun) -> dict | None:
+    """The LLM's relevance grades against people's on the sampled labelled pairs: kappa and the
+    confusion matrix (the scoring's agreement table)."""
+    from harness.metrics.qrels import agreement
+
+    a = agreement(run.table("agreement"))
+    if a is None:
+        return None
+    m = a.matrix
+    return {"line": a.line(), "columns": [int(c) for c in m.columns],
+            "rows": [{"human": int(h), "cells": [int(v) for v in m.loc[h]]} for h in m.index]}
