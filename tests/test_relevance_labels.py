@@ -115,6 +115,24 @@ def test_labelling_again_sends_no_request(labelled, endpoint):
     assert after["cache_hit"].all()
     cols = ["session_id", "turn_index", "doc_id", "purpose", "llm_grade", "qrel_grade", "status", "model", "prompt"]
     assert after[cols].equals(before[cols])
+    with pytest.MonkeyPatch.context() as mp:  # replay mode: the cache answers, nothing may be sent
+        mp.chdir(tmp)
+        r = invoke("judge", run, "--relevance", "--endpoint", endpoint.base_url, "--model", "scripted-overlap",
+                   "--depth", DEPTH, "--llm-cache", "replay")
+    assert r.exit_code == 0 and endpoint.calls == 0, r.output
+    assert RunFolder(run).relevance_labels()[cols].equals(before[cols])
+
+
+def test_replay_mode_without_the_replies_stops_and_sends_nothing(tmp_path, endpoint, monkeypatch):
+    run = copy_run(tmp_path / "b2b")
+    monkeypatch.chdir(tmp_path)  # an empty LLM cache
+    endpoint.reset_stats()
+    r = invoke("judge", run, "--relevance", "--endpoint", endpoint.base_url, "--model", "scripted-overlap",
+               "--depth", 1, "--sample", 0, "--llm-cache", "replay")
+    assert r.exit_code == 3 and endpoint.calls == 0, r.output
+    rel = RunFolder(run).relevance_labels()
+    assert len(rel) and rel["status"].str.startswith("not asked").all() and rel["llm_grade"].isna().all()
+    assert "stopped" in r.output
 
 
 def test_runs_scored_with_different_labels_are_not_compared(labelled, tmp_path):

@@ -230,20 +230,26 @@ def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh"
           prompt: Optional[str] = typer.Option(None, "--prompt", help="--relevance: the prompt (a file; else the "
                                                "role's prompt, else relevance.v1)"),
           grade_map: str = typer.Option("0,0,1,2", "--grade-map", help="--relevance: the eval-set grade of each LLM "
-                                        "grade 0,1,2,3")):
+                                        "grade 0,1,2,3"),
+          llm_cache: Optional[str] = typer.Option(None, "--llm-cache", help="the LLM cache mode over the run config's "
+                                                  "llm.cache.mode: readwrite | replay (send nothing) | refresh | off")):
     """Ask the judge role about every answer of a run (Ragas faithfulness) into the run folder's judgments; cached;
     then score the run again, so `harness gate` sees the judgments. The only step after replay that calls a model;
     without a judge endpoint answers are 'not measured'. With --relevance: grade the unjudged documents instead.
     Exit 3 when more than half of the judgments failed."""
     from harness.run.judge import judge_command, judge_endpoint
 
+    from harness.llm.cache import MODES
+
     if refresh not in (None, "judge"):
         fail("--refresh takes 'judge'")
+    if llm_cache is not None and llm_cache not in MODES:
+        fail(f"--llm-cache {llm_cache!r}: expected one of {', '.join(MODES)}")
     ep = judge_endpoint(endpoint, model, kind, judge_config)
     if relevance:
         return _relevance(run_dir, ep, refresh == "judge", depth=depth, sample=sample, prompt=prompt,
-                          grade_map=grade_map)
-    summary = judge_command(run_dir, refresh == "judge", ep)
+                          grade_map=grade_map, cache_mode=llm_cache)
+    summary = judge_command(run_dir, refresh == "judge", ep, llm_cache)
     console.print(f"judge: {summary.line()}", highlight=False, markup=False)
     if RunFolder(run_dir).parts():
         _metrics(run_dir, quiet=True)

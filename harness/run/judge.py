@@ -151,7 +151,8 @@ def _records(rows: list[dict], users: dict, docs: dict, ep) -> tuple[list[dict],
 
 
 async def ajudge_run(run_dir: Path, refresh: bool = False, endpoint: EndpointConfig | None = None,
-                     concurrency: int | None = None, cache_folder: str | Path | None = None) -> JudgeSummary:
+                     concurrency: int | None = None, cache_folder: str | Path | None = None,
+                     cache_mode: str | None = None) -> JudgeSummary:
     """Judge every final answer of `run_dir` and write its judgments (see judge_run)."""
     folder = RunFolder(run_dir)
     manifest = folder.read_manifest()
@@ -164,7 +165,7 @@ async def ajudge_run(run_dir: Path, refresh: bool = False, endpoint: EndpointCon
     if pending:
         cache_cfg = (config.get("llm") or {}).get("cache") or {}
         cache = LLMCache(cache_folder or cache_cfg.get("folder") or ".cache/llm",
-                         "refresh" if refresh else cache_cfg.get("mode", "readwrite"))
+                         "refresh" if refresh else cache_mode or cache_cfg.get("mode", "readwrite"))
         keys = list(pending)
         async with RagasJudge(ep, cache, concurrency or int(config.get("concurrency") or 16)) as judge:
             verdicts = await judge.faithfulness([(k[0], k[1], [docs[d] for d in k[2]]) for k in keys])
@@ -222,7 +223,8 @@ def judge_endpoint(url: str | None, model: str | None, kind: str = "openai-compa
     return EndpointConfig(kind=kind, base_url=url, model=model)
 
 
-def judge_command(run_dir: Path, refresh: bool = False, endpoint: EndpointConfig | None = None) -> JudgeSummary:
+def judge_command(run_dir: Path, refresh: bool = False, endpoint: EndpointConfig | None = None,
+                  cache_mode: str | None = None) -> JudgeSummary:
     """`harness judge RUN_DIR [--refresh]`: judge every answer of the run (the rows are written, a
     few judge errors included) and return the summary; BadInput when the folder is not a run or the
     judge configuration is unusable. Whether too many failed (exit 3) is the command's to say."""
@@ -230,6 +232,6 @@ def judge_command(run_dir: Path, refresh: bool = False, endpoint: EndpointConfig
 
     folder = RunFolder(run_dir).require()
     try:
-        return asyncio.run(ajudge_run(folder.path, refresh, endpoint))
+        return asyncio.run(ajudge_run(folder.path, refresh, endpoint, cache_mode=cache_mode))
     except (ValueError, FileNotFoundError, RuntimeError, EvalSetError) as e:  # ragas and its SDKs say it their way
         raise BadInput(f"{run_dir}: {first_lines(e, 3)}") from None

@@ -188,13 +188,12 @@ def relevance_endpoint(config: dict) -> EndpointConfig | None:
     return roles.get(ROLE) or roles.get("judge")
 
 
-def _client(config: dict, ep: EndpointConfig, refresh: bool, concurrency: int, cache_folder) -> LLMClient:
+def _client(config: dict, ep: EndpointConfig, mode: str | None, concurrency: int, cache_folder) -> LLMClient:
     from harness.llm.ledger import SpendCap, check_priced, load_prices
 
     llm = config.get("llm") or {}
     cache_cfg = llm.get("cache") or {}
-    cache = LLMCache(cache_folder or cache_cfg.get("folder") or ".cache/llm",
-                     "refresh" if refresh else cache_cfg.get("mode", "readwrite"))
+    cache = LLMCache(cache_folder or cache_cfg.get("folder") or ".cache/llm", mode or cache_cfg.get("mode", "readwrite"))
     prices = load_prices(llm.get("prices"))
     spend = None
     if llm.get("max_cost_usd") is not None:
@@ -206,9 +205,10 @@ def _client(config: dict, ep: EndpointConfig, refresh: bool, concurrency: int, c
 async def arelevance_run(run_dir: Path, endpoint: EndpointConfig | None = None, depth: int = DEPTH,
                          sample: int = SAMPLE, prompt: str | None = None, grade_map=DEFAULT_GRADE_MAP,
                          refresh: bool = False, concurrency: int | None = None,
-                         cache_folder: str | Path | None = None) -> RelevanceSummary:
+                         cache_folder: str | Path | None = None, cache_mode: str | None = None) -> RelevanceSummary:
     """Grade the holes in the top `depth` of every arm and `sample` labelled pairs; write the
-    table; return the summary."""
+    table; return the summary. `cache_mode`: the LLM cache's mode over the run config's
+    (`replay`: nothing is sent; a pair the cache lacks stops the step)."""
     folder = RunFolder(run_dir).require()
     config = folder.read_manifest().config
     ep = endpoint if endpoint is not None else relevance_endpoint(config)
@@ -222,7 +222,7 @@ async def arelevance_run(run_dir: Path, endpoint: EndpointConfig | None = None, 
     if ep is not None and recs:
         queries, docs = _queries(folder, turns)
         n = concurrency or int(config.get("concurrency") or 16)
-        client = _client(config, ep, refresh, n, cache_folder)
+        client = _client(config, ep, "refresh" if refresh else cache_mode, n, cache_folder)
         ask = _Ask(client, the_prompt, asyncio.Semaphore(n), tuple(grade_map))
         try:
             jobs = []
