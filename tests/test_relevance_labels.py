@@ -10,9 +10,11 @@ from html import unescape
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
-from harness.metrics.qrels import agreement, cohen_kappa, with_llm_labels
+from harness.metrics.qrels import agreement, cohen_kappa
+from harness.roles.relevance import RelevanceOutput
 from harness.run.folder import RunFolder
 from harness.run.relevance import holes, sample_labelled
 from harness.testing.script import serve
@@ -85,8 +87,9 @@ def test_human_plus_llm_fills_the_holes_and_changes_the_values(labelled):
     judged, ndcg = _values(run, f"judged@{DEPTH}"), _values(run, "ndcg@10")
     assert (judged == 1.0).all()  # every top-3 document of every measured turn has a label now
     assert (ndcg != human_ndcg).any()
-    assert "LLM grade(s) for top-ranked documents nobody labelled (scripted-overlap, prompt relevance.v1@" in \
-        " ".join(r.output.split())
+    said = " ".join(r.output.split())
+    assert re.search(r"relevance labels: people's, and an LLM's for the holes: (\d+) of \1 hole\(s\) in the top 3 "
+                     r"graded by scripted-overlap \(prompt relevance\.v1@\w+, grade map 0,0,1,2\)", said), said
     assert re.search(r"Cohen's kappa -?\d\.\d\d \(graded\)", " ".join(r.output.split()))
     # the choice sticks: scoring again without --qrels keeps it (a stale run rescored keeps it too)
     r = invoke("metrics", run, "-m", "ndcg@10")
@@ -154,9 +157,26 @@ def test_without_an_endpoint_the_holes_are_counted_not_labelled(tmp_path):
     rel = RunFolder(run).relevance_labels()
     assert len(rel) and (rel["status"] == "not measured: no judge endpoint").all() and rel["llm_grade"].isna().all()
     assert "relevance not labelled (no judge endpoint)" in r.output
-    before = _values(run, "ndcg@10")
-    invoke("metrics", run, "--qrels", "human+llm")
-    assert (_values(run, "ndcg@10") == before).all()
+    r = invoke("metrics", run, "--qrels", "human+llm")  # nothing to score with: refused, not scored as people's
+    assert r.exit_code == 2 and "no LLM relevance grade to score with" in " ".join(r.output.split())
+
+
+def test_what_an_endpoint_graded_is_never_lost(labelled, tmp_path, endpoint):
+    """No endpoint, or a replay that lacks the replies, never replaces grades the folder holds."""
+    _, run, *_ = labelled
+    wipe = copy_run(tmp_path / "wipe", run)
+    before = RunFolder(wipe).relevance_labels()
+    r = invoke("judge", wipe, "--relevance", "--depth", DEPTH)
+    assert r.exit_code == 2 and "would replace with none" in " ".join(r.output.split())
+    assert RunFolder(wipe).relevance_labels().equals(before)
+    with pytest.MonkeyPatch.context() as mp:  # an empty cache in replay mode: the step stops at once
+        mp.chdir(tmp_path)
+        r = invoke("judge", wipe, "--relevance", "--endpoint", endpoint.base_url, "--model", "scripted-overlap",
+                   "--depth", DEPTH, "--llm-cache", "replay")
+    assert r.exit_code == 3, r.output
+    after = RunFolder(wipe).relevance_labels()
+    cols = ["session_id", "turn_index", "doc_id", "purpose", "llm_grade", "qrel_grade", "status"]
+    assert after[cols].equals(before[cols]) and "kept their earlier grade" in " ".join(r.output.split())
 
 
 def test_a_failing_endpoint_exits_3_and_keeps_the_rows(tmp_path):
@@ -173,14 +193,73 @@ def test_a_failing_endpoint_exits_3_and_keeps_the_rows(tmp_path):
     assert rel["status"].str.startswith("error").all()
 
 
-def test_bad_options_exit_2():
+def test_bad_options_exit_2(tmp_path):
     r = invoke("metrics", BASELINE, "--qrels", "humann")
     assert r.exit_code == 2 and "did you mean 'human'" in r.output
-    r = invoke("judge", BASELINE, "--relevance", "--grade-map", "0,1,2")
-    assert r.exit_code == 2 and "--grade-map" in r.output
+    for bad in ("0,1,2", "0,0,1,²"):
+        r = invoke("judge", BASELINE, "--relevance", "--grade-map", bad)
+        assert r.exit_code == 2 and "expected 4 non-negative integers" in " ".join(r.output.split())
+    run = copy_run(tmp_path / "b2b")
+    r = invoke("judge", run, "--relevance", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m",
+               "--grade-map", "0,0,1,3")  # b2b's grades go to 2
+    assert r.exit_code == 2 and "above the eval set's scale" in " ".join(r.output.split())
+    empty = tmp_path / "empty.md"
+    empty.write_text("\n")
+    r = invoke("judge", run, "--relevance", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", "--prompt", empty)
+    assert r.exit_code == 2 and "empty" in r.output
+    assert not RunFolder(run).has_relevance_labels()  # refused before anything was asked or written
 
 
-def test_cohens_kappa_and_the_labels_merge():
+def _forged(src: Path, dst: Path, edit) -> Path:
+    run = copy_run(dst, src)
+    rel = RunFolder(run).relevance_labels()
+    RunFolder(run).write_relevance_labels(pa.Table.from_pandas(edit(rel), preserve_index=False))
+    return run
+
+
+def test_labels_scoring_cannot_use_exit_2_naming_why(labelled, tmp_path):
+    _, run, *_ = labelled
+    holes = lambda rel: rel["purpose"] == "hole"  # noqa: E731
+    cases = {
+        "nocol": (lambda rel: rel.drop(columns=["qrel_grade"]), "no column qrel_grade"),
+        "twice": (lambda rel: pd.concat([rel, rel[holes(rel)].head(1)]), "has 2 rows; one is expected"),
+        "scale": (lambda rel: rel.assign(qrel_grade=rel["qrel_grade"].where(~holes(rel), 99)),
+                  "qrel_grade 99 above the eval set's scale"),
+        "mixed": (lambda rel: rel.assign(model=["a", "b"] * (len(rel) // 2) + ["a"] * (len(rel) % 2)),
+                  "different (model, prompt, grade map, depth)"),
+    }
+    for name, (edit, said) in cases.items():
+        forged = _forged(run, tmp_path / name, edit)
+        r = invoke("metrics", forged, "--qrels", "human+llm")
+        assert r.exit_code == 2 and said in " ".join(r.output.split()), (name, r.output)
+        assert "Traceback" not in r.output
+
+
+def test_a_grade_for_what_is_not_a_hole_of_these_traces_is_not_used(labelled, tmp_path):
+    """Labels copied from elsewhere, or a document no arm retrieved in the top k: ignored, and the
+    holes left ungraded are named, so compare refuses the run."""
+    _, run, *_ = labelled
+    def phantom(rel):  # every other hole's document renamed: a grade for a document no arm retrieved
+        odd = (rel["purpose"] == "hole") & (pd.Series(range(len(rel)), index=rel.index) % 2 == 1)
+        return rel.assign(doc_id=rel["doc_id"].where(~odd, "phantom-" + rel["doc_id"]))
+
+    forged = _forged(run, tmp_path / "phantom", phantom)
+    invoke("metrics", forged, "--qrels", "human+llm")
+    invoke("metrics", run, "--qrels", "human+llm")
+    r = invoke("compare", run, forged)
+    said = " ".join(r.output.split())
+    assert r.exit_code == 2 and "holes without an LLM grade" in said, said
+    n = re.search(r"phantom: (\d+) of (\d+) hole", said)
+    assert n and 0 < int(n.group(1)) < int(n.group(2))
+    other = copy_run(tmp_path / "other", run)
+    invoke("metrics", other, "--qrels", "human+llm")
+    r = gate(tmp_path / "gate", run, other)
+    assert r.exit_code in (0, 1), r.output  # same labels: compared, and the gate's report says which
+    assert "an LLM's for the holes" in (tmp_path / "gate" / "gate.md").read_text()
+    invoke("metrics", run, "--qrels", "human")
+
+
+def test_cohens_kappa_and_a_strict_reply():
     # a textbook 2x2: agreement 0.70, chance 0.50 -> kappa 0.40
     assert cohen_kappa({(1, 1): 20, (1, 0): 5, (0, 1): 10, (0, 0): 15}) == pytest.approx(0.4)
     assert cohen_kappa({(1, 1): 7, (1, 0): 3}) is None  # people used one category: says nothing
@@ -188,14 +267,10 @@ def test_cohens_kappa_and_the_labels_merge():
                           "n": [5, 2, 4, 1]})
     a = agreement(table)
     assert a.n == 12 and a.kappa is not None and "undefined" in a.line()  # binary: people's grades all >= 1
-    labels = pd.DataFrame({"session_id": ["s", "s"], "turn_index": [1, 2], "qrels": ['{"a": 2}', "{}"],
-                           "qrels_measured": [True, False]})
-    rel = pd.DataFrame({"session_id": ["s"] * 4, "turn_index": [1, 1, 1, 2], "doc_id": ["a", "b", "c", "d"],
-                        "purpose": ["hole"] * 4, "status": ["ok", "ok", "error: x", "ok"],
-                        "qrel_grade": [0, 1, None, 2]})
-    merged, added = with_llm_labels(labels, rel)
-    assert added == 1  # a: people's label wins; c: failed; d: a turn nobody labelled stays unmeasured
-    assert json.loads(merged["qrels"][0]) == {"a": 2, "b": 1} and merged["qrels"][1] == "{}"
+    with pytest.raises(ValueError):
+        RelevanceOutput.model_validate({"relevance": True})  # strict: a grade, not a boolean
+    with pytest.raises(ValueError):
+        RelevanceOutput.model_validate({"relevance": 2, "why": "x"})
 
 
 def test_the_sample_is_the_same_every_time_and_holds_every_grade():

@@ -50,16 +50,30 @@ def check_same_evalset(runs: list[RunData], allow_different: bool) -> None:
 
 
 def check_same_qrels(runs: list[RunData]) -> None:
-    """Runs scored with the same relevance labels (people's, or people's and an LLM's for the holes:
-    harness/metrics/qrels.py); CompareError otherwise, with how to score them alike."""
-    from harness.metrics.qrels import HUMAN
-    from harness.metrics.score import scored_qrels
+    """Runs scored with the same relevance labels (people's, or people's and one LLM's for the holes,
+    with the same model, prompt, grade map and depth: harness/metrics/qrels.py), and every hole of a
+    `human+llm` run graded; CompareError otherwise, with what differs and what to run."""
+    from harness.metrics.provenance import read_stamp
+    from harness.metrics.qrels import HUMAN, LLMLabels
 
-    qrels = {r.name: scored_qrels(r.folder) or HUMAN for r in runs}
+    stamps = {r.name: (read_stamp(r.folder) or {}) for r in runs}
+    qrels = {n: st.get("qrels", HUMAN) for n, st in stamps.items()}
     if len(set(qrels.values())) > 1:
         said = ", ".join(f"{n}: {q}" for n, q in qrels.items())
         raise CompareError(f"the runs were scored with different relevance labels ({said}); nothing was compared. "
                            "Score them alike: `harness metrics RUN --qrels human` (or human+llm for each)")
+    llm = {n: LLMLabels(**st["llm"]) for n, st in stamps.items() if st.get("llm")}
+    if not llm:
+        return
+    if len({x.identity() for x in llm.values()}) > 1:
+        said = "; ".join(f"{n}: {x.said()}" for n, x in llm.items())
+        raise CompareError(f"the runs' LLM relevance labels differ in model, prompt, grade map or depth ({said}); "
+                           "nothing was compared. Label both the same way (`harness judge RUN --relevance ...`)")
+    short = [f"{n}: {x.said()}" for n, x in llm.items() if x.graded < x.holes]
+    if short:
+        raise CompareError(f"holes without an LLM grade would count as not relevant in one run and graded in the "
+                           f"other ({'; '.join(short)}); nothing was compared. Run `harness judge RUN --relevance` "
+                           "again (the LLM cache keeps the grades it has), or score both with --qrels human")
 
 
 def why_missing(metric: Metric, run: RunData) -> str:

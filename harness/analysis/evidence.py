@@ -45,6 +45,7 @@ class Evidence:
     finals: pd.DataFrame  # arm_id, repeat, session_id, turn_index of every final row
     rescored: list[str] = field(default_factory=list)  # why its tables were computed again on reading
     stale: list[str] = field(default_factory=list)  # why its tables are stale, where they were not rescored
+    labels: str | None = None  # the relevance labels it was scored with, when not people's alone
 
     @property
     def complete(self) -> bool:
@@ -52,7 +53,7 @@ class Evidence:
 
     def notes(self, run: str) -> list[str]:
         """What a reader should be told, in words: rescoring or stale tables, and a partial run."""
-        out = []
+        out = [f"{run}: {self.labels}"] if self.labels else []
         if self.rescored:
             out.append(f"rescored {run} before reading it: " + "; ".join(self.rescored))
         if self.stale:
@@ -91,8 +92,15 @@ def check_run(path: str | Path, complete: bool = True, scored: bool = True, resc
         data = RunData.load(folder.path, scored=scored)
     except (NotARunFolder, NotScored, RunFolderError, TraceError) as e:
         raise EvidenceError(str(e)) from None
-    data.evidence = Evidence(done, finals, rescored, stale)
+    data.evidence = Evidence(done, finals, rescored, stale, _labels(data.folder))
     return data
+
+
+def _labels(folder: RunFolder) -> str | None:
+    from harness.analysis.pool_warnings import qrels_said
+
+    said = qrels_said(folder)
+    return said if "an LLM's" in said else None
 
 
 # --- the labels both runs were scored with ----------------------------------------------------------

@@ -76,25 +76,24 @@ def holes_text(label: str, h: dict) -> str:
 
 def qrels_said(folder) -> str:
     """Which relevance labels the folder's tables were scored with, in words (the report's header,
-    `harness metrics`'s note)."""
+    `harness metrics`'s note, the evidence of compare and gate)."""
     from harness.metrics.provenance import read_stamp
-    from harness.metrics.qrels import HUMAN, HUMAN_LLM, llm_holes
+    from harness.metrics.qrels import HUMAN, HUMAN_LLM, LLMLabels, read_relevance
     from harness.run.folder import RunFolderError
 
     try:
         st = (read_stamp(folder) if folder.has_metrics() else None) or {}
     except RunFolderError:
         st = {}
-    rel = folder.relevance_labels() if folder.has_relevance_labels() else None
-    ok = llm_holes(rel)
-    if st.get("qrels", HUMAN) == HUMAN_LLM:
-        got = rel[rel["status"] == "ok"] if rel is not None else None
-        who = ", ".join(sorted({f"{m}, prompt {p}" for m, p in zip(got["model"], got["prompt"])})) if got is not None \
-            else "none"
-        return (f"relevance labels: people's, and {st.get('llm_labels', 0)} LLM grade(s) for top-ranked documents "
-                f"nobody labelled ({who})")
-    if len(ok):
-        return f"relevance labels: people's only ({len(ok)} LLM grade(s) for holes not used: --qrels human+llm)"
+    if st.get("qrels", HUMAN) == HUMAN_LLM and st.get("llm"):
+        return "relevance labels: people's, and an LLM's for the holes: " + LLMLabels(**st["llm"]).said()
+    try:
+        rel = read_relevance(folder)
+    except RunFolderError:
+        rel = None
+    n = int(((rel["purpose"] == "hole") & (rel["status"] == "ok")).sum()) if rel is not None else 0
+    if n:
+        return f"relevance labels: people's only ({n} LLM grade(s) for holes not used: --qrels human+llm)"
     return "relevance labels: people's"
 
 

@@ -277,8 +277,8 @@ def _relevance(run_dir: Path, ep, refresh: bool, grade_map: str, **kw) -> None:
     if summary.model is not None:
         say(f"score with them: harness metrics {run_dir} --qrels human+llm")
     if summary.stopped:
-        err.print(f"[red]infrastructure:[/red] stopped: {escape(summary.stopped)}; the pairs not asked are marked in "
-                  f"{escape(str(summary.path))}; exit 3", highlight=False)
+        err.print(f"[red]infrastructure:[/red] stopped: {escape(summary.stopped)}; the pairs neither asked nor "
+                  f"graded before are marked in {escape(str(summary.path))}; exit 3", highlight=False)
         raise typer.Exit(3)
     if summary.mostly_failed:
         err.print(f"[red]infrastructure:[/red] most relevance calls failed (see the status column of "

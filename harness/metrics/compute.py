@@ -18,7 +18,7 @@ from harness.run.folder import AGG_COLUMNS, METRICS_COLUMNS, TURN_COLUMNS, RunFo
 from harness.run.manifest import read_manifest
 from harness.metrics.aggregate import aggregate, aggregate_long
 from harness.metrics.kernel import Long, Scoring, Traces, scoring, to_frame
-from harness.metrics.qrels import HUMAN, HUMAN_LLM, check_qrels, with_llm_labels
+from harness.metrics.qrels import HUMAN, HUMAN_LLM, LLMLabels, check_qrels, max_human_grade, with_llm_labels
 from harness.metrics.registry import families, lookup
 from harness.metrics.segments import Segment, default_segments
 
@@ -33,7 +33,7 @@ class MetricsResult:
     labels: pd.DataFrame | None = None  # the run's labels (load_labels), for tables that need them
     arm_infos: list | None = None  # the run's arms (harness.run.armset.ArmInfo): labels, capabilities
     qrels: str = HUMAN  # the relevance labels scored with (harness/metrics/qrels.py)
-    llm_labels: int = 0  # LLM grades added to people's labels (qrels human+llm)
+    llm: LLMLabels | None = None  # what an LLM's grades added to people's labels (qrels human+llm)
 
 
 def load_labels(run_dir: Path) -> pd.DataFrame:
@@ -96,10 +96,10 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
     stage = _Stages(timings)
     run_dir = Path(run_dir)
     man = read_manifest(run_dir)
-    labels, added = load_labels(run_dir), 0
+    labels, llm = load_labels(run_dir), None
     folder = RunFolder(run_dir)
-    if check_qrels(qrels) == HUMAN_LLM and folder.has_relevance_labels():
-        labels, added = with_llm_labels(labels, folder.relevance_labels())
+    if check_qrels(qrels) == HUMAN_LLM:
+        labels, llm = with_llm_labels(folder, labels, max_human_grade(labels))
     if not folder.parts():
         return empty_result(man, labels)
     s = scoring(run_dir, man, labels, Traces.read(run_dir))
@@ -120,7 +120,7 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
         stage("aggregates")
     stage("per-turn frame")
     return MetricsResult(per_turn, agg, [a["arm_id"] for a in man.arms], names, labels, list(s.arms.values()),
-                         qrels, added)
+                         qrels, llm)
 
 
 

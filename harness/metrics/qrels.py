@@ -21,6 +21,7 @@ import pandas as pd
 
 from harness.errors import BadInput
 from harness.roles.relevance import AGREEMENT, GRADES, HOLE, OK
+from harness.run.folder import RELEVANCE_LABELS, RunFolderError
 
 HUMAN, HUMAN_LLM = "human", "human+llm"
 QRELS = (HUMAN, HUMAN_LLM)
@@ -32,6 +33,7 @@ class UnknownQrels(BadInput, ValueError):
 
 
 def check_qrels(name: str) -> str:
+    name = name.strip().lower()
     if name not in QRELS:
         from harness.yamlpos import did_you_mean
 
@@ -39,40 +41,112 @@ def check_qrels(name: str) -> str:
     return name
 
 
-def llm_holes(rel: pd.DataFrame | None) -> pd.DataFrame:
-    """The LLM's usable grades of holes: session_id, turn_index, doc_id, qrel_grade."""
-    cols = ["session_id", "turn_index", "doc_id", "qrel_grade"]
-    if rel is None or not len(rel):
-        return pd.DataFrame(columns=cols)
-    ok = rel[(rel["purpose"] == HOLE) & (rel["status"] == OK) & rel["qrel_grade"].notna()]
-    return ok[cols]
+COLUMNS = {"session_id", "turn_index", "doc_id", "purpose", "status", "llm_grade", "qrel_grade", "human_grade",
+           "model", "prompt", "depth", "grade_map"}  # what scoring reads of the relevance labels
 
 
-def with_llm_labels(labels: pd.DataFrame, rel: pd.DataFrame | None) -> tuple[pd.DataFrame, int]:
-    """`labels` with the LLM's grades added to the qrels of measured turns, where no person
-    labelled the document; and how many grades were added."""
-    holes = llm_holes(rel)
-    if not len(holes):
-        return labels, 0
+class RelevanceLabelsError(RunFolderError):
+    """Relevance labels scoring cannot use (exit 2), named with why."""
+
+
+def read_relevance(folder) -> pd.DataFrame | None:
+    """The run folder's relevance labels, checked: the columns scoring reads, one row per (turn,
+    document, purpose), grades within their scales; None when there are none."""
+    if not folder.has_relevance_labels():
+        return None
+    rel = folder.relevance_labels()
+    where = str(folder.path / RELEVANCE_LABELS)
+    lack = sorted(COLUMNS - set(rel.columns))
+    if lack:
+        raise RelevanceLabelsError(f"{where}: no column {', '.join(lack)} (not written by `harness judge --relevance`)")
+    twice = rel.duplicated(["session_id", "turn_index", "doc_id", "purpose"])
+    if twice.any():
+        r = rel[twice].iloc[0]
+        raise RelevanceLabelsError(f"{where}: ({r['session_id']}, turn {r['turn_index']}, {r['doc_id']}, "
+                                   f"{r['purpose']}) has {int(twice.sum()) + 1} rows; one is expected")
+    ok = rel[rel["status"] == OK]
+    bad = ok[~ok["llm_grade"].isin(GRADES) | ok["qrel_grade"].isna() | (ok["qrel_grade"] < 0)]
+    if len(bad):
+        r = bad.iloc[0]
+        raise RelevanceLabelsError(f"{where}: row ({r['session_id']}, turn {r['turn_index']}, {r['doc_id']}): "
+                                   f"llm_grade {r['llm_grade']} / qrel_grade {r['qrel_grade']} outside the scales "
+                                   f"(0-3 / 0 or more)")
+    return rel
+
+
+@dataclass
+class LLMLabels:
+    """What `human+llm` added to people's labels, recorded in the scoring's stamp."""
+
+    model: str
+    prompt: str
+    grade_map: str
+    depth: int
+    holes: int  # documents in the top `depth` of a final ranking nobody labelled, in the traces as they are
+    graded: int  # of those, graded by the LLM (the rest count as not relevant, as under `human`)
+
+    def identity(self) -> tuple:
+        return self.model, self.prompt, self.grade_map, self.depth
+
+    def said(self) -> str:
+        return (f"{self.graded} of {self.holes} hole(s) in the top {self.depth} graded by {self.model} "
+                f"(prompt {self.prompt}, grade map {self.grade_map})")
+
+
+def _identity(hole_rows: pd.DataFrame, where: str) -> tuple[str, str, str, int]:
+    ids = hole_rows[["model", "prompt", "grade_map", "depth"]].drop_duplicates()
+    if len(ids) != 1:
+        raise RelevanceLabelsError(f"{where}: the LLM's grades come from {len(ids)} different (model, prompt, grade "
+                                   "map, depth) settings; label the run again with one")
+    m, p, g, d = ids.iloc[0].tolist()
+    return str(m), str(p), str(g), int(d)
+
+
+def with_llm_labels(folder, labels: pd.DataFrame, max_grade: int) -> tuple[pd.DataFrame, LLMLabels]:
+    """`labels` with the LLM's grades of the run's holes added to the qrels of measured turns
+    (people's label wins; only documents that are holes of these traces at the labels' depth:
+    a grade for anything else is not used), and what was added. RelevanceLabelsError when the
+    folder has no usable LLM grade or a grade above the eval set's scale (`max_grade`)."""
+    from harness.run.relevance import holes
+
+    rel = read_relevance(folder)
+    where = str(folder.path / RELEVANCE_LABELS)
+    ok = rel[(rel["purpose"] == HOLE) & (rel["status"] == OK)] if rel is not None else None
+    if ok is None or not len(ok):
+        raise RelevanceLabelsError(f"{folder.path}: no LLM relevance grade to score with (`--qrels human+llm`): "
+                                   "run `harness judge RUN --relevance` with an endpoint first, or score with "
+                                   "--qrels human")
+    model, prompt, gmap, depth = _identity(ok, where)
+    if int(ok["qrel_grade"].max()) > max_grade:
+        raise RelevanceLabelsError(f"{where}: qrel_grade {int(ok['qrel_grade'].max())} above the eval set's scale "
+                                   f"(people's grades go to {max_grade}): label again with a --grade-map within it")
+    turns = {(s, int(t)): {"qrels": q} for s, t, q, m in
+             zip(labels["session_id"], labels["turn_index"], labels["qrels"], labels["qrels_measured"]) if m}
+    now = holes(folder, turns, depth)
     by_turn: dict[tuple[str, int], dict[str, int]] = {}
-    for s, t, d, g in holes.itertuples(index=False):
-        by_turn.setdefault((s, int(t)), {})[d] = int(g)
-    out, added = labels.copy(), 0
-    qrels = out["qrels"].tolist()
-    for i, (s, t, measured) in enumerate(zip(out["session_id"], out["turn_index"], out["qrels_measured"])):
-        extra = by_turn.get((s, int(t)))
-        if not extra or not measured:
-            continue
-        q = json.loads(qrels[i] or "{}")
-        new = {d: g for d, g in extra.items() if d not in q}
-        if new:
-            qrels[i], added = json.dumps({**q, **new}, sort_keys=True), added + len(new)
-    out["qrels"] = qrels
-    return out, added
+    for s, t, d, g in ok[["session_id", "turn_index", "doc_id", "qrel_grade"]].itertuples(index=False):
+        if (s, int(t), d) in now:
+            by_turn.setdefault((s, int(t)), {})[d] = int(g)
+    out = labels.copy()
+    out["qrels"] = [json.dumps({**json.loads(q or "{}"), **by_turn[(s, int(t))]}, sort_keys=True)
+                    if (s, int(t)) in by_turn else q
+                    for s, t, q in zip(out["session_id"], out["turn_index"], out["qrels"])]
+    graded = sum(len(v) for v in by_turn.values())
+    if not graded:
+        raise RelevanceLabelsError(f"{where}: none of its {len(ok)} LLM grade(s) is for a hole of these traces in "
+                                   f"their top {depth} (labels of another run, or of traces replaced since): run "
+                                   "`harness judge RUN --relevance` again")
+    return out, LLMLabels(model, prompt, gmap, depth, len(now), graded)
 
 
-def agreement_table(rel: pd.DataFrame | None) -> pd.DataFrame:
+def max_human_grade(labels: pd.DataFrame) -> int:
+    grades = [g for q in labels["qrels"] for g in json.loads(q or "{}").values()]
+    return max(grades, default=1)
+
+
+def agreement_table(folder) -> pd.DataFrame:
     """The confusion counts of the LLM's grades against people's on the sampled labelled pairs."""
+    rel = read_relevance(folder)
     if rel is None or not len(rel):
         return pd.DataFrame(columns=AGREEMENT_COLUMNS)
     ok = rel[(rel["purpose"] == AGREEMENT) & (rel["status"] == OK) & rel["human_grade"].notna()]

@@ -7,6 +7,7 @@ Every table carries the stamp of what it was computed from (harness/metrics/prov
 whether the run was complete when it was scored."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,7 +70,7 @@ def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None)
     qrels = check_qrels(qrels or scored_qrels(folder) or HUMAN)
     st = stamp(folder, man, done)  # the inputs as read now: a later change shows as stale
     res = compute_metrics(folder.path, measures=measures, qrels=qrels)
-    st.update(qrels=qrels, llm_labels=res.llm_labels)
+    st.update(qrels=qrels, llm=dataclasses.asdict(res.llm) if res.llm is not None else None)
     settings = metric_settings(man.metrics)
     comparisons = paired_table(res.per_turn, res.labels, res.arm_infos, settings=settings)
     abstention = abstention_table(res.per_turn, res.labels)
@@ -82,7 +83,7 @@ def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None)
     same = coinciding_arms(final, res.arms) if len(final) else pd.DataFrame()
     tables = {"comparisons": comparisons, "abstention": abstention, "filter_fields": filters, "coinciding": same,
               "spread": spread_table(res.per_turn, settings=settings),
-              "agreement": agreement_table(folder.relevance_labels() if folder.has_relevance_labels() else None)}
+              "agreement": agreement_table(folder)}
     meta = metadata({**st, "tables": sorted(n for n, df in tables.items() if len(df))})  # a table gone shows too
     path = write_metrics(folder.path, res, meta)
     for name, df in tables.items():

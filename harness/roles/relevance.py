@@ -7,7 +7,9 @@ reply is strict JSON. It has no offline stand-in: without an endpoint a pair is 
 (a script's number is never a model's judgment)."""
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
 
 ROLE = "relevance"
 HOLE, AGREEMENT = "hole", "agreement"  # why a pair was graded: nobody labelled it; people did (to compare)
@@ -22,6 +24,7 @@ PASSAGE_CHARS = 4000
 
 
 class RelevanceOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)  # 2, not true, "2" or 2.0
     relevance: int = Field(ge=0, le=3)
 
 
@@ -41,7 +44,11 @@ def relevance_message(query: str, history: list[str], passage: str) -> str:
 def parse_grade_map(spec: str) -> tuple[int, ...]:
     """`--grade-map 0,0,1,2`: the eval-set grade given to each LLM grade 0..3."""
     parts = [p.strip() for p in spec.split(",")]
-    if len(parts) != len(GRADES) or not all(p.isdigit() for p in parts):
+    if len(parts) != len(GRADES) or not all(re.fullmatch(r"[0-9]+", p) for p in parts):
         raise ValueError(f"--grade-map {spec!r}: expected {len(GRADES)} non-negative integers, the eval-set grade for "
                          "each LLM grade 0,1,2,3 (default 0,0,1,2: 0 and 1 not relevant, 2 relevant, 3 highly)")
     return tuple(int(p) for p in parts)
+
+
+def grade_map_text(grade_map) -> str:
+    return ",".join(str(int(g)) for g in grade_map)

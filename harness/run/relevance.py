@@ -28,7 +28,7 @@ from harness.llm.client import EndpointConfig, LLMClient
 from harness.llm.transport import StopRun
 from harness.roles.prompts import Prompt, load_prompt
 from harness.roles.relevance import (AGREEMENT, DEFAULT_GRADE_MAP, HOLE, OK, PROMPT, ROLE, RelevanceOutput,
-                                     relevance_message)
+                                     grade_map_text, relevance_message)
 from harness.run.folder import RunFolder
 from harness.run.traces import read_traces
 
@@ -45,6 +45,7 @@ SCHEMA = pa.schema([
     ("qrel_grade", pa.int32()),  # llm_grade on the eval set's scale (the grade map)
     ("status", pa.string()), ("model", pa.string()), ("prompt", pa.string()),
     ("labelled_at", pa.string()), ("cache_hit", pa.bool_()),
+    ("depth", pa.int32()), ("grade_map", pa.string()),  # the step's settings: scoring checks them
 ])
 
 
@@ -57,6 +58,7 @@ class RelevanceSummary:
     http_calls: int = 0
     cache_hits: int = 0
     stopped: str | None = None  # why the step stopped before asking every pair
+    kept: int = 0  # pairs not graded now that kept an earlier grade (same model, prompt, grade map)
 
     def n(self, purpose: str, status: str | None = None) -> int:
         return sum(v for (p, s), v in self.counts.items() if p == purpose and (status is None or s == status))
@@ -68,7 +70,8 @@ class RelevanceSummary:
                     f"{self.path}")
         return (f"relevance: {self.n(HOLE, OK)}/{holes} hole(s) in the top {self.depth} labelled, "
                 f"{self.n(AGREEMENT, OK)}/{sample} labelled pair(s) graded for agreement, "
-                f"{self.n(HOLE, 'error') + self.n(AGREEMENT, 'error')} failed; model {self.model}, "
+                f"{self.n(HOLE, 'error') + self.n(AGREEMENT, 'error')} failed"
+                f"{f' ({self.kept} kept their earlier grade)' if self.kept else ''}; model {self.model}, "
                 f"{self.http_calls} HTTP call(s), {self.cache_hits} cache hit(s); {self.path}")
 
     @property
@@ -172,12 +175,51 @@ class _Ask:
         rec.update(status=OK, llm_grade=g, qrel_grade=self.grade_map[g])
 
 
-def _record(key, purpose: str, arms, human, ep, prompt, now) -> dict:
+def _record(key, purpose: str, arms, human, ep, prompt, now, depth: int, gmap: str) -> dict:
     s, t, d = key
     return {"session_id": s, "turn_index": t, "doc_id": d, "purpose": purpose, "arms": arms, "human_grade": human,
             "llm_grade": None, "qrel_grade": None, "status": NOT_MEASURED if ep is None else None,
             "model": ep.model if ep is not None else None, "prompt": prompt.ref if ep is not None else None,
-            "labelled_at": now, "cache_hit": None}
+            "labelled_at": now, "cache_hit": None, "depth": depth, "grade_map": gmap}
+
+
+def _earlier(folder: RunFolder) -> dict[tuple, dict]:
+    """The folder's earlier grades: (session, turn, document, purpose) -> its ok row."""
+    if not folder.has_relevance_labels():
+        return {}
+    rel = folder.relevance_labels()
+    if not {"status", "purpose", "doc_id"} <= set(rel.columns):
+        return {}
+    ok = rel[rel["status"] == OK]
+    return {(r["session_id"], int(r["turn_index"]), r["doc_id"], r["purpose"]): r for r in ok.to_dict("records")}
+
+
+def _keep_earlier(recs: list[dict], earlier: dict[tuple, dict]) -> int:
+    """A pair this step did not grade (an error, a stop) keeps its earlier grade by the same model,
+    prompt and grade map, the reply the cache would have given; how many were kept."""
+    kept = 0
+    for r in recs:
+        old = earlier.get((r["session_id"], r["turn_index"], r["doc_id"], r["purpose"]))
+        if r["status"] != OK and old is not None and r["model"] is not None and \
+                all(old.get(k) == r[k] for k in ("model", "prompt", "grade_map")):
+            r.update(status=OK, llm_grade=old["llm_grade"], qrel_grade=old["qrel_grade"],
+                     labelled_at=old.get("labelled_at"), cache_hit=None)
+            kept += 1
+    return kept
+
+
+def _checks(folder: RunFolder, ep, prompt: Prompt, grade_map, turns: dict, earlier: dict) -> None:
+    """What the step refuses before it asks anything (exit 2)."""
+    if ep is None and earlier:
+        raise BadInput(f"{folder.path}: no judge endpoint, and the folder holds {len(earlier)} LLM relevance "
+                       "grade(s) this would replace with none: give --endpoint/--model (or --config), or delete "
+                       "its relevance labels first")
+    if not prompt.text.strip():
+        raise BadInput(f"prompt {prompt.path or prompt.name}: empty")
+    top = max((int(g) for lab in turns.values() for g in json.loads(lab["qrels"] or "{}").values()), default=1)
+    if max(grade_map) > top:
+        raise BadInput(f"--grade-map {grade_map_text(grade_map)}: grade {max(grade_map)} is above the eval set's "
+                       f"scale (people's grades go to {top}); map the LLM's 0-3 into 0-{top}")
 
 
 def relevance_endpoint(config: dict) -> EndpointConfig | None:
@@ -193,7 +235,8 @@ def _client(config: dict, ep: EndpointConfig, mode: str | None, concurrency: int
 
     llm = config.get("llm") or {}
     cache_cfg = llm.get("cache") or {}
-    cache = LLMCache(cache_folder or cache_cfg.get("folder") or ".cache/llm", mode or cache_cfg.get("mode", "readwrite"))
+    cache = LLMCache(cache_folder or cache_cfg.get("folder") or ".cache/llm",
+                     mode or cache_cfg.get("mode", "readwrite"))
     prices = load_prices(llm.get("prices"))
     spend = None
     if llm.get("max_cost_usd") is not None:
@@ -214,10 +257,13 @@ async def arelevance_run(run_dir: Path, endpoint: EndpointConfig | None = None, 
     ep = endpoint if endpoint is not None else relevance_endpoint(config)
     spec = prompt or (getattr(ep, "prompt", None) if ep is not None else None) or PROMPT
     the_prompt = load_prompt(spec)
-    turns = _turn_labels(folder)
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    recs = [_record(k, HOLE, arms, None, ep, the_prompt, now) for k, arms in holes(folder, turns, depth).items()]
-    recs += [_record((s, t, d), AGREEMENT, [], g, ep, the_prompt, now) for s, t, d, g in sample_labelled(turns, sample)]
+    turns, earlier = _turn_labels(folder), _earlier(folder)
+    _checks(folder, ep, the_prompt, grade_map, turns, earlier)
+    now, gmap = datetime.now(timezone.utc).isoformat(timespec="seconds"), grade_map_text(grade_map)
+    recs = [_record(k, HOLE, arms, None, ep, the_prompt, now, depth, gmap)
+            for k, arms in holes(folder, turns, depth).items()]
+    recs += [_record((s, t, d), AGREEMENT, [], g, ep, the_prompt, now, depth, gmap)
+             for s, t, d, g in sample_labelled(turns, sample)]
     summary = RelevanceSummary(folder.path, ep.model if ep is not None else None, depth)
     if ep is not None and recs:
         queries, docs = _queries(folder, turns)
@@ -239,6 +285,7 @@ async def arelevance_run(run_dir: Path, endpoint: EndpointConfig | None = None, 
             summary.http_calls, summary.cache_hits = client.stats.http_calls, client.stats.cache_hits
             await client.aclose()
         summary.stopped = ask.stopped
+        summary.kept = _keep_earlier(recs, earlier)
     summary.path = folder.write_relevance_labels(pa.Table.from_pylist(recs, schema=SCHEMA))
     for r in recs:
         key = (r["purpose"], r["status"].split(":")[0])
