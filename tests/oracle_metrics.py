@@ -3,12 +3,18 @@ ranx for the ranking metrics, one turn at a time. Slow (hours at 100,000s of tur
 `harness.metrics` (array kernels) must give the same values (tests/test_metrics_oracle.py)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock, each test process compiles its own kernels
+    fcntl = None
 
 from harness.run.armset import run_arms
 from harness.guards.identifiers import preserved
@@ -41,14 +47,59 @@ def ranx_name(name: str) -> str:
     return RANX[stem] + at + k
 
 
+_COMPILED: set[str] = set()  # the metrics whose ranx kernels this process has run
+
+
+@contextlib.contextmanager
+def _compile_lock(names: list[str]):
+    """The first ranx call of a process with a metric it has not run yet holds an exclusive lock on
+    the numba cache folder: a second test process (pytest -n) waits for the kernels the first one
+    is compiling and then loads them from the cache, instead of compiling the same kernels beside it
+    (about 35 s of CPU in a fresh clone)."""
+    new = set(names) - _COMPILED
+    if not new or fcntl is None:
+        yield
+        return
+    folder = Path(os.environ["NUMBA_CACHE_DIR"])
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "ranx-compile.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    _COMPILED.update(new)
+
+
+def ranx_scores(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], names: list[str]) -> dict:
+    """ranx's value of each metric in `names` for each query of `run`: {metric: {query: value}}.
+    Rankings empty in `run` are measured (make_comparable adds them back: they score 0).
+
+    ranx keeps the documents of a Qrels or Run in numpy arrays of dtype <U(longest doc id), and numba
+    compiles its kernels again for every new width (5-20 s each, in every process): ranx gets each
+    document under a code of one width instead, the same code in qrels and run. A one-to-one renaming
+    changes no value: ranx compares documents only for equality, and the scores of a ranking here
+    (n - position) have no ties for an order among documents to decide."""
+    os.environ.setdefault("NUMBA_CACHE_DIR", os.path.abspath(".cache/numba"))
+    from ranx import Qrels, Run, evaluate
+
+    codes: dict[str, str] = {}
+
+    def coded(docs: dict) -> dict:
+        return {codes.setdefault(d, f"{len(codes):010d}"): v for d, v in docs.items()}
+
+    with _compile_lock(names):
+        q = Qrels({k: coded(v) for k, v in qrels.items()})
+        r = Run({k: coded(v) for k, v in run.items() if v}).make_comparable(q)
+        evaluate(q, r, names, save_results_in_run=True)
+    return {m: dict(r.scores[m]) for m in names}
+
+
 def per_turn_ir(final: pd.DataFrame, labels: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     """final: one row per (arm_id, repeat, session_id, turn_index) with `ranking` and
     `not_applicable`/`error`; labels: labels.parquet. Returns long rows
     (arm_id, repeat, session_id, turn_index, metric, value, unmeasured). `names`: the ranking
     family's (RANX), computed by ranx."""
-    os.environ.setdefault("NUMBA_CACHE_DIR", os.path.abspath(".cache/numba"))
-    from ranx import Qrels, Run, evaluate
-
     lab = labels.set_index(["session_id", "turn_index"])
     qrels_all: dict[str, dict[str, int]] = {}
     why_unmeasured: dict[tuple, str] = {}
@@ -81,11 +132,8 @@ def per_turn_ir(final: pd.DataFrame, labels: pd.DataFrame, names: list[str]) -> 
         if run and not any(run.values()):
             scores = {m: {k: 0.0 for k in run} for m in names}
         elif run:
-            qrels = Qrels({k: qrels_all[k] for k in run})
-            # empty rankings are added back by make_comparable (they score 0, they are measured)
-            r = Run({k: v for k, v in run.items() if v}).make_comparable(qrels)
-            evaluate(qrels, r, [ranx_name(m) for m in names], save_results_in_run=True)
-            scores = {m: dict(r.scores[ranx_name(m)]) for m in names}
+            ranx = ranx_scores({k: qrels_all[k] for k in run}, run, [ranx_name(m) for m in names])
+            scores = {m: ranx[ranx_name(m)] for m in names}
         for sid, tix, reason in meta:
             key = f"{sid}\x1f{tix}"
             for m in names:
