@@ -77,16 +77,23 @@ def ranx_scores(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float
 
     ranx keeps the documents of a Qrels or Run in numpy arrays of dtype <U(longest doc id), and numba
     compiles its kernels again for every new width (5-20 s each, in every process): ranx gets each
-    document under a code of one width instead, the same code in qrels and run. A one-to-one renaming
-    changes no value: ranx compares documents only for equality, and the scores of a ranking here
-    (n - position) have no ties for an order among documents to decide."""
+    document as a code of one character instead (code point 256 + its index, past the surrogates),
+    the same code in qrels and run: dtype <U1, as the one-letter ids of tests/test_ir_metrics.py. A
+    one-to-one renaming changes no value: ranx compares documents only for equality, and the scores
+    of a ranking here (n - position) have no ties for an order among documents to decide."""
     os.environ.setdefault("NUMBA_CACHE_DIR", os.path.abspath(".cache/numba"))
     from ranx import Qrels, Run, evaluate
 
     codes: dict[str, str] = {}
 
+    def code(d: str) -> str:
+        if d not in codes:
+            cp = 0x100 + len(codes)
+            codes[d] = chr(cp if cp < 0xD800 else cp + 0x800)  # no surrogate code points
+        return codes[d]
+
     def coded(docs: dict) -> dict:
-        return {codes.setdefault(d, f"{len(codes):010d}"): v for d, v in docs.items()}
+        return {code(d): v for d, v in docs.items()}
 
     with _compile_lock(names):
         q = Qrels({k: coded(v) for k, v in qrels.items()})
