@@ -225,14 +225,24 @@ def per_turn_outcomes(final: pd.DataFrame, caps: dict) -> pd.DataFrame:
     return pd.DataFrame(out, columns=COLUMNS)
 
 
+def turn_rounds(rounds: pd.DataFrame) -> list[tuple[tuple, list[dict]]]:
+    """The trace rows of each (arm_id, repeat, session_id, turn_index) as dicts, turns in the order
+    of their first row, rows in trace order (what pandas' groupby(sort=False) gives, without building
+    a frame per turn)."""
+    turns: dict[tuple, list[dict]] = {}
+    for r in rounds.to_dict("records"):
+        turns.setdefault((r["arm_id"], r["repeat"], r["session_id"], r["turn_index"]), []).append(r)
+    return list(turns.items())
+
+
 def per_turn_loop(rounds: pd.DataFrame, labels: pd.DataFrame, caps: dict, hits: dict) -> pd.DataFrame:
     """answered / abstained / clarified and the loop metrics."""
     rel = {(r.session_id, r.turn_index): {d for d, g in json.loads(r.qrels).items() if int(g) >= 1}
            for r in labels.itertuples()}
     out = []
-    for (arm, rep, sid, tix), g in rounds.groupby(["arm_id", "repeat", "session_id", "turn_index"], sort=False):
-        g = g.sort_values("round")
-        final = g.iloc[-1]
+    for (arm, rep, sid, tix), g in turn_rounds(rounds):
+        g = sorted(g, key=lambda r: r["round"])
+        final = g[-1]
         if isinstance(final["not_applicable"], str) and final["not_applicable"]:
             continue
         c = caps.get(arm, DEFAULT_CAPS)
@@ -256,12 +266,12 @@ def per_turn_loop(rounds: pd.DataFrame, labels: pd.DataFrame, caps: dict, hits: 
             for m in ("rescued", "wasted_rounds", "recall_at_stop"):
                 out.append((arm, rep, sid, tix, m, np.nan, "no relevant document"))
             continue
-        hit = [bool(relevant & set(list(r)[:k])) for r in g["ranking"]]
+        hit = [bool(relevant & set(list(r["ranking"])[:k])) for r in g]
         first_ok = next((i for i, h in enumerate(hit) if h), None)
         out.append((arm, rep, sid, tix, "rescued", float((not hit[0]) and hit[-1]), None))
         out.append((arm, rep, sid, tix, "wasted_rounds", float(len(g) - 1 - first_ok) if first_ok is not None else 0.0, None))
         out.append((arm, rep, sid, tix, "recall_at_stop",
-                    len(relevant & set(list(g["ranking"].iloc[-1])[:k])) / len(relevant), None))
+                    len(relevant & set(list(final["ranking"])[:k])) / len(relevant), None))
     return pd.DataFrame(out, columns=COLUMNS)
 
 
@@ -269,17 +279,17 @@ def per_turn_guards(rounds: pd.DataFrame, labels: pd.DataFrame, schema: list[dic
     caps = caps or {}
     entitlement = {f["field"] for f in schema if f.get("kind") == "entitlement"}
     units = {f["field"]: f.get("unit") for f in schema}
-    lab = labels.set_index(["session_id", "turn_index"])
+    lab = {(r["session_id"], r["turn_index"]): r for r in labels.to_dict("records")}
     out = []
-    for (arm, rep, sid, tix), g in rounds.groupby(["arm_id", "repeat", "session_id", "turn_index"], sort=False):
-        final = g.sort_values("round").iloc[-1]
+    for (arm, rep, sid, tix), g in turn_rounds(rounds):
+        final = sorted(g, key=lambda r: r["round"])[-1]
         c = caps.get(arm, DEFAULT_CAPS | {"proposes_filters"})
         if isinstance(final["not_applicable"], str) and final["not_applicable"] or "replayed" not in c:
             continue
-        row = lab.loc[(sid, tix)]
+        row = lab[(sid, tix)]
         user = row["user"] or ""
         ids = [i for i in (list(row["identifiers"]) if row["identifiers"] is not None else []) if i in user]
-        queries = [q for qs in g["issued_queries"] for q in (list(qs) if qs is not None else [])]
+        queries = [q for r in g for q in (list(r["issued_queries"]) if r["issued_queries"] is not None else [])]
         if ids and "queries" in c:
             p = preserved(ids, queries)
             out.append((arm, rep, sid, tix, "identifier_preservation", p, None))
@@ -316,23 +326,25 @@ def per_turn_ops(rows: pd.DataFrame, caps: dict | None = None) -> pd.DataFrame:
     g = rows.groupby(keys, sort=False)
     cost = g["cost_usd"].sum(min_count=1)
     lat = g[list(LATENCY)].sum(min_count=1)
+    # one row per turn with every sum beside it (a .loc lookup per value was most of the reference's time)
+    turns = s.join(cost_known.rename("cost_known")).join(cost.rename("cost")).join(lat)
     out = []
-    for key in s.index:
-        calls = float(s.loc[key, "llm_calls"])
+    for key, t in zip(turns.index, turns.to_dict("records")):
+        calls = float(t["llm_calls"])
         base = list(key)
         out.append((*base, "llm_calls", calls, None))
-        out.append((*base, "prompt_tokens", float(s.loc[key, "prompt_tokens"]), None))
-        out.append((*base, "completion_tokens", float(s.loc[key, "completion_tokens"]), None))
+        out.append((*base, "prompt_tokens", float(t["prompt_tokens"]), None))
+        out.append((*base, "completion_tokens", float(t["completion_tokens"]), None))
         if calls == 0:
             out.append((*base, "cost_usd", 0.0, None))
-        elif cost_known.loc[key] and pd.notna(cost.loc[key]):
-            out.append((*base, "cost_usd", float(cost.loc[key]), None))
+        elif t["cost_known"] and pd.notna(t["cost"]):
+            out.append((*base, "cost_usd", float(t["cost"]), None))
         else:
             out.append((*base, "cost_usd", np.nan, "price unknown"))
         if calls > 0:
-            out.append((*base, "cache_hit_rate", float(s.loc[key, "cache_hits"]) / calls, None))
+            out.append((*base, "cache_hit_rate", float(t["cache_hits"]) / calls, None))
         for m in LATENCY:
-            v = lat.loc[key, m]
+            v = t[m]
             if pd.notna(v):
                 out.append((*base, f"latency_{m[3:]}_ms", float(v), None))
     return pd.DataFrame(out, columns=["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"])
