@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.compare import CompareError, RunData, combined, compare_pair
+from harness.analysis.compare import CompareError, RunData, Split, compare_pair
 from harness.analysis.evidence import lost_turns
 from harness.analysis.gate_inputs import SECTIONS, applies, infrastructure, prepare
 from harness.analysis.gate_report import moved_turns, to_markdown, write_outputs
@@ -83,14 +83,14 @@ def _worse_or_better(change: float) -> str:
     return "unchanged" if abs(change) < 5e-5 else f"{'worse' if change < 0 else 'better'} by {abs(change):.4f}"
 
 
-def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: Policy, pt: pd.DataFrame) -> dict:
+def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: Policy, split: Split) -> dict:
     m = rule.m
     direction = rule.direction or m.direction
     name = f"rule {i + 1}: {rule.test} {m.name} [{rule.segment}] {pair.label}"
     if not applies(m, pair):
         return _dropped("rule", name, pair, m, rule.segment) or _na("rule", name, pair, m, rule.segment)
-    row = compare_pair(base, cand, pair, m.name, rule.segment, policy.n_resamples, policy.seed, rule.alpha, pt=pt,
-                       direction=direction)
+    row = compare_pair(base, cand, pair, m.name, rule.segment, policy.n_resamples, policy.seed, rule.alpha,
+                       pt=split.rows(pair, m.name), direction=direction)
     sign = m.sign(direction)
     diff, n_s = row.get("diff", math.nan), int(row.get("n_sessions") or 0)
     change, lo = sign * diff, min(sign * row["ci_lo"], sign * row["ci_hi"])  # lo: the worst end of the CI
@@ -160,16 +160,16 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[st
     base, cand, pairs, chosen = prep["base"], prep["cand"], prep["pairs"], prep["chosen"]
     warnings = prep["warnings"]
     infra = infrastructure(policy, [base, cand], pairs)
-    pt = combined(base, cand)
+    split = Split(base, cand)
     results = []
     for sec, i, item, ps in chosen:
         for p in ps:
-            results.append(rule_result(i, item, p, base, cand, policy, pt) if sec == "rules" else
+            results.append(rule_result(i, item, p, base, cand, policy, split) if sec == "rules" else
                            bound_result(sec[:-1], i, item, p, base, cand, policy))
     if results and all(r["status"] == "n/a" for r in results):
         raise GateUsageError("no check of the policy applies to these runs (every one is n/a: "
                              + "; ".join(sorted({r["detail"] for r in results})) + "): nothing would be compared")
-    _moved(results, pairs, pt, base)
+    _moved(results, pairs, split.frame, base)
     gated = [r["segment"] for r in results if r["status"] != "n/a"]  # coverage on the segments the policy gates
     warnings = warnings + judged_warnings(base, cand, pairs, gated)
     status = INFRA if infra else (REGRESSION if not all(r["ok"] for r in results) else PASS)
