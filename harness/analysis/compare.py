@@ -80,6 +80,7 @@ def check_metrics(names: list[str], runs: list[RunData], where: str = "-m/--metr
 
 def combined(base: RunData, cand: RunData) -> pd.DataFrame:
     cols = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value"]
+    cols += ["unmeasured"] if "unmeasured" in base.per_turn and "unmeasured" in cand.per_turn else []
     return pd.concat([base.per_turn[cols].assign(arm_id="A:" + base.per_turn["arm_id"]),
                       cand.per_turn[cols].assign(arm_id="B:" + cand.per_turn["arm_id"])], ignore_index=True)
 
@@ -93,10 +94,15 @@ class Split:
         self.frame = combined(base, cand)
         self._groups = dict(tuple(self.frame.groupby(["metric", "arm_id"], sort=False, observed=True)))
 
+    def sides(self, pair: Pair, metric: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The rows of `metric` of the pair's baseline arm and of its candidate arm."""
+        empty = self.frame.iloc[:0]
+        return (self._groups.get((metric, "A:" + pair.baseline.arm_id), empty),
+                self._groups.get((metric, "B:" + pair.candidate.arm_id), empty))
+
     def rows(self, pair: Pair, metric: str) -> pd.DataFrame:
         """The rows of `metric` of the pair's two arms, in the table's order within each arm."""
-        parts = [self._groups.get((metric, arm)) for arm in ("A:" + pair.baseline.arm_id, "B:" + pair.candidate.arm_id)]
-        parts = [x for x in parts if x is not None]
+        parts = [x for x in self.sides(pair, metric) if len(x)]
         return pd.concat(parts) if parts else self.frame.iloc[:0]
 
 
@@ -148,7 +154,7 @@ def _rows(base: RunData, cand: RunData, pairs: list[Pair], ms: list[Metric], seg
             pt = split.rows(p, m.name)
             rows += [compare_pair(base, cand, p, m.name, s, n_resamples, seed, pt=pt, n_permutations=n_permutations)
                      for s in segments]
-            lost = lost_turns(base, cand, p.baseline.arm_id, p.candidate.arm_id, m.name, "all")
+            lost = lost_turns(base, cand, p.baseline.arm_id, p.candidate.arm_id, m.name, "all", split.sides(p, m.name))
             if lost.n:
                 notes.append(f"{p.label} {m.name}: {lost.describe(cand.name)}; those turns are not paired")
     return rows

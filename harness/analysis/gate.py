@@ -59,10 +59,11 @@ def _dropped(kind: str, name: str, pair: Pair, m, segment: str) -> dict | None:
                       "baseline's arm declared: it is not measured, so it cannot pass"}
 
 
-def _lost(out: dict, base: RunData, cand: RunData, pair: Pair, policy: Policy) -> dict:
+def _lost(out: dict, base: RunData, cand: RunData, pair: Pair, policy: Policy, split: Split) -> dict:
     """The check failed when the candidate left more of the turns the baseline measured unmeasured
     than limits.max_lost_rate allows; else the count is said beside the result."""
-    lost = lost_turns(base, cand, pair.baseline.arm_id, pair.candidate.arm_id, out["metric"], out["segment"])
+    lost = lost_turns(base, cand, pair.baseline.arm_id, pair.candidate.arm_id, out["metric"], out["segment"],
+                      split.sides(pair, out["metric"]))
     if not lost.n:
         return out
     said = lost.describe(cand.name)
@@ -109,7 +110,8 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
         p_one = row["p"] / 2 if change < 0 else 1.0
         ok = not (-change > rule.max_drop and p_one < rule.alpha)
         why = f"{said} vs allowed drop {rule.max_drop}, one-sided p {p_one:.4f} vs alpha {rule.alpha}"
-    return _lost({**out, "status": "pass" if ok else "fail", "ok": bool(ok), "detail": why}, base, cand, pair, policy)
+    return _lost({**out, "status": "pass" if ok else "fail", "ok": bool(ok), "detail": why}, base, cand, pair, policy,
+                 split)
 
 
 def _candidate_values(cand: RunData, arm_id: str, metric: str, segment: str) -> pd.Series:
@@ -119,7 +121,8 @@ def _candidate_values(cand: RunData, arm_id: str, metric: str, segment: str) -> 
     return pt[inside].groupby(["session_id", "turn_index"])["value"].mean()
 
 
-def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunData, policy: Policy) -> dict:
+def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunData, policy: Policy,
+                 split: Split) -> dict:
     """A floor (min/max of the mean) or a budget (max of a stat) on the candidate's values."""
     m = item.m
     seg = getattr(item, "segment", "all")
@@ -145,7 +148,7 @@ def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunDa
     bounds = f"min {lo}, max {hi}" if kind == "floor" else f"max {hi}"
     out = {**out, "status": "pass" if ok else "fail", "ok": bool(ok), "value": v,
            "detail": f"{stat} {v:.4f} ({bounds}) over {len(vals)} turns, {n_s} sessions"}
-    return _lost(out, base, cand, pair, policy) if m.applies_to(pair.baseline.capabilities) else out
+    return _lost(out, base, cand, pair, policy, split) if m.applies_to(pair.baseline.capabilities) else out
 
 
 def _moved(results: list[dict], pairs: list[Pair], pt: pd.DataFrame, base: RunData) -> None:
@@ -165,7 +168,7 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[st
     for sec, i, item, ps in chosen:
         for p in ps:
             results.append(rule_result(i, item, p, base, cand, policy, split) if sec == "rules" else
-                           bound_result(sec[:-1], i, item, p, base, cand, policy))
+                           bound_result(sec[:-1], i, item, p, base, cand, policy, split))
     if results and all(r["status"] == "n/a" for r in results):
         raise GateUsageError("no check of the policy applies to these runs (every one is n/a: "
                              + "; ".join(sorted({r["detail"] for r in results})) + "): nothing would be compared")
