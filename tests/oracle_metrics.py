@@ -3,12 +3,18 @@ ranx for the ranking metrics, one turn at a time. Slow (hours at 100,000s of tur
 `harness.metrics` (array kernels) must give the same values (tests/test_metrics_oracle.py)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock, each test process compiles its own kernels
+    fcntl = None
 
 from harness.run.armset import run_arms
 from harness.guards.identifiers import preserved
@@ -41,14 +47,66 @@ def ranx_name(name: str) -> str:
     return RANX[stem] + at + k
 
 
+_COMPILED: set[str] = set()  # the metrics whose ranx kernels this process has run
+
+
+@contextlib.contextmanager
+def _compile_lock(names: list[str]):
+    """The first ranx call of a process with a metric it has not run yet holds an exclusive lock on
+    the numba cache folder: a second test process (pytest -n) waits for the kernels the first one
+    is compiling and then loads them from the cache, instead of compiling the same kernels beside it
+    (about 35 s of CPU in a fresh clone)."""
+    new = set(names) - _COMPILED
+    if not new or fcntl is None:
+        yield
+        return
+    folder = Path(os.environ["NUMBA_CACHE_DIR"])
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "ranx-compile.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    _COMPILED.update(new)
+
+
+def ranx_scores(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], names: list[str]) -> dict:
+    """ranx's value of each metric in `names` for each query of `run`: {metric: {query: value}}.
+    Rankings empty in `run` are measured (make_comparable adds them back: they score 0).
+
+    ranx keeps the documents of a Qrels or Run in numpy arrays of dtype <U(longest doc id), and numba
+    compiles its kernels again for every new width (5-20 s each, in every process): ranx gets each
+    document as a code of one character instead (code point 256 + its index, past the surrogates),
+    the same code in qrels and run: dtype <U1, as the one-letter ids of tests/test_ir_metrics.py. A
+    one-to-one renaming changes no value: ranx compares documents only for equality, and the scores
+    of a ranking here (n - position) have no ties for an order among documents to decide."""
+    os.environ.setdefault("NUMBA_CACHE_DIR", os.path.abspath(".cache/numba"))
+    from ranx import Qrels, Run, evaluate
+
+    codes: dict[str, str] = {}
+
+    def code(d: str) -> str:
+        if d not in codes:
+            cp = 0x100 + len(codes)
+            codes[d] = chr(cp if cp < 0xD800 else cp + 0x800)  # no surrogate code points
+        return codes[d]
+
+    def coded(docs: dict) -> dict:
+        return {code(d): v for d, v in docs.items()}
+
+    with _compile_lock(names):
+        q = Qrels({k: coded(v) for k, v in qrels.items()})
+        r = Run({k: coded(v) for k, v in run.items() if v}).make_comparable(q)
+        evaluate(q, r, names, save_results_in_run=True)
+    return {m: dict(r.scores[m]) for m in names}
+
+
 def per_turn_ir(final: pd.DataFrame, labels: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     """final: one row per (arm_id, repeat, session_id, turn_index) with `ranking` and
     `not_applicable`/`error`; labels: labels.parquet. Returns long rows
     (arm_id, repeat, session_id, turn_index, metric, value, unmeasured). `names`: the ranking
     family's (RANX), computed by ranx."""
-    os.environ.setdefault("NUMBA_CACHE_DIR", os.path.abspath(".cache/numba"))
-    from ranx import Qrels, Run, evaluate
-
     lab = labels.set_index(["session_id", "turn_index"])
     qrels_all: dict[str, dict[str, int]] = {}
     why_unmeasured: dict[tuple, str] = {}
@@ -81,11 +139,8 @@ def per_turn_ir(final: pd.DataFrame, labels: pd.DataFrame, names: list[str]) -> 
         if run and not any(run.values()):
             scores = {m: {k: 0.0 for k in run} for m in names}
         elif run:
-            qrels = Qrels({k: qrels_all[k] for k in run})
-            # empty rankings are added back by make_comparable (they score 0, they are measured)
-            r = Run({k: v for k, v in run.items() if v}).make_comparable(qrels)
-            evaluate(qrels, r, [ranx_name(m) for m in names], save_results_in_run=True)
-            scores = {m: dict(r.scores[ranx_name(m)]) for m in names}
+            ranx = ranx_scores({k: qrels_all[k] for k in run}, run, [ranx_name(m) for m in names])
+            scores = {m: ranx[ranx_name(m)] for m in names}
         for sid, tix, reason in meta:
             key = f"{sid}\x1f{tix}"
             for m in names:
@@ -170,14 +225,24 @@ def per_turn_outcomes(final: pd.DataFrame, caps: dict) -> pd.DataFrame:
     return pd.DataFrame(out, columns=COLUMNS)
 
 
+def turn_rounds(rounds: pd.DataFrame) -> list[tuple[tuple, list[dict]]]:
+    """The trace rows of each (arm_id, repeat, session_id, turn_index) as dicts, turns in the order
+    of their first row, rows in trace order (what pandas' groupby(sort=False) gives, without building
+    a frame per turn)."""
+    turns: dict[tuple, list[dict]] = {}
+    for r in rounds.to_dict("records"):
+        turns.setdefault((r["arm_id"], r["repeat"], r["session_id"], r["turn_index"]), []).append(r)
+    return list(turns.items())
+
+
 def per_turn_loop(rounds: pd.DataFrame, labels: pd.DataFrame, caps: dict, hits: dict) -> pd.DataFrame:
     """answered / abstained / clarified and the loop metrics."""
     rel = {(r.session_id, r.turn_index): {d for d, g in json.loads(r.qrels).items() if int(g) >= 1}
            for r in labels.itertuples()}
     out = []
-    for (arm, rep, sid, tix), g in rounds.groupby(["arm_id", "repeat", "session_id", "turn_index"], sort=False):
-        g = g.sort_values("round")
-        final = g.iloc[-1]
+    for (arm, rep, sid, tix), g in turn_rounds(rounds):
+        g = sorted(g, key=lambda r: r["round"])
+        final = g[-1]
         if isinstance(final["not_applicable"], str) and final["not_applicable"]:
             continue
         c = caps.get(arm, DEFAULT_CAPS)
@@ -201,12 +266,12 @@ def per_turn_loop(rounds: pd.DataFrame, labels: pd.DataFrame, caps: dict, hits: 
             for m in ("rescued", "wasted_rounds", "recall_at_stop"):
                 out.append((arm, rep, sid, tix, m, np.nan, "no relevant document"))
             continue
-        hit = [bool(relevant & set(list(r)[:k])) for r in g["ranking"]]
+        hit = [bool(relevant & set(list(r["ranking"])[:k])) for r in g]
         first_ok = next((i for i, h in enumerate(hit) if h), None)
         out.append((arm, rep, sid, tix, "rescued", float((not hit[0]) and hit[-1]), None))
         out.append((arm, rep, sid, tix, "wasted_rounds", float(len(g) - 1 - first_ok) if first_ok is not None else 0.0, None))
         out.append((arm, rep, sid, tix, "recall_at_stop",
-                    len(relevant & set(list(g["ranking"].iloc[-1])[:k])) / len(relevant), None))
+                    len(relevant & set(list(final["ranking"])[:k])) / len(relevant), None))
     return pd.DataFrame(out, columns=COLUMNS)
 
 
@@ -214,17 +279,17 @@ def per_turn_guards(rounds: pd.DataFrame, labels: pd.DataFrame, schema: list[dic
     caps = caps or {}
     entitlement = {f["field"] for f in schema if f.get("kind") == "entitlement"}
     units = {f["field"]: f.get("unit") for f in schema}
-    lab = labels.set_index(["session_id", "turn_index"])
+    lab = {(r["session_id"], r["turn_index"]): r for r in labels.to_dict("records")}
     out = []
-    for (arm, rep, sid, tix), g in rounds.groupby(["arm_id", "repeat", "session_id", "turn_index"], sort=False):
-        final = g.sort_values("round").iloc[-1]
+    for (arm, rep, sid, tix), g in turn_rounds(rounds):
+        final = sorted(g, key=lambda r: r["round"])[-1]
         c = caps.get(arm, DEFAULT_CAPS | {"proposes_filters"})
         if isinstance(final["not_applicable"], str) and final["not_applicable"] or "replayed" not in c:
             continue
-        row = lab.loc[(sid, tix)]
+        row = lab[(sid, tix)]
         user = row["user"] or ""
         ids = [i for i in (list(row["identifiers"]) if row["identifiers"] is not None else []) if i in user]
-        queries = [q for qs in g["issued_queries"] for q in (list(qs) if qs is not None else [])]
+        queries = [q for r in g for q in (list(r["issued_queries"]) if r["issued_queries"] is not None else [])]
         if ids and "queries" in c:
             p = preserved(ids, queries)
             out.append((arm, rep, sid, tix, "identifier_preservation", p, None))
@@ -261,23 +326,25 @@ def per_turn_ops(rows: pd.DataFrame, caps: dict | None = None) -> pd.DataFrame:
     g = rows.groupby(keys, sort=False)
     cost = g["cost_usd"].sum(min_count=1)
     lat = g[list(LATENCY)].sum(min_count=1)
+    # one row per turn with every sum beside it (a .loc lookup per value was most of the reference's time)
+    turns = s.join(cost_known.rename("cost_known")).join(cost.rename("cost")).join(lat)
     out = []
-    for key in s.index:
-        calls = float(s.loc[key, "llm_calls"])
+    for key, t in zip(turns.index, turns.to_dict("records")):
+        calls = float(t["llm_calls"])
         base = list(key)
         out.append((*base, "llm_calls", calls, None))
-        out.append((*base, "prompt_tokens", float(s.loc[key, "prompt_tokens"]), None))
-        out.append((*base, "completion_tokens", float(s.loc[key, "completion_tokens"]), None))
+        out.append((*base, "prompt_tokens", float(t["prompt_tokens"]), None))
+        out.append((*base, "completion_tokens", float(t["completion_tokens"]), None))
         if calls == 0:
             out.append((*base, "cost_usd", 0.0, None))
-        elif cost_known.loc[key] and pd.notna(cost.loc[key]):
-            out.append((*base, "cost_usd", float(cost.loc[key]), None))
+        elif t["cost_known"] and pd.notna(t["cost"]):
+            out.append((*base, "cost_usd", float(t["cost"]), None))
         else:
             out.append((*base, "cost_usd", np.nan, "price unknown"))
         if calls > 0:
-            out.append((*base, "cache_hit_rate", float(s.loc[key, "cache_hits"]) / calls, None))
+            out.append((*base, "cache_hit_rate", float(t["cache_hits"]) / calls, None))
         for m in LATENCY:
-            v = lat.loc[key, m]
+            v = t[m]
             if pd.notna(v):
                 out.append((*base, f"latency_{m[3:]}_ms", float(v), None))
     return pd.DataFrame(out, columns=["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"])

@@ -140,15 +140,16 @@ RANX = {"precision@5": "precision@5", "precision@10": "precision@10", "map": "ma
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_equal_to_ranx(seed):
-    from ranx import Qrels, Run, evaluate
+    """ranx through tests/oracle_metrics.ranx_scores: the documents under one-character codes, so
+    the kernels ranx compiles for the reference serve here too (a renaming changes no value)."""
+    from tests.oracle_metrics import ranx_scores
 
     qrels, run = _random_case(seed)
     ours = _ours(qrels, run, list(RANX))
     scores = {}
-    r = Run(run)
-    evaluate(Qrels(qrels), r, list(RANX.values()), save_results_in_run=True)
+    theirs_all = ranx_scores(qrels, run, list(RANX.values()))
     for name, theirs in RANX.items():
-        for qid, v in r.scores[theirs].items():
+        for qid, v in theirs_all[theirs].items():
             if name == "bpref" and not any(g == 0 for g in qrels[qid].values()):
                 continue  # ranx divides by min(R, judged non-relevant) = 0 there; trec_eval special-cases it
             scores[(qid, name)] = v

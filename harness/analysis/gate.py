@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.compare import CompareError, RunData, combined, compare_pair
+from harness.analysis.compare import CompareError, RunData, Split, compare_pair
 from harness.analysis.evidence import lost_turns
 from harness.analysis.gate_inputs import SECTIONS, applies, infrastructure, prepare
 from harness.analysis.gate_report import moved_turns, to_markdown, write_outputs
@@ -59,10 +59,11 @@ def _dropped(kind: str, name: str, pair: Pair, m, segment: str) -> dict | None:
                       "baseline's arm declared: it is not measured, so it cannot pass"}
 
 
-def _lost(out: dict, base: RunData, cand: RunData, pair: Pair, policy: Policy) -> dict:
+def _lost(out: dict, base: RunData, cand: RunData, pair: Pair, policy: Policy, split: Split) -> dict:
     """The check failed when the candidate left more of the turns the baseline measured unmeasured
     than limits.max_lost_rate allows; else the count is said beside the result."""
-    lost = lost_turns(base, cand, pair.baseline.arm_id, pair.candidate.arm_id, out["metric"], out["segment"])
+    lost = lost_turns(base, cand, pair.baseline.arm_id, pair.candidate.arm_id, out["metric"], out["segment"],
+                      split.sides(pair, out["metric"]))
     if not lost.n:
         return out
     said = lost.describe(cand.name)
@@ -83,14 +84,14 @@ def _worse_or_better(change: float) -> str:
     return "unchanged" if abs(change) < 5e-5 else f"{'worse' if change < 0 else 'better'} by {abs(change):.4f}"
 
 
-def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: Policy, pt: pd.DataFrame) -> dict:
+def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: Policy, split: Split) -> dict:
     m = rule.m
     direction = rule.direction or m.direction
     name = f"rule {i + 1}: {rule.test} {m.name} [{rule.segment}] {pair.label}"
     if not applies(m, pair):
         return _dropped("rule", name, pair, m, rule.segment) or _na("rule", name, pair, m, rule.segment)
-    row = compare_pair(base, cand, pair, m.name, rule.segment, policy.n_resamples, policy.seed, rule.alpha, pt=pt,
-                       direction=direction)
+    row = compare_pair(base, cand, pair, m.name, rule.segment, policy.n_resamples, policy.seed, rule.alpha,
+                       pt=split.rows(pair, m.name), direction=direction)
     sign = m.sign(direction)
     diff, n_s = row.get("diff", math.nan), int(row.get("n_sessions") or 0)
     change, lo = sign * diff, min(sign * row["ci_lo"], sign * row["ci_hi"])  # lo: the worst end of the CI
@@ -109,7 +110,8 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
         p_one = row["p"] / 2 if change < 0 else 1.0
         ok = not (-change > rule.max_drop and p_one < rule.alpha)
         why = f"{said} vs allowed drop {rule.max_drop}, one-sided p {p_one:.4f} vs alpha {rule.alpha}"
-    return _lost({**out, "status": "pass" if ok else "fail", "ok": bool(ok), "detail": why}, base, cand, pair, policy)
+    return _lost({**out, "status": "pass" if ok else "fail", "ok": bool(ok), "detail": why}, base, cand, pair, policy,
+                 split)
 
 
 def _candidate_values(cand: RunData, arm_id: str, metric: str, segment: str) -> pd.Series:
@@ -119,7 +121,8 @@ def _candidate_values(cand: RunData, arm_id: str, metric: str, segment: str) -> 
     return pt[inside].groupby(["session_id", "turn_index"])["value"].mean()
 
 
-def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunData, policy: Policy) -> dict:
+def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunData, policy: Policy,
+                 split: Split) -> dict:
     """A floor (min/max of the mean) or a budget (max of a stat) on the candidate's values."""
     m = item.m
     seg = getattr(item, "segment", "all")
@@ -145,7 +148,7 @@ def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunDa
     bounds = f"min {lo}, max {hi}" if kind == "floor" else f"max {hi}"
     out = {**out, "status": "pass" if ok else "fail", "ok": bool(ok), "value": v,
            "detail": f"{stat} {v:.4f} ({bounds}) over {len(vals)} turns, {n_s} sessions"}
-    return _lost(out, base, cand, pair, policy) if m.applies_to(pair.baseline.capabilities) else out
+    return _lost(out, base, cand, pair, policy, split) if m.applies_to(pair.baseline.capabilities) else out
 
 
 def _moved(results: list[dict], pairs: list[Pair], pt: pd.DataFrame, base: RunData) -> None:
@@ -160,16 +163,16 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[st
     base, cand, pairs, chosen = prep["base"], prep["cand"], prep["pairs"], prep["chosen"]
     warnings = prep["warnings"]
     infra = infrastructure(policy, [base, cand], pairs)
-    pt = combined(base, cand)
+    split = Split(base, cand)
     results = []
     for sec, i, item, ps in chosen:
         for p in ps:
-            results.append(rule_result(i, item, p, base, cand, policy, pt) if sec == "rules" else
-                           bound_result(sec[:-1], i, item, p, base, cand, policy))
+            results.append(rule_result(i, item, p, base, cand, policy, split) if sec == "rules" else
+                           bound_result(sec[:-1], i, item, p, base, cand, policy, split))
     if results and all(r["status"] == "n/a" for r in results):
         raise GateUsageError("no check of the policy applies to these runs (every one is n/a: "
                              + "; ".join(sorted({r["detail"] for r in results})) + "): nothing would be compared")
-    _moved(results, pairs, pt, base)
+    _moved(results, pairs, split.frame, base)
     gated = [r["segment"] for r in results if r["status"] != "n/a"]  # coverage on the segments the policy gates
     warnings = warnings + judged_warnings(base, cand, pairs, gated)
     status = INFRA if infra else (REGRESSION if not all(r["ok"] for r in results) else PASS)
