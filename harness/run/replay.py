@@ -19,7 +19,7 @@ from harness.errors import BadInput
 from harness.arms.catalog import BaseArm
 from harness.arms.base import ArmResult, TurnContext
 from harness.config import RunConfig, canonical_hash
-from harness.llm.transport import StopRun
+from harness.llm.ledger import StopRun
 from harness.run.shard import in_shard
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
 from harness.corpus.memo import Memo
