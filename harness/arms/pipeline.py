@@ -46,12 +46,16 @@ def search(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: s
         if lane in ("hybrid", "bm25"):
             candidates.add(lex[qi].doc_ids, lex[qi].scores, f"bm25:{qi}")
             lists.append(lex[qi].doc_ids)
-        fused = rrf(lists, k=rrf_k) if len(lists) > 1 else [(d, 0.0) for d in lists[0]]
-        rankings.append([d for d, _ in fused])
+        rankings.append([d for d, _ in rrf(lists, k=rrf_k)] if len(lists) > 1 else list(lists[0]))
         lanes_used.append(f"{lane}:{qi}")
-    final = rrf(rankings, k=rrf_k, cap=pool) if len(rankings) > 1 else [(d, 0.0) for d in rankings[0][:pool]]
-    ranking = [d for d, _ in final][:depth]
-    candidates.add([d for d, _ in final], [s for _, s in final], "fused")
+    if len(rankings) > 1:
+        final = rrf(rankings, k=rrf_k, cap=pool)
+        fused, fused_scores = [d for d, _ in final], [s for _, s in final]
+    else:  # one list: its own order, each score 0.0
+        fused = rankings[0][:pool]
+        fused_scores = [0.0] * len(fused)
+    ranking = fused[:depth]
+    candidates.add(fused, fused_scores, "fused")
     r = ArmResult(issued_queries=list(queries), lanes=lanes_used, applied_filters=applied, candidates=candidates,
                   ranking=ranking)
     # a lane another arm of the run searched first counts what it cost then (harness/corpus/memo.py)

@@ -23,11 +23,20 @@ class Chunk:
 def split_sentences(text: str) -> list[str]:
     out: list[str] = []
     for piece in (s.strip() for s in _SENT.split(text) if s and s.strip()):
-        if out and ((piece[0].isdigit() and _NUMBERED.search(out[-1])) or _ORDINAL.search(out[-1])):
+        if out and _joins(out[-1], piece):
             out[-1] = f"{out[-1]} {piece}"
         else:
             out.append(piece)
     return out
+
+
+def _joins(before: str, piece: str) -> bool:
+    """Whether `piece` continues the sentence `before` (stripped: both patterns end in a period
+    at its very end, so a sentence that does not end in one is not searched from its start)."""
+    if not before.endswith("."):
+        return False
+    return bool((piece[0].isdigit() and _NUMBERED.search(before))
+                or (before[-2:-1].isdigit() and _ORDINAL.search(before)))
 
 
 def _pack(pieces: list[str], max_chars: int) -> list[str]:

@@ -21,60 +21,25 @@ import random
 import time
 from urllib.parse import urlparse
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import httpx2
 import openai
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from openai._models import FinalRequestOptions
 from openai.types.chat import ChatCompletion
 
 from harness.errors import BadInput
+from harness.llm.endpoint import EndpointConfig  # noqa: F401  (the client's endpoint; defined without the SDK)
 from harness.llm.cache import LLMCache, canonical_json, key_of_json, prompt_hash
-from harness.llm.ledger import TIME_BUDGET, CallRecord, RoleTimeout, SpendCap, cost_usd, in_budget, load_prices
+from harness.llm.ledger import TIME_BUDGET, CallRecord, RoleTimeout, SpendCap, StopRun, cost_usd, in_budget, load_prices
 from harness.llm.schema import response_format
 from harness.llm.sdk import AsyncOpenAI
-from harness.llm.transport import (CACHE_HEADER, LATENCY_HEADER, PENDING, ROLE_HEADER, CachingTransport, Pending, StopRun,
+from harness.llm.transport import (CACHE_HEADER, LATENCY_HEADER, PENDING, ROLE_HEADER, CachingTransport, Pending,
                                    aiohttp_transport)
 
 CHAT_PATH = "/chat/completions"
-
-
-class EndpointConfig(BaseModel):
-    """One endpoint. Keys come from the environment only, never from a config file."""
-
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["openai", "azure", "openai-compatible"]
-    model: str  # Azure: the deployment name
-    base_url: str | None = None  # openai-compatible: required; azure: default $AZURE_OPENAI_BASE_URL
-    api_key_env: str | None = None  # name of the variable holding the key (default per kind)
-    timeout: float = Field(default=60.0, gt=0)
-    max_retries: int = Field(default=4, ge=0)
-    backoff_base: float = Field(default=0.5, ge=0)
-    backoff_max: float = Field(default=20.0, ge=0)
-    rpm: int | None = Field(default=None, ge=1)
-    tpm: int | None = Field(default=None, ge=1)
-    temperature: float = 0.0
-    max_tokens: int = 512
-    max_string_length: int | None = None  # adds maxLength to schema strings (llama.cpp grammars)
-    max_items: int | None = None  # adds maxItems to schema lists (llama.cpp grammars)
-    extra_body: dict[str, Any] = Field(default_factory=dict)
-
-    def key_env(self) -> str | None:
-        if self.api_key_env:
-            return self.api_key_env
-        return {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}.get(self.kind)
-
-    def resolved_base_url(self) -> str | None:
-        if self.kind == "azure":
-            url = self.base_url or os.environ.get("AZURE_OPENAI_BASE_URL")
-            if not url:
-                raise BadInput("azure endpoint: set AZURE_OPENAI_BASE_URL or base_url (…/openai/v1/)")
-            return url
-        if self.kind == "openai-compatible" and not self.base_url:
-            raise BadInput("openai-compatible endpoint needs base_url")
-        return self.base_url
 
 
 @dataclass

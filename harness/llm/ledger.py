@@ -13,7 +13,6 @@ from typing import Any
 import yaml
 
 from harness.errors import BadInput, Infrastructure
-from harness.llm.transport import StopRun
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.yaml")
 
@@ -46,6 +45,13 @@ class CallRecord:
     error: str | None = None
     fallback: str | None = None
     prompt_hash: str | None = None
+
+
+class StopRun(Exception):
+    """Not a failed call but a reason to stop the run (no offline stand-in, no row): the run
+    folder records why and `harness run --resume` continues it. Defined here, without the openai
+    SDK, so that a run whose roles are all offline never imports it (about a second a process);
+    what the transport raises under the SDK is also an openai.OpenAIError (ReplayMiss)."""
 
 
 class BudgetExceeded(StopRun, Infrastructure):

@@ -30,6 +30,7 @@ from httpx_aiohttp.httpx2 import AiohttpTransport
 
 from harness.errors import BadInput
 from harness.llm.cache import LLMCache, prompt_hash, request_key
+from harness.llm.ledger import StopRun
 
 ROLE_HEADER = "x-harness-role"
 CACHE_HEADER = "x-harness-cache"
@@ -50,13 +51,10 @@ class Pending:
 PENDING: contextvars.ContextVar[Pending | None] = contextvars.ContextVar("harness_pending", default=None)
 
 
-class StopRun(openai.OpenAIError):
-    """Not a failed call but a reason to stop the run (no offline stand-in, no row): the run
-    folder records why and `harness run --resume` continues it."""
-
-
-class ReplayMiss(StopRun, BadInput):
-    """Replay mode and no cached reply: the run must not call out."""
+class ReplayMiss(StopRun, openai.OpenAIError, BadInput):
+    """Replay mode and no cached reply: the run must not call out. Raised here, under the SDK's
+    request: an OpenAIError, which the SDK propagates as it is (anything else it would wrap in
+    APIConnectionError)."""
 
 
 @dataclass

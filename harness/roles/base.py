@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.corpus.memo import Reused
 from harness.llm.cache import LLMCache
-from harness.llm.client import EndpointConfig, LLMClient
+from harness.llm.endpoint import EndpointConfig
 from harness.llm.ledger import CallRecord, SpendCap, check_priced, load_prices
 from harness.roles.prompts import Prompt, load_prompt
 from harness.workers import off_loop
@@ -62,7 +62,7 @@ class Roles:
 
     config: LLMConfig = field(default_factory=LLMConfig)
     concurrency: int = 16
-    clients: dict[str, LLMClient] = field(default_factory=dict)
+    clients: dict[str, Any] = field(default_factory=dict)  # role -> harness.llm.client.LLMClient
     workers: Any = None  # harness.workers.CpuWorkers: offline roles run there (None: inline)
     base_dir: str | None = None  # the run config's folder: prompt files are relative to it
 
@@ -75,6 +75,8 @@ class Roles:
         if self.config.max_cost_usd is not None:
             check_priced(prices, {r: ep.model for r, ep in self.config.roles.items()})
             self.spend = SpendCap(self.config.max_cost_usd)
+        if self.config.roles:  # the openai SDK only for a run that calls a model (about a second to import)
+            from harness.llm.client import LLMClient
         for role, ep in self.config.roles.items():
             self.clients[role] = LLMClient(ep, self.cache, self.semaphore, prices, connections=self.concurrency,
                                            spend=self.spend)
