@@ -16,7 +16,8 @@ import pytest
 from harness.metrics.qrels import agreement, cohen_kappa
 from harness.roles.relevance import RelevanceOutput
 from harness.run.folder import RunFolder
-from harness.run.relevance import holes, sample_labelled
+from harness.run.holes import holes
+from harness.run.relevance import sample_labelled
 from harness.testing.script import serve
 from tests.evidence import BASELINE, copy_run, gate, invoke
 

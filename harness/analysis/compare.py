@@ -54,15 +54,15 @@ def check_same_qrels(runs: list[RunData]) -> None:
     with the same model, prompt, grade map and depth: harness/metrics/qrels.py), and every hole of a
     `human+llm` run graded; CompareError otherwise, with what differs and what to run."""
     from harness.metrics.provenance import read_stamp
-    from harness.metrics.qrels import HUMAN, LLMLabels
+    from harness.metrics.qrels import scored_labels
 
-    stamps = {r.name: (read_stamp(r.folder) or {}) for r in runs}
-    qrels = {n: st.get("qrels", HUMAN) for n, st in stamps.items()}
+    scored = {r.name: scored_labels(read_stamp(r.folder)) for r in runs}
+    qrels = {n: q for n, (q, _) in scored.items()}
     if len(set(qrels.values())) > 1:
         said = ", ".join(f"{n}: {q}" for n, q in qrels.items())
         raise CompareError(f"the runs were scored with different relevance labels ({said}); nothing was compared. "
                            "Score them alike: `harness metrics RUN --qrels human` (or human+llm for each)")
-    llm = {n: LLMLabels(**st["llm"]) for n, st in stamps.items() if st.get("llm")}
+    llm = {n: x for n, (_, x) in scored.items() if x is not None}
     if not llm:
         return
     if len({x.identity() for x in llm.values()}) > 1:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.pool_warnings import llm_labels_said
 from harness.errors import BadInput
 from harness.metrics.provenance import freshness
 from harness.metrics.segments import segment_keys
@@ -92,15 +93,8 @@ def check_run(path: str | Path, complete: bool = True, scored: bool = True, resc
         data = RunData.load(folder.path, scored=scored)
     except (NotARunFolder, NotScored, RunFolderError, TraceError) as e:
         raise EvidenceError(str(e)) from None
-    data.evidence = Evidence(done, finals, rescored, stale, _labels(data.folder))
+    data.evidence = Evidence(done, finals, rescored, stale, llm_labels_said(data.folder))
     return data
-
-
-def _labels(folder: RunFolder) -> str | None:
-    from harness.analysis.pool_warnings import qrels_said
-
-    said = qrels_said(folder)
-    return said if "an LLM's" in said else None
 
 
 # --- the labels both runs were scored with ----------------------------------------------------------

@@ -74,27 +74,41 @@ def holes_text(label: str, h: dict) -> str:
             "(the pool may favour some arms)")
 
 
-def qrels_said(folder) -> str:
-    """Which relevance labels the folder's tables were scored with, in words (the report's header,
-    `harness metrics`'s note, the evidence of compare and gate)."""
+def llm_labels_said(folder) -> str | None:
+    """The LLM's part of the labels the folder's tables were scored with, in words; None when they
+    were scored with people's labels alone (the evidence of compare and gate names only this)."""
     from harness.metrics.provenance import read_stamp
-    from harness.metrics.qrels import HUMAN, HUMAN_LLM, LLMLabels, read_relevance
+    from harness.metrics.qrels import scored_labels
     from harness.run.folder import RunFolderError
 
     try:
-        st = (read_stamp(folder) if folder.has_metrics() else None) or {}
+        _, llm = scored_labels(read_stamp(folder) if folder.has_metrics() else None)
     except RunFolderError:
-        st = {}
-    if st.get("qrels", HUMAN) == HUMAN_LLM and st.get("llm"):
-        return "relevance labels: people's, and an LLM's for the holes: " + LLMLabels(**st["llm"]).said()
+        return None
+    return None if llm is None else "relevance labels: people's, and an LLM's for the holes: " + llm.said()
+
+
+def qrels_note(folder) -> str | None:
+    """What `harness metrics` says of the labels: the LLM's part, or LLM grades the scoring did not
+    use; None when there is nothing but people's labels."""
+    from harness.metrics.qrels import read_relevance
+    from harness.run.folder import RunFolderError
+
+    said = llm_labels_said(folder)
+    if said:
+        return said
     try:
         rel = read_relevance(folder)
     except RunFolderError:
         rel = None
     n = int(((rel["purpose"] == "hole") & (rel["status"] == "ok")).sum()) if rel is not None else 0
-    if n:
-        return f"relevance labels: people's only ({n} LLM grade(s) for holes not used: --qrels human+llm)"
-    return "relevance labels: people's"
+    return f"relevance labels: people's only ({n} LLM grade(s) for holes not used: --qrels human+llm)" if n else None
+
+
+def qrels_said(folder) -> str:
+    """Which relevance labels the folder's tables were scored with, in words (the report's header
+    and warnings)."""
+    return qrels_note(folder) or "relevance labels: people's"
 
 
 def agreement_said(folder) -> str | None:

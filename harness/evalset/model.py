@@ -61,6 +61,11 @@ class Document(Strict):
     text: str = Field(min_length=1)
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    @property
+    def passage(self) -> str:
+        """What a judge reads of the document: its title on a line of its own, then its text."""
+        return f"{self.title}\n{self.text}" if self.title else self.text
+
 
 class Filter(Strict):
     field: str = Field(min_length=1)

@@ -18,7 +18,7 @@ from harness.run.folder import AGG_COLUMNS, METRICS_COLUMNS, TURN_COLUMNS, RunFo
 from harness.run.manifest import read_manifest
 from harness.metrics.aggregate import aggregate, aggregate_long
 from harness.metrics.kernel import Long, Scoring, Traces, scoring, to_frame
-from harness.metrics.qrels import HUMAN, HUMAN_LLM, LLMLabels, check_qrels, max_human_grade, with_llm_labels
+from harness.metrics.qrels import HUMAN, HUMAN_LLM, LLMLabels, check_qrels, with_llm_labels
 from harness.metrics.registry import families, lookup
 from harness.metrics.segments import Segment, default_segments
 
@@ -32,7 +32,6 @@ class MetricsResult:
     metric_names: list[str]
     labels: pd.DataFrame | None = None  # the run's labels (load_labels), for tables that need them
     arm_infos: list | None = None  # the run's arms (harness.run.armset.ArmInfo): labels, capabilities
-    qrels: str = HUMAN  # the relevance labels scored with (harness/metrics/qrels.py)
     llm: LLMLabels | None = None  # what an LLM's grades added to people's labels (qrels human+llm)
 
 
@@ -99,7 +98,7 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
     labels, llm = load_labels(run_dir), None
     folder = RunFolder(run_dir)
     if check_qrels(qrels) == HUMAN_LLM:
-        labels, llm = with_llm_labels(folder, labels, max_human_grade(labels))
+        labels, llm = with_llm_labels(folder, labels)
     if not folder.parts():
         return empty_result(man, labels)
     s = scoring(run_dir, man, labels, Traces.read(run_dir))
@@ -119,8 +118,7 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
         agg = aggregate(per_turn, labels, segs)
         stage("aggregates")
     stage("per-turn frame")
-    return MetricsResult(per_turn, agg, [a["arm_id"] for a in man.arms], names, labels, list(s.arms.values()),
-                         qrels, llm)
+    return MetricsResult(per_turn, agg, [a["arm_id"] for a in man.arms], names, labels, list(s.arms.values()), llm)
 
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 from harness.errors import BadInput
 from harness.roles.relevance import AGREEMENT, GRADES, HOLE, OK
 from harness.run.folder import RELEVANCE_LABELS, RunFolderError
+from harness.run.holes import holes, top_grade
 
 HUMAN, HUMAN_LLM = "human", "human+llm"
 QRELS = (HUMAN, HUMAN_LLM)
@@ -102,13 +103,11 @@ def _identity(hole_rows: pd.DataFrame, where: str) -> tuple[str, str, str, int]:
     return str(m), str(p), str(g), int(d)
 
 
-def with_llm_labels(folder, labels: pd.DataFrame, max_grade: int) -> tuple[pd.DataFrame, LLMLabels]:
+def with_llm_labels(folder, labels: pd.DataFrame) -> tuple[pd.DataFrame, LLMLabels]:
     """`labels` with the LLM's grades of the run's holes added to the qrels of measured turns
     (people's label wins; only documents that are holes of these traces at the labels' depth:
     a grade for anything else is not used), and what was added. RelevanceLabelsError when the
-    folder has no usable LLM grade or a grade above the eval set's scale (`max_grade`)."""
-    from harness.run.relevance import holes
-
+    folder has no usable LLM grade or a grade above the eval set's scale (people's top grade)."""
     rel = read_relevance(folder)
     where = str(folder.path / RELEVANCE_LABELS)
     ok = rel[(rel["purpose"] == HOLE) & (rel["status"] == OK)] if rel is not None else None
@@ -117,6 +116,7 @@ def with_llm_labels(folder, labels: pd.DataFrame, max_grade: int) -> tuple[pd.Da
                                    "run `harness judge RUN --relevance` with an endpoint first, or score with "
                                    "--qrels human")
     model, prompt, gmap, depth = _identity(ok, where)
+    max_grade = top_grade(labels["qrels"])
     if int(ok["qrel_grade"].max()) > max_grade:
         raise RelevanceLabelsError(f"{where}: qrel_grade {int(ok['qrel_grade'].max())} above the eval set's scale "
                                    f"(people's grades go to {max_grade}): label again with a --grade-map within it")
@@ -139,9 +139,11 @@ def with_llm_labels(folder, labels: pd.DataFrame, max_grade: int) -> tuple[pd.Da
     return out, LLMLabels(model, prompt, gmap, depth, len(now), graded)
 
 
-def max_human_grade(labels: pd.DataFrame) -> int:
-    grades = [g for q in labels["qrels"] for g in json.loads(q or "{}").values()]
-    return max(grades, default=1)
+def scored_labels(stamp: dict | None) -> tuple[str, LLMLabels | None]:
+    """The relevance labels a scoring's stamp records: `human` or `human+llm`, and what the LLM's
+    added (None for `human`, and for a stamp written before relevance labels existed)."""
+    st = stamp or {}
+    return st.get("qrels", HUMAN), (LLMLabels(**st["llm"]) if st.get("llm") else None)
 
 
 def agreement_table(folder) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from harness.metrics.families.answers import abstention_table
 from harness.metrics.families.guards import filter_fields_table
 from harness.metrics.paired import paired_table
 from harness.metrics.provenance import metadata, read_stamp, stamp
-from harness.metrics.qrels import HUMAN, agreement_table, check_qrels
+from harness.metrics.qrels import HUMAN, agreement_table, check_qrels, scored_labels
 from harness.metrics.spread import spread_table
 from harness.run.folder import RunFolder, RunFolderError
 from harness.run.integrity import Completeness, completeness
@@ -55,7 +55,7 @@ def scored_qrels(folder: RunFolder) -> str | None:
         st = read_stamp(folder) if folder.has_metrics() else None
     except RunFolderError:
         return None
-    return None if st is None else st.get("qrels", HUMAN)
+    return None if st is None else scored_labels(st)[0]
 
 
 def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None) -> Scored:

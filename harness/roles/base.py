@@ -44,6 +44,14 @@ class LLMConfig(BaseModel):
     max_cost_usd: float | None = Field(default=None, ge=0)
 
 
+def step_cache(config: dict, folder: str | None = None, mode: str | None = None) -> LLMCache:
+    """The LLM cache of a step after the replay (the judge, relevance labels): the run config's
+    `llm.cache`, with `folder` and `mode` over it when given."""
+    cache = (config.get("llm") or {}).get("cache") or {}
+    default = CacheConfig()
+    return LLMCache(folder or cache.get("folder") or default.folder, mode or cache.get("mode") or default.mode)
+
+
 @dataclass
 class Outcome:
     """What a role returned, and how: the backend that produced it, the call record of an LLM

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from harness.llm.cache import LLMCache
 from harness.llm.client import EndpointConfig
 from harness.roles.judge import METRIC, OK, ROLE, RagasJudge, first_lines
 from harness.run.folder import RunFolder
@@ -91,7 +90,7 @@ def _doc_texts(folder: RunFolder, manifest: dict) -> dict[str, str]:
     from harness.evalset.load import load_eval_set
 
     es = load_eval_set(folder.require_eval_set(manifest, " (the retrieved documents are there)"))
-    return {d: (f"{doc.title}\n{doc.text}" if doc.title else doc.text) for d, doc in es.docs.items()}
+    return {d: doc.passage for d, doc in es.docs.items()}
 
 
 def _user_texts(folder: RunFolder) -> dict[tuple[str, int], str]:
@@ -163,9 +162,9 @@ async def ajudge_run(run_dir: Path, refresh: bool = False, endpoint: EndpointCon
     out, pending = _records(rows, _user_texts(folder), docs, ep)
     summary = JudgeSummary(folder.path, ep.model if ep is not None else None)
     if pending:
-        cache_cfg = (config.get("llm") or {}).get("cache") or {}
-        cache = LLMCache(cache_folder or cache_cfg.get("folder") or ".cache/llm",
-                         "refresh" if refresh else cache_mode or cache_cfg.get("mode", "readwrite"))
+        from harness.roles.base import step_cache
+
+        cache = step_cache(config, cache_folder, "refresh" if refresh else cache_mode)
         keys = list(pending)
         async with RagasJudge(ep, cache, concurrency or int(config.get("concurrency") or 16)) as judge:
             verdicts = await judge.faithfulness([(k[0], k[1], [docs[d] for d in k[2]]) for k in keys])

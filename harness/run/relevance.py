@@ -23,14 +23,13 @@ from pathlib import Path
 import pyarrow as pa
 
 from harness.errors import BadInput
-from harness.llm.cache import LLMCache
 from harness.llm.client import EndpointConfig, LLMClient
 from harness.llm.transport import StopRun
 from harness.roles.prompts import Prompt, load_prompt
 from harness.roles.relevance import (AGREEMENT, DEFAULT_GRADE_MAP, HOLE, OK, PROMPT, ROLE, RelevanceOutput,
                                      grade_map_text, relevance_message)
 from harness.run.folder import RunFolder
-from harness.run.traces import read_traces
+from harness.run.holes import holes, top_grade
 
 DEPTH = 10  # the top k graded: judged@10's k
 SAMPLE = 100  # labelled pairs graded for agreement
@@ -88,23 +87,6 @@ def _turn_labels(folder: RunFolder) -> dict[tuple[str, int], dict]:
     return {(r["session_id"], int(r["turn_index"])): r for r in labels if r["qrels_measured"]}
 
 
-def holes(folder: RunFolder, turns: dict, depth: int) -> dict[tuple[str, int, str], list[str]]:
-    """(session, turn, document) -> arms, for every document in the top `depth` of a final
-    ranking that the turn's labels do not hold."""
-    rows = read_traces(folder.path, ["arm_id", "session_id", "turn_index", "is_final", "ranking"]).to_pylist()
-    out: dict[tuple[str, int, str], set] = {}
-    for r in rows:
-        key = (r["session_id"], int(r["turn_index"]))
-        lab = turns.get(key)
-        if not r["is_final"] or lab is None:
-            continue
-        judged = json.loads(lab["qrels"] or "{}")
-        for d in (r["ranking"] or [])[:depth]:
-            if d not in judged:
-                out.setdefault((*key, d), set()).add(r["arm_id"])
-    return {k: sorted(v) for k, v in sorted(out.items())}
-
-
 def _order(key: tuple) -> str:
     return hashlib.sha256("\x1f".join(map(str, key)).encode()).hexdigest()
 
@@ -139,8 +121,7 @@ def _queries(folder: RunFolder, turns: dict) -> tuple[dict, dict[str, str]]:
         if lab is not None:
             query = lab.get("reference_rewrite") or t.user
             out[(s.session_id, tix)] = (query, [u.user for u in s.turns[:i]])
-    docs = {d: (f"{doc.title}\n{doc.text}" if doc.title else doc.text) for d, doc in es.docs.items()}
-    return out, docs
+    return out, {d: doc.passage for d, doc in es.docs.items()}
 
 
 # ---- the calls ----------------------------------------------------------------------------
@@ -216,7 +197,7 @@ def _checks(folder: RunFolder, ep, prompt: Prompt, grade_map, turns: dict, earli
                        "its relevance labels first")
     if not prompt.text.strip():
         raise BadInput(f"prompt {prompt.path or prompt.name}: empty")
-    top = max((int(g) for lab in turns.values() for g in json.loads(lab["qrels"] or "{}").values()), default=1)
+    top = top_grade(lab["qrels"] for lab in turns.values())
     if max(grade_map) > top:
         raise BadInput(f"--grade-map {grade_map_text(grade_map)}: grade {max(grade_map)} is above the eval set's "
                        f"scale (people's grades go to {top}); map the LLM's 0-3 into 0-{top}")
@@ -232,11 +213,10 @@ def relevance_endpoint(config: dict) -> EndpointConfig | None:
 
 def _client(config: dict, ep: EndpointConfig, mode: str | None, concurrency: int, cache_folder) -> LLMClient:
     from harness.llm.ledger import SpendCap, check_priced, load_prices
+    from harness.roles.base import step_cache
 
     llm = config.get("llm") or {}
-    cache_cfg = llm.get("cache") or {}
-    cache = LLMCache(cache_folder or cache_cfg.get("folder") or ".cache/llm",
-                     mode or cache_cfg.get("mode", "readwrite"))
+    cache = step_cache(config, cache_folder, mode)
     prices = load_prices(llm.get("prices"))
     spend = None
     if llm.get("max_cost_usd") is not None:
