@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from itertools import chain
 
+import numpy as np
 import pyarrow as pa
 
 CANDIDATE = pa.struct([("doc_id", pa.string()), ("score", pa.float64()), ("rank", pa.int32()), ("lane", pa.string())])
@@ -14,46 +15,48 @@ _STR_LIST = pa.list_(pa.string())
 
 
 class Candidates:
-    """The trace's candidate entries ({doc_id, score, rank, lane}), held column-wise: a lane's
-    ranking is appended as its lists (`add`), not as a dict per hit, and the trace writer turns a
-    batch of rows into Arrow from these columns (`arrow`), not from dicts (together about a third
-    of a warm turn's CPU as dicts). Iterating gives the entries as dicts; `+=` takes dicts too."""
+    """The trace's candidate entries ({doc_id, score, rank, lane}), held as the lanes' rankings
+    themselves: `add` keeps a reference to a lane's lists (a Hits' lists are never changed once
+    made), not a dict per hit nor a copy, and the trace writer turns a batch of rows into Arrow
+    from them (`arrow`): doc ids and scores in one conversion each, ranks and lanes computed with
+    numpy from the rankings' lengths (about a third of a warm turn's CPU as dicts; the lists'
+    copies and the per-entry rank and lane were a third of what was left). Iterating gives the
+    entries as dicts; `+=` takes dicts too (their ranks and lanes as given)."""
 
-    __slots__ = ("doc_id", "score", "rank", "lane")
+    __slots__ = ("parts",)
 
     def __init__(self, entries=()):
-        self.doc_id: list[str] = []
-        self.score: list[float] = []
-        self.rank: list[int] = []
-        self.lane: list[str] = []
+        # (doc ids, scores, ranks or None: 1..n, lane: one name for all, or a name per entry)
+        self.parts: list[tuple[list, list, list | None, str | list]] = []
         self += entries
 
     def add(self, doc_ids: list[str], scores: list[float], lane: str) -> "Candidates":
-        """A lane's ranking, best first: ranks 1..n."""
-        self.doc_id += doc_ids
-        self.score += scores  # floats (or ints: stored as float64)
-        self.rank += range(1, len(doc_ids) + 1)
-        self.lane += [lane] * len(doc_ids)
+        """A lane's ranking, best first: ranks 1..n (the lists are kept, not copied)."""
+        if len(doc_ids) != len(scores):
+            raise ValueError(f"lane {lane}: {len(doc_ids)} doc ids, {len(scores)} scores")
+        if doc_ids:
+            self.parts.append((doc_ids, scores, None, lane))
         return self
 
     def __iadd__(self, entries):
         if isinstance(entries, Candidates):
-            for name in self.__slots__:
-                getattr(self, name).extend(getattr(entries, name))
+            self.parts.extend(entries.parts)
             return self
-        for e in entries:
-            self.doc_id.append(e["doc_id"])
-            self.score.append(float(e["score"]))
-            self.rank.append(int(e["rank"]))
-            self.lane.append(e["lane"])
+        entries = list(entries)
+        if entries:
+            self.parts.append(([e["doc_id"] for e in entries], [float(e["score"]) for e in entries],
+                               [int(e["rank"]) for e in entries], [e["lane"] for e in entries]))
         return self
 
     def __len__(self) -> int:
-        return len(self.doc_id)
+        return sum(len(p[0]) for p in self.parts)
 
     def __iter__(self):
-        return ({"doc_id": d, "score": s, "rank": r, "lane": la}
-                for d, s, r, la in zip(self.doc_id, self.score, self.rank, self.lane))
+        for doc_ids, scores, ranks, lane in self.parts:
+            ranks = ranks or range(1, len(doc_ids) + 1)
+            lanes = lane if isinstance(lane, list) else [lane] * len(doc_ids)
+            yield from ({"doc_id": d, "score": s, "rank": r, "lane": la}
+                        for d, s, r, la in zip(doc_ids, scores, ranks, lanes))
 
     def __getitem__(self, i):
         return list(self)[i]
@@ -68,15 +71,35 @@ class Candidates:
     def arrow(rows: list) -> pa.Array:
         """The trace column of many rows' candidates (Candidates, a list of dicts, or None)."""
         each = [c if isinstance(c, Candidates) or c is None else Candidates(c) for c in rows]
-        offsets, n = [0], 0
-        for c in each:
-            n += len(c) if c is not None else 0
-            offsets.append(n)
-        kept = [c for c in each if c is not None]
-        cols = {name: list(chain.from_iterable(getattr(c, name) for c in kept)) for name in Candidates.__slots__}
-        values = pa.StructArray.from_arrays([pa.array(cols[f.name], f.type) for f in CANDIDATE], fields=list(CANDIDATE))
+        parts = [p for c in each if c is not None for p in c.parts]
+        lens = np.fromiter((len(p[0]) for p in parts), np.int64, len(parts))
+        offsets = np.zeros(len(each) + 1, np.int32)
+        np.cumsum([sum(len(p[0]) for p in c.parts) if c is not None else 0 for c in each], out=offsets[1:])
+        values = pa.StructArray.from_arrays(
+            [pa.array(list(chain.from_iterable(p[0] for p in parts)), pa.string()),
+             pa.array(list(chain.from_iterable(p[1] for p in parts)), pa.float64()),
+             _ranks(parts, lens), _lanes(parts, lens)], fields=list(CANDIDATE))
         mask = pa.array([c is None for c in each]) if any(c is None for c in each) else None
-        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, type=pa.list_(CANDIDATE), mask=mask)
+        return pa.ListArray.from_arrays(pa.array(offsets), values, type=pa.list_(CANDIDATE), mask=mask)
+
+
+def _ranks(parts: list, lens: np.ndarray) -> pa.Array:
+    """The entries' ranks: 1..n along each ranking (numpy), or as given where entries came as dicts."""
+    if all(p[2] is None for p in parts):
+        starts = np.cumsum(lens) - lens
+        return pa.array((np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(starts, lens) + 1).astype(np.int32))
+    return pa.array(list(chain.from_iterable(p[2] or range(1, len(p[0]) + 1) for p in parts)), pa.int32())
+
+
+def _lanes(parts: list, lens: np.ndarray) -> pa.Array:
+    """The entries' lanes: each ranking's name repeated (one code per ranking, taken from the few
+    names), or as given where entries came as dicts."""
+    if any(isinstance(p[3], list) for p in parts):
+        return pa.array(list(chain.from_iterable(p[3] if isinstance(p[3], list) else [p[3]] * len(p[0])
+                                                 for p in parts)), pa.string())
+    names: dict[str, int] = {}
+    codes = np.fromiter((names.setdefault(p[3], len(names)) for p in parts), np.int32, len(parts))
+    return pa.array(list(names), pa.string()).take(pa.array(np.repeat(codes, lens)))
 
 
 def col(arrow: pa.DataType, default=None, factory=None, json: bool = False, name: str | None = None):

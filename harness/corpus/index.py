@@ -330,12 +330,12 @@ class Index:
             return Hits([], [], lane)
         if self._chunk_per_doc:  # a chunk is its document: no grouping (the same order, half the time)
             docs, best = self._chunk_doc[rows], scores.astype(np.float64)
-            top = np.lexsort((-docs, -best))[:k]
-            return Hits(self._doc_names[docs[top]].tolist(), best[top].tolist(), lane)
-        docs, which = np.unique(self._chunk_doc[rows], return_inverse=True)  # ids ascending (their places)
-        best = np.full(len(docs), -np.inf)
-        np.maximum.at(best, which, scores.astype(np.float64))
-        top = np.lexsort((-np.arange(len(docs)), -best))[:k]
+        else:
+            docs, which = np.unique(self._chunk_doc[rows], return_inverse=True)  # ids ascending (their places)
+            best = np.full(len(docs), -np.inf)
+            np.maximum.at(best, which, scores.astype(np.float64))
+        docs, best = _at_least_kth(docs, best, k)
+        top = np.lexsort((-docs, -best))[:k]
         # one conversion per array, not one numpy scalar per hit (about 3x faster at depth 100)
         return Hits(self._doc_names[docs[top]].tolist(), best[top].tolist(), lane)
 
@@ -356,6 +356,17 @@ class Index:
         self._lane.close()
         if self._reference is not None:
             self._reference.close()
+
+
+def _at_least_kth(docs: np.ndarray, best: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The documents scoring at least the k-th best score (all of them when there are k or fewer):
+    the sort that orders the top k then sorts these only. Every document tied with the k-th stays,
+    so the order of the top k, ties by doc id included, is the full sort's."""
+    if len(best) <= k or k <= 0:
+        return docs, best
+    kth = np.partition(best, len(best) - k)[len(best) - k]
+    keep = best >= kth
+    return docs[keep], best[keep]
 
 
 def _filter_key(filters: list[dict]) -> str:

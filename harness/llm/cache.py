@@ -62,11 +62,22 @@ def canonical_json(body: dict, known: dict[str, tuple[object, str]] | None = Non
     parts = []
     for k in sorted(body):
         v = body[k]
-        obj, text = known.get(k, (None, None))
+        obj, text = known.get(k, _UNKNOWN)
         if obj is not v or text is None:
             text = _ENCODE(v)
-        parts.append(_ENCODE(k) + ":" + text)
+        parts.append((_KEYS.get(k) or _key(k)) + text)
     return "{" + ",".join(parts) + "}"
+
+
+_UNKNOWN = (None, None)
+_KEYS: dict[str, str] = {}  # a body's key as canonical_json writes it, with its colon: a request has a handful
+
+
+def _key(k: str) -> str:
+    if len(_KEYS) > 256:
+        _KEYS.clear()
+    text = _KEYS[k] = _ENCODE(k) + ":"
+    return text
 
 
 def key_of_json(kind: str, path: str, body_json: str) -> str:

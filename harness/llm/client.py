@@ -120,6 +120,9 @@ class LLMClient:
             http_client=httpx2.AsyncClient(transport=self.transport, timeout=endpoint.timeout))
         self.path = urlparse(str(self.sdk.base_url)).path.rstrip("/") + CHAT_PATH  # as the transport sees it
         self.budget = _Budget(endpoint.rpm, endpoint.tpm)
+        # what every request body repeats, serialised once (canonical_json's `known`: the same objects)
+        self._constants = {k: (v, canonical_json(v)) for k, v in
+                           (("model", endpoint.model), ("temperature", endpoint.temperature), ("max_tokens", endpoint.max_tokens))}
         self._options: dict[str, FinalRequestOptions] = {}
 
     @property
@@ -238,7 +241,7 @@ class LLMClient:
         rec = CallRecord(role=role, model=ep.model, prompt_hash=_prompt_hash(system))
         fmt = _format(schema, ep.max_string_length, ep.max_items)  # the role's schema, serialised once per process
         # the system message (the role's prompt) serialised once per process, as the schema is
-        known = {"response_format": fmt,
+        known = {**self._constants, "response_format": fmt,
                  "messages": (messages, "[" + _message_json("system", system) + "," + canonical_json(messages[1]) + "]")}
         body = {"model": ep.model, "messages": messages, "temperature": ep.temperature, "max_tokens": ep.max_tokens,
                 "response_format": fmt[0]}

@@ -1,0 +1,95 @@
+"""The trace writer streams each batch into the part in flight and completes a part only whole;
+a failed write is raised by every later call and never completes a part with rows missing. The
+candidates' Arrow column and the top-k sort are checked against the plain conversions."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from harness.arms.result import CANDIDATE, ArmResult, Candidates
+from harness.corpus.index import _at_least_kth
+from harness.run import traces
+from harness.run.folder import RunFolder
+from harness.run.traces import PartWriter, TurnKey, read_traces, repair_parts, row
+
+
+def _turn(i: int, rounds: int = 1) -> list[dict]:
+    out = []
+    for rnd in range(1, rounds + 1):
+        c = Candidates().add([f"d{i}", f"e{i}"], [2.0, 1.0], "bm25:0").add([f"d{i}"], [1.0], "identifier")
+        key = TurnKey(run_id="r", arm_id="a", arm="a", session_id=f"s{i:03d}", turn_index=1, round=rnd,
+                      is_final=rnd == rounds)
+        out.append(row(key, ArmResult(candidates=c, ranking=[f"d{i}", f"e{i}"])))
+    return out
+
+
+def test_batches_stream_into_the_part_in_flight_which_appears_only_whole(tmp_path):
+    w = PartWriter(tmp_path, rows_per_part=10, batch_rows=3)
+    folder = RunFolder(tmp_path)
+    for i in range(4):  # 8 rows: two batches handed to the writer's thread, 2 rows buffered
+        w.add(_turn(i, rounds=2))
+    w._pool.submit(lambda: None).result()  # the writer's thread has written what it was handed
+    assert folder.parts() == [] and len(folder.parts_in_flight()) == 1
+    for i in range(4, 9):  # 18 rows: the first part completes at 10 (a turn is never split)
+        w.add(_turn(i, rounds=2))
+    w.flush()
+    parts = folder.parts()
+    assert [pq.read_metadata(p).num_rows for p in parts] == [10, 8] and folder.parts_in_flight() == []
+    assert pq.read_metadata(parts[0]).num_row_groups > 1  # written batch by batch, not at the end
+    t = read_traces(tmp_path)
+    assert t.num_rows == 18 and sorted(set(t["session_id"].to_pylist())) == [f"s{i:03d}" for i in range(9)]
+    assert t.filter(pa.compute.equal(t["session_id"], "s004"))["candidates"].to_pylist()[0] == [
+        {"doc_id": "d4", "score": 2.0, "rank": 1, "lane": "bm25:0"}, {"doc_id": "e4", "score": 1.0, "rank": 2, "lane": "bm25:0"},
+        {"doc_id": "d4", "score": 1.0, "rank": 1, "lane": "identifier"}]
+
+
+def test_a_failed_write_is_raised_by_every_later_call_and_completes_no_part(tmp_path, monkeypatch):
+    calls = {"n": 0}
+    real = traces.rows_to_table
+
+    def failing(rows):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError("disk full")
+        return real(rows)
+
+    monkeypatch.setattr(traces, "rows_to_table", failing)
+    w = PartWriter(tmp_path, rows_per_part=100, batch_rows=2)
+    w.add(_turn(0, rounds=2))
+    w.add(_turn(1, rounds=2))  # the second batch fails on the writer's thread
+    w._pool.submit(lambda: None).result()
+    for i in (2, 3):
+        with pytest.raises(OSError, match="disk full"):
+            w.add(_turn(i, rounds=2))
+    with pytest.raises(OSError, match="disk full"):
+        w.flush()
+    folder = RunFolder(tmp_path)
+    assert folder.parts() == []  # never a part holding the first batch only
+    assert len(folder.parts_in_flight()) == 1
+    assert repair_parts(tmp_path)["removed_tmp"] and folder.parts_in_flight() == []  # a resume replays its turns
+
+
+def test_the_candidates_column_equals_the_entries_converted_one_by_one():
+    a = Candidates().add(["x", "y", "z"], [3.0, 2, 1.5], "bm25:0").add(["y"], [0.25], "dense:0").add([], [], "fused")
+    b = Candidates([{"doc_id": "q", "score": 4, "rank": 7, "lane": "external"}])
+    b += a
+    rows = [a, None, b, Candidates(), [{"doc_id": "w", "score": 1.0, "rank": 2, "lane": "l"}], []]
+    plain = pa.array([None if c is None else list(c) for c in rows], pa.list_(CANDIDATE))
+    assert Candidates.arrow(rows).equals(plain)
+    assert Candidates.arrow([a, Candidates()]).equals(pa.array([list(a), []], pa.list_(CANDIDATE)))
+    assert len(b) == 5 and b[0]["rank"] == 7 and b[4] == {"doc_id": "y", "score": 0.25, "rank": 1, "lane": "dense:0"}
+    with pytest.raises(ValueError, match="2 doc ids, 1 scores"):
+        Candidates().add(["x", "y"], [1.0], "bm25:0")
+
+
+def test_the_top_k_among_ties_is_the_full_sorts():
+    rng = np.random.default_rng(7)
+    for _ in range(2000):
+        n, k = int(rng.integers(0, 200)), int(rng.integers(0, 80))
+        docs, best = rng.permutation(500)[:n], rng.integers(0, 5, n) / 2  # many ties at the k-th score
+        full = np.lexsort((-docs, -best))[:k]
+        d, b = _at_least_kth(docs, best, k)
+        top = np.lexsort((-d, -b))[:k]
+        assert docs[full].tolist() == d[top].tolist() and best[full].tolist() == b[top].tolist()
