@@ -52,7 +52,7 @@ async def ask_rewrite(ctx: TurnContext, last_n: int, state: CompactState | None 
     corrective loop asking for its next query ({previous_queries, reason}); `offline`: the
     offline role's answer to it, else the offline rewrite by `method`."""
     ids = ctx.identifiers
-    masked, mapping = mask(ctx.turn.user)
+    masked, mapping = mask(ctx.turn.user, ids)  # ids: the turn's, found when its context was made
     state = state or compact_state(ctx, last_n)
     if retry is not None:
         retry = {"instruction": RETRY.format(reason=retry.get("reason") or "insufficient"),

@@ -42,9 +42,10 @@ def whole(ident: str) -> re.Pattern:
     return re.compile(rf"(?<![\w-]){re.escape(ident)}(?![\w-])")
 
 
-def mask(text: str) -> tuple[str, dict[str, str]]:
-    """Replace identifiers with placeholders ⟦ID1⟧, ⟦ID2⟧, ...; return the mapping."""
-    ids = find_identifiers(text)
+def mask(text: str, ids: list[str] | None = None) -> tuple[str, dict[str, str]]:
+    """Replace identifiers with placeholders ⟦ID1⟧, ⟦ID2⟧, ...; return the mapping. `ids`: the
+    text's `find_identifiers`, when the caller has them already."""
+    ids = find_identifiers(text) if ids is None else ids
     mapping = {PLACEHOLDER.format(i + 1): ident for i, ident in enumerate(ids)}
     for ph, ident in mapping.items():
         text = whole(ident).sub(ph, text)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+# json.dumps(v, ensure_ascii=False), its encoder built once (dumps builds one a call with these arguments)
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+
 COUNTRY_NAMES = {"DE": "Germany", "AT": "Austria", "CH": "Switzerland", "NL": "the Netherlands", "BE": "Belgium",
                  "FR": "France", "IT": "Italy", "PL": "Poland", "DK": "Denmark", "CZ": "Czechia"}
 
@@ -47,10 +50,10 @@ class CompactState:
     def to_prompt(self) -> str:
         """The user message of the rewrite prompt: the state as compact JSON (with `retry` when a
         corrective loop asks for its next query)."""
-        return json.dumps({
+        return _ENCODE({
             "last_turns": [{"user": t.user, "assistant": t.answer[:300],
                             "shown": [{"n": i + 1, "doc_id": s.doc_id, "name": s.name} for i, s in enumerate(t.shown)]}
                            for t in self.history],
             "active_filters": self.filters, "account": self.account,
             "filter_fields": self.schema, "turn": self.turn, **({"retry": self.retry} if self.retry else {}),
-        }, ensure_ascii=False)
+        })
