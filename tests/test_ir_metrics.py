@@ -111,8 +111,9 @@ def test_segment_grammar():
 
 def test_ndcg_discounts_are_ranx_s_to_the_last_bit():
     """ranx's `_dcg` divides by numba's log2(rank + 1); numpy's log2 differs from it in the last
-    bit for some ranks, so the harness computes its discounts with the C library's log2 as numba
-    does, without importing numba."""
+    bit for some ranks on CPUs where numpy takes its own SIMD loop (seen on one machine, equal on
+    another: which loop runs depends on the CPU), so the harness computes its discounts with the C
+    library's log2 as numba does, without importing numba."""
     import numpy as np
     from numba import njit
 
@@ -121,5 +122,4 @@ def test_ndcg_discounts_are_ranx_s_to_the_last_bit():
     k = 10_000
     jit = njit(cache=False)(lambda n: np.log2(np.arange(1, n + 1) + 1))
     assert np.array_equal(_discounts(k), jit(k))
-    assert not np.array_equal(np.log2(np.arange(1, k + 1) + 1), jit(k))  # why: numpy's own would not do
     assert np.array_equal(_discounts(7), jit(10)[:7]) and len(_discounts(0)) == 0
