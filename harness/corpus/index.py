@@ -46,15 +46,18 @@ def open_lane(vecs: np.ndarray, payloads: Callable[[], list[dict]], client=None,
 
 
 def _bm25s():
-    """bm25s, imported without numba unless numba is loaded already: its lanes use bm25s's numpy
-    backend (`bm25s.BM25()`'s default), and numba, which bm25s imports when it can, costs a process
-    about a second to import (tested: the same scores either way, tests/test_shared_work.py)."""
-    if "bm25s" not in sys.modules and "numba" not in sys.modules:
-        sys.modules["numba"] = None  # `import numba` raises ImportError: bm25s's own fallback
+    """bm25s, imported without numba and scipy unless they are loaded already: its lanes use bm25s's
+    numpy backend and numpy CSC builder (`bm25s.BM25()`'s defaults), and bm25s imports both when it
+    can: numba costs a process about a second to import, scipy.sparse 0.2-0.3 s (tested: the same
+    scores either way, tests/test_shared_work.py)."""
+    if "bm25s" not in sys.modules:
+        absent = [m for m in ("numba", "scipy.sparse") if m not in sys.modules]
+        sys.modules.update(dict.fromkeys(absent))  # `import numba` raises ImportError: bm25s's own fallback
         try:
             import bm25s  # noqa: F401
         finally:
-            del sys.modules["numba"]
+            for m in absent:
+                del sys.modules[m]
     import bm25s
 
     return bm25s
@@ -102,7 +105,7 @@ class Index:
         self.stats.extra["dense"] = self._lane.where
         bm25s = _bm25s()
 
-        self.bm25 = bm25s.BM25(backend="numpy")  # numpy, whether or not numba is around
+        self.bm25 = bm25s.BM25(backend="numpy", csc_backend="numpy")  # numpy, whether or not numba or scipy is around
         self.bm25.index([tokenize(c.text) or ["_empty_"] for c in self.chunks], show_progress=False)
         # each chunk's document as its place among the ids sorted (integers sort as the ids do, faster)
         self._doc_names, self._chunk_doc = np.unique(np.array([c.doc_id for c in self.chunks]), return_inverse=True)
@@ -183,7 +186,7 @@ class Index:
         if toks:
             bm25s = _bm25s()
 
-            self.identifiers = bm25s.BM25(backend="numpy")
+            self.identifiers = bm25s.BM25(backend="numpy", csc_backend="numpy")
             self.identifiers.index(toks, show_progress=False)
             self._id_doc_arr = np.array(self.id_docs)
 
