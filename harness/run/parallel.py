@@ -100,7 +100,14 @@ def replay(cfg, raw: dict, run_dir: Path, *, resume: bool, shard: tuple[int, int
     workers existed) or in `workers` processes; `progress`: the display's mode (bar, lines, off)."""
     display = Display(progress, workers)
     if workers == 1:
+        # pandas first, as when the run folder's module imported it: pyarrow imports it on the
+        # replay's first array and scoring needs it, so only a worker goes without (shard_worker);
+        # and the replay's seconds count no import they did not count before (bench/demo.py)
+        import importlib
+
         from harness.run.replay import Replay
+
+        importlib.import_module("pandas")
 
         return Replay(cfg, raw, run_dir=run_dir, progress=display, resume=resume, shard=shard).run()
     return ParallelRun(cfg, raw, Path(run_dir), workers, resume, display).run()
