@@ -101,13 +101,15 @@ es = load_eval_set("eval_sets/handbook-de")
 index = Index(es.docs, HashEmbedder(), EmbeddingCache(sys.argv[1]))
 queries = [t.user for s in es.sessions[:20] for t in s.turns]
 hits = [[list(h.doc_ids), list(h.scores)] for h in index.lexical(queries, k=20)]
-print(json.dumps({"numba": "numba" in sys.modules, "qdrant_client": "qdrant_client" in sys.modules, "hits": hits}))
+print(json.dumps({"numba": "numba" in sys.modules, "qdrant_client": "qdrant_client" in sys.modules,
+                  "scipy": "scipy.sparse" in sys.modules, "hits": hits}))
 """
 
 
-def test_a_run_process_loads_neither_numba_nor_qdrant_client_and_ranks_as_with_numba(tmp_path):
+def test_a_run_process_loads_neither_numba_nor_scipy_nor_qdrant_client_and_ranks_as_with_them(tmp_path):
     """Imports that cost a process seconds and that the embedded engine and bm25s's numpy backend
-    do not need; with numba loaded first (bm25s then imports it) the lexical lane ranks the same."""
+    do not need; with numba or scipy.sparse loaded first (bm25s then imports them) the lexical lane
+    ranks the same."""
     import json
     import subprocess
     import sys
@@ -119,6 +121,7 @@ def test_a_run_process_loads_neither_numba_nor_qdrant_client_and_ranks_as_with_n
         assert r.returncode == 0, r.stderr[-2000:]
         return json.loads(r.stdout)
 
-    alone, with_numba = probe(""), probe("import numba")
-    assert not alone["numba"] and not alone["qdrant_client"]
+    alone, with_numba, with_scipy = probe(""), probe("import numba"), probe("import scipy.sparse")
+    assert not alone["numba"] and not alone["qdrant_client"] and not alone["scipy"]
     assert with_numba["numba"] and alone["hits"] == with_numba["hits"] and any(alone["hits"])
+    assert with_scipy["scipy"] and alone["hits"] == with_scipy["hits"]

@@ -154,8 +154,9 @@ def test_workers_writing_new_embeddings_at_once_share_the_cache(eight, tmp_path)
     cfg = config(tmp_path, eight, index={"embedding_cache": str(cache)})
     assert invoke("run", cfg, "--run-id", "cold", "--workers", 2, "--no-progress").exit_code == 0
     assert RunFolder(tmp_path / "runs/cold").read_manifest().counts["embeddings_cold"] > 0
-    files = sorted(p for p in cache.rglob("*") if p.is_file())
+    files = sorted(p for p in cache.rglob("*") if p.is_file() and p.relative_to(cache).parts[0] != "lexical")
     assert files and all(p.name.startswith("shard-") and p.suffix == ".npz" for p in files), files
+    assert [p.name.startswith(".") for p in (cache / "lexical").iterdir()] == [False]  # one entry, no temporary
     import numpy as np
 
     for p in files:

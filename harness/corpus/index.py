@@ -6,14 +6,15 @@ chunk's score), ordered by score then doc id descending."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from harness.corpus.chunk import chunk_document, split_sentences
+from harness.corpus import lexical
+from harness.corpus.chunk import split_sentences
 from harness.corpus.dense import Attach, DenseLane, exact_top
 from harness.corpus.dense_edge import EdgeLane
 from harness.errors import BadInput
@@ -45,21 +46,6 @@ def open_lane(vecs: np.ndarray, payloads: Callable[[], list[dict]], client=None,
     return build_collection(client, vecs, payloads(), where)
 
 
-def _bm25s():
-    """bm25s, imported without numba unless numba is loaded already: its lanes use bm25s's numpy
-    backend (`bm25s.BM25()`'s default), and numba, which bm25s imports when it can, costs a process
-    about a second to import (tested: the same scores either way, tests/test_shared_work.py)."""
-    if "bm25s" not in sys.modules and "numba" not in sys.modules:
-        sys.modules["numba"] = None  # `import numba` raises ImportError: bm25s's own fallback
-        try:
-            import bm25s  # noqa: F401
-        finally:
-            del sys.modules["numba"]
-    import bm25s
-
-    return bm25s
-
-
 class Index:
     def __init__(self, docs: dict, embedder: Embedder, cache: EmbeddingCache, max_chars: int = 2000,
                  qdrant_url: str | None = None, collection: str | None = None, vector: str | None = None,
@@ -81,6 +67,7 @@ class Index:
         self.memo: Memo | None = None  # a replay's, for its run: work its arms share (harness/corpus/memo.py)
         self._reference = None
         self.stats = IndexStats()
+        self._lex: lexical.Lexical | None = None  # the own chunks' statistics, until the index holds them
         if collection and not (qdrant_url or client):
             raise BadInput("an existing collection needs a server: qdrant_url (or client)")
         made = client is None and qdrant_url is not None
@@ -100,26 +87,31 @@ class Index:
         self._vecs64 = self._vecs.astype(np.float64)  # what dense scores are computed from (dense.exact_top)
         self.stats.chunks = len(self.chunks)
         self.stats.extra["dense"] = self._lane.where
-        bm25s = _bm25s()
-
-        self.bm25 = bm25s.BM25(backend="numpy")  # numpy, whether or not numba is around
-        self.bm25.index([tokenize(c.text) or ["_empty_"] for c in self.chunks], show_progress=False)
+        if self._lex is None:  # an existing collection's chunks
+            self.bm25 = lexical.bm25([tokenize(c.text) or ["_empty_"] for c in self.chunks])
+            self.id_docs, self.identifiers = lexical.identifier_lane(self.docs)
+        else:
+            self.bm25, self.id_docs, self.identifiers = self._lex.bm25, self._lex.id_docs, self._lex.identifiers
+            self._lex = None
+        if self.identifiers is not None:
+            self._id_doc_arr = np.array(self.id_docs)
         # each chunk's document as its place among the ids sorted (integers sort as the ids do, faster)
         self._doc_names, self._chunk_doc = np.unique(np.array([c.doc_id for c in self.chunks]), return_inverse=True)
         self._chunk_per_doc = len(self._doc_names) == len(self.chunks)  # every document one chunk (_best_docs)
         self._rows: dict[str, list[int]] = {}  # doc_id -> its chunks' rows
         for i, c in enumerate(self.chunks):
             self._rows.setdefault(c.doc_id, []).append(i)
-        self._build_identifier_lane()
         self._latent: dict = {}
         self.stats.seconds = time.perf_counter() - t0
 
     def _own(self, client, url: str | None):
         """The index's own chunks of the documents, embedded through the cache, in Qdrant Edge, or
         in a collection it builds on the server `client` talks to."""
-        self.chunks = [c for d in self.docs.values() for c in chunk_document(d.doc_id, d.title, d.text, self.max_chars)]
-        if not self.chunks:
+        if not self.docs:
             raise BadInput("empty corpus: nothing to index")
+        # the chunks and their lexical statistics, loaded when this content was indexed before
+        self._lex = lexical.statistics(self.docs, self.max_chars, Path(self.cache.write_root) / "lexical")
+        self.chunks = self._lex.chunks
         misses0 = self.cache.misses
         vecs = self.cache.get_or_compute(self.embedder, "passage", [c.text for c in self.chunks])
         self.cache.flush()
@@ -165,27 +157,6 @@ class Index:
         from harness.corpus.dense_qdrant import COLLECTION
 
         return getattr(self._lane, "collection", COLLECTION)
-
-    def _build_identifier_lane(self) -> None:
-        """A BM25 index over identifier tokens only (part numbers, EANs, drawing numbers in a
-        document's title, text and string metadata), each identifier one whole token."""
-        from harness.guards.identifiers import find_identifiers
-
-        self.id_docs: list[str] = []
-        toks: list[list[str]] = []
-        for d in self.docs.values():
-            strings = [d.title, d.text] + [str(v) for v in d.metadata.values() if isinstance(v, (str, int))]
-            ids = find_identifiers(" ".join(strings))
-            if ids:
-                self.id_docs.append(d.doc_id)
-                toks.append([i.lower() for i in ids])
-        self.identifiers = None
-        if toks:
-            bm25s = _bm25s()
-
-            self.identifiers = bm25s.BM25(backend="numpy")
-            self.identifiers.index(toks, show_progress=False)
-            self._id_doc_arr = np.array(self.id_docs)
 
     def query_vector(self, query: str) -> np.ndarray:
         """The query's embedding (through the cache), normalised: the `q` of `similarity`,

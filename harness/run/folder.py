@@ -18,18 +18,21 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from harness.evalset.folder import is_eval_set
 from harness.errors import BadInput
 from harness.run.record import Manifest, parse
+
+if TYPE_CHECKING:  # pandas is imported where a DataFrame is read (_read_frame): a replay's processes never need it
+    import pandas as pd
 
 MANIFEST = "manifest.json"
 LABELS = "labels.parquet"
@@ -68,6 +71,12 @@ def _readable(path: Path, read):
         raise RunFolderError(f"{path}: unreadable ({type(e).__name__}: {why})") from None
 
 
+def _read_frame(path: Path) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.read_parquet(path)
+
+
 class RunFolder:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -90,7 +99,8 @@ class RunFolder:
 
     def write_parquet(self, name: str, data: pa.Table | pd.DataFrame, metadata: dict[str, str] | None = None) -> Path:
         """`metadata`: key-value pairs added to the file's schema (scoring's provenance)."""
-        table = pa.Table.from_pandas(data, preserve_index=False) if isinstance(data, pd.DataFrame) else data
+        pandas = sys.modules.get("pandas")  # no DataFrame exists before pandas is imported
+        table = pa.Table.from_pandas(data, preserve_index=False) if pandas and isinstance(data, pandas.DataFrame) else data
         if metadata:
             table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                                    **{k.encode(): v.encode() for k, v in metadata.items()}})
@@ -182,7 +192,7 @@ class RunFolder:
         return (self.path / JUDGMENTS).is_file()
 
     def judgments(self) -> pd.DataFrame:
-        return _readable(self.path / JUDGMENTS, pd.read_parquet)
+        return _readable(self.path / JUDGMENTS, _read_frame)
 
     def judgments_table(self) -> pa.Table:
         return _readable(self.path / JUDGMENTS, pq.read_table)
@@ -194,13 +204,13 @@ class RunFolder:
         return (self.path / HUMAN_JUDGMENTS).is_file()
 
     def human_judgments(self) -> pd.DataFrame:
-        return _readable(self.path / HUMAN_JUDGMENTS, pd.read_parquet)
+        return _readable(self.path / HUMAN_JUDGMENTS, _read_frame)
 
     def has_relevance_labels(self) -> bool:
         return (self.path / RELEVANCE_LABELS).is_file()
 
     def relevance_labels(self) -> pd.DataFrame:
-        return _readable(self.path / RELEVANCE_LABELS, pd.read_parquet)
+        return _readable(self.path / RELEVANCE_LABELS, _read_frame)
 
     def write_relevance_labels(self, table: pa.Table) -> Path:
         return self.write_parquet(RELEVANCE_LABELS, table)
@@ -218,7 +228,7 @@ class RunFolder:
         return (self.path / METRICS).is_file()
 
     def metrics(self) -> pd.DataFrame:
-        return _readable(self.path / METRICS, pd.read_parquet)
+        return _readable(self.path / METRICS, _read_frame)
 
     @contextmanager
     def metrics_writer(self) -> Iterator[Path]:
@@ -232,7 +242,7 @@ class RunFolder:
     def table(self, name: str) -> pd.DataFrame | None:
         """A table scoring wrote (comparisons, abstention, filter_fields), or None."""
         p = self.path / TABLES[name]
-        return _readable(p, pd.read_parquet) if p.is_file() else None
+        return _readable(p, _read_frame) if p.is_file() else None
 
     def table_metadata(self, name: str) -> dict[str, str]:
         return self.parquet_metadata(TABLES[name])

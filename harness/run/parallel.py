@@ -100,7 +100,14 @@ def replay(cfg, raw: dict, run_dir: Path, *, resume: bool, shard: tuple[int, int
     workers existed) or in `workers` processes; `progress`: the display's mode (bar, lines, off)."""
     display = Display(progress, workers)
     if workers == 1:
+        # pandas first, as when the run folder's module imported it: pyarrow imports it on the
+        # replay's first array and scoring needs it, so only a worker goes without (shard_worker);
+        # and the replay's seconds count no import they did not count before (bench/demo.py)
+        import importlib
+
         from harness.run.replay import Replay
+
+        importlib.import_module("pandas")
 
         return Replay(cfg, raw, run_dir=run_dir, progress=display, resume=resume, shard=shard).run()
     return ParallelRun(cfg, raw, Path(run_dir), workers, resume, display).run()
@@ -116,16 +123,21 @@ class ParallelRun:
         if self.resume and read_manifest(self.run_dir).status == "complete":
             return self.run_dir  # joined already: nothing to resume
         t0 = time.perf_counter()
-        started, host = self._begin()
-        self.display.step(f"run folder: {self.run_dir} ({self.n} workers)")
-        tasks = self._tasks()
-        self.display.start()
+        if not self.resume and self.run_dir.exists():
+            raise RunFolderExists(f"{self.run_dir} exists; use --resume or another run id")
+        workers = _Workers(self._tasks(), self.display, self.cfg.llm.max_cost_usd is not None)
         try:
-            errors, began = _Workers(tasks, self.display, self.cfg.llm.max_cost_usd is not None).run()
+            workers.start()  # first: their interpreters start while this process makes the run folder
+            started, host = self._begin()
+            self.display.step(f"run folder: {self.run_dir} ({self.n} workers)")
+            self.display.start()
+            errors, began = workers.run()  # "go": each replays its shard once the folder is there
         except KeyboardInterrupt:
-            self._mark_failed("KeyboardInterrupt")
+            if self.folder.is_run():
+                self._mark_failed("KeyboardInterrupt")
             raise
         finally:
+            workers.end()
             self.display.close()
         if errors:
             self._failed(errors, began)
@@ -147,8 +159,6 @@ class ParallelRun:
                                                                  "machine": Machine(**machine())})
             self.folder.write_manifest(man)
             return man.started, man.machine
-        if self.run_dir.exists():
-            raise RunFolderExists(f"{self.run_dir} exists; use --resume or another run id")
         es = load_eval_set(self.cfg.eval_set)
         man = for_workers(self.run_dir.name, self.cfg, self.raw, canonical_hash(self.raw), es, self.n, now())
         self.run_dir.mkdir(parents=True)
@@ -191,8 +201,10 @@ class ParallelRun:
 
 
 class _Workers:
-    """The worker processes of one run: started, watched until each has ended, stopped when one
-    fails. `run` returns the errors by worker and whether any worker began replaying."""
+    """The worker processes of one run: started (each imports the harness, loads the eval set and
+    waits), told to go once the run folder is there, watched until each has ended, stopped when
+    one fails; `end` kills and reaps any left. `run` returns the errors by worker and whether any
+    worker began replaying."""
 
     def __init__(self, tasks: list[WorkerTask], display: Display, capped: bool):
         self.tasks, self.display = tasks, display
@@ -203,22 +215,26 @@ class _Workers:
         self.ok: set[int] = set()
         self.began = False
 
+    def start(self) -> None:
+        for t in self.tasks:
+            self._start(t)
+
     def run(self) -> tuple[dict[int, dict], bool]:
         try:
-            for t in self.tasks:
-                self._start(t)
+            self._say("go")
             self._watch()
         except KeyboardInterrupt:  # the workers had the terminal's interrupt too: let them stop
             deadline = time.monotonic() + STOP_GRACE
             for p in self.procs.values():
                 p.join(max(0.0, deadline - time.monotonic()))
             raise
-        finally:
-            for p in self.procs.values():
-                if p.is_alive():
-                    p.kill()
-                p.join()
         return self.errors, self.began
+
+    def end(self) -> None:
+        for p in self.procs.values():
+            if p.is_alive():
+                p.kill()
+            p.join()
 
     def _start(self, task: WorkerTask) -> None:
         report_r, report_w = self.ctx.Pipe(duplex=False)
@@ -255,9 +271,12 @@ class _Workers:
                     p.kill()
 
     def _stop(self, live: dict) -> None:
-        for i in live:
+        self._say("stop", live)
+
+    def _say(self, what: str, to=None) -> None:
+        for i in self.procs if to is None else to:
             try:
-                self.lifelines[i].send("stop")
+                self.lifelines[i].send(what)
             except OSError:  # gone meanwhile
                 pass
 
