@@ -17,7 +17,7 @@ from harness.metrics.registry import Metric, UnknownMetric, is_coverage, on_requ
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.run.armset import changes
-from harness.metrics.stats import compare_arms, holm
+from harness.metrics.stats import TurnMeans, compare_arms, holm
 
 
 class CompareError(BadInput, ValueError):
@@ -113,38 +113,44 @@ def combined(base: RunData, cand: RunData) -> pd.DataFrame:
                       cand.per_turn[cols].assign(arm_id="B:" + cand.per_turn["arm_id"])], ignore_index=True)
 
 
-class Split:
+class Split(TurnMeans):
     """`combined(base, cand)` split once by metric and arm: a comparison reads only its pair's rows.
     Masking the whole table again for every pair, metric and segment took two thirds of a report's
-    time (the b2b baseline against a candidate: 294 comparisons over 58,000 rows)."""
+    time (the b2b baseline against a candidate: 294 comparisons over 58,000 rows). As TurnMeans, each
+    arm's turn means of a metric are computed once for every segment and check that compares them,
+    and each segment's turns (`keys`) are found once."""
 
     def __init__(self, base: RunData, cand: RunData):
         self.frame = combined(base, cand)
+        super().__init__(self.frame)
         self._groups = dict(tuple(self.frame.groupby(["metric", "arm_id"], sort=False, observed=True)))
+        self._labels = base.labels
+        self._keys: dict = {}
+
+    def rows_of(self, metric: str, arm: str) -> pd.DataFrame:
+        return self._groups.get((metric, arm), self.frame.iloc[:0])
+
+    def keys(self, segment) -> set:
+        """segment_keys of the baseline's labels."""
+        if segment not in self._keys:
+            self._keys[segment] = segment_keys(self._labels, segment)
+        return self._keys[segment]
 
     def sides(self, pair: Pair, metric: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The rows of `metric` of the pair's baseline arm and of its candidate arm."""
-        empty = self.frame.iloc[:0]
-        return (self._groups.get((metric, "A:" + pair.baseline.arm_id), empty),
-                self._groups.get((metric, "B:" + pair.candidate.arm_id), empty))
-
-    def rows(self, pair: Pair, metric: str) -> pd.DataFrame:
-        """The rows of `metric` of the pair's two arms, in the table's order within each arm."""
-        parts = [x for x in self.sides(pair, metric) if len(x)]
-        return pd.concat(parts) if parts else self.frame.iloc[:0]
+        return self.rows_of(metric, "A:" + pair.baseline.arm_id), self.rows_of(metric, "B:" + pair.candidate.arm_id)
 
 
 def compare_pair(base: RunData, cand: RunData, pair: Pair, metric: str, segment: str, n_resamples: int = 5000,
-                 seed: int = 0, alpha: float = 0.05, pt: pd.DataFrame | None = None, direction: str | None = None,
+                 seed: int = 0, alpha: float = 0.05, split: Split | None = None, direction: str | None = None,
                  n_permutations: int | None = None) -> dict:
-    """`pt`: `combined(base, cand)` or its rows of this pair and metric (`Split.rows`), when the
-    caller compares the pair on several metrics or segments; `n_permutations` of the randomization
-    test, `n_resamples` unless given."""
-    pt = combined(base, cand) if pt is None else pt
-    keys = segment_keys(base.labels, segment)
-    df = compare_arms(pt, metric, "A:" + pair.baseline.arm_id, ["B:" + pair.candidate.arm_id], segment_keys=keys,
-                      n_resamples=n_resamples, n_permutations=n_permutations or n_resamples, seed=seed, alpha=alpha,
-                      direction=direction)
+    """`split`: `Split(base, cand)`, when the caller compares the pair on several metrics or segments
+    (its turn means and segments are then computed once); `n_permutations` of the randomization test,
+    `n_resamples` unless given."""
+    split = Split(base, cand) if split is None else split
+    df = compare_arms(split, metric, "A:" + pair.baseline.arm_id, ["B:" + pair.candidate.arm_id],
+                      segment_keys=split.keys(segment), n_resamples=n_resamples,
+                      n_permutations=n_permutations or n_resamples, seed=seed, alpha=alpha, direction=direction)
     row = df.iloc[0].to_dict()  # one row per candidate, its smallest detectable change (mde) included
     row.update({"metric": metric, "segment": segment, "label": pair.label, "baseline_arm": pair.baseline.arm_id,
                 "candidate_arm": pair.candidate.arm_id, "changes": "; ".join(pair.changes),
@@ -179,9 +185,8 @@ def _rows(base: RunData, cand: RunData, pairs: list[Pair], ms: list[Metric], seg
             if not (m.applies_to(p.baseline.capabilities) and m.applies_to(p.candidate.capabilities)):
                 notes.append(f"{m.name} is n/a for {p.label} (needs {', '.join(sorted(m.needs))})")
                 continue
-            pt = split.rows(p, m.name)
-            rows += [compare_pair(base, cand, p, m.name, s, n_resamples, seed, pt=pt, n_permutations=n_permutations)
-                     for s in segments]
+            rows += [compare_pair(base, cand, p, m.name, s, n_resamples, seed, split=split,
+                                  n_permutations=n_permutations) for s in segments]
             lost = lost_turns(base, cand, p.baseline.arm_id, p.candidate.arm_id, m.name, "all", split.sides(p, m.name))
             if lost.n:
                 notes.append(f"{p.label} {m.name}: {lost.describe(cand.name)}; those turns are not paired")

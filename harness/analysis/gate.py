@@ -91,7 +91,7 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
     if not applies(m, pair):
         return _dropped("rule", name, pair, m, rule.segment) or _na("rule", name, pair, m, rule.segment)
     row = compare_pair(base, cand, pair, m.name, rule.segment, policy.n_resamples, policy.seed, rule.alpha,
-                       pt=split.rows(pair, m.name), direction=direction)
+                       split=split, direction=direction)
     sign = m.sign(direction)
     diff, n_s = row.get("diff", math.nan), int(row.get("n_sessions") or 0)
     change, lo = sign * diff, min(sign * row["ci_lo"], sign * row["ci_hi"])  # lo: the worst end of the CI

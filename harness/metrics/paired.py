@@ -9,7 +9,7 @@ import pandas as pd
 
 from harness.metrics.registry import headline
 from harness.metrics.segments import parse_segment, segment_keys
-from harness.metrics.stats import compare_arms, holm, oracle_gap_closed
+from harness.metrics.stats import TurnMeans, compare_arms, holm, oracle_gap_closed
 
 DEFAULT_SEGMENTS = ("all", "turn_index>=2")
 
@@ -34,6 +34,7 @@ def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list, refer
         segments = (*segments, *[f"split={s} & turn_index>=2" for s in sorted(labels["split"].unique())])
     frames = []
     measured = set(per_turn["metric"])
+    means = TurnMeans(per_turn)  # each arm's turn means grouped once for every segment
     for seg_text in segments:
         seg = parse_segment(seg_text)
         key_set = segment_keys(labels, seg)
@@ -42,7 +43,7 @@ def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list, refer
         for m in metrics:
             if m not in measured:
                 continue
-            df = compare_arms(per_turn, m, ref, others, segment_keys=key_set, n_resamples=n_resamples,
+            df = compare_arms(means, m, ref, others, segment_keys=key_set, n_resamples=n_resamples,
                               n_permutations=n_resamples, seed=seed)
             if df.empty:
                 continue

@@ -73,9 +73,12 @@ def paired_frame(per_turn: pd.DataFrame, metric: str, arm_a: str, arm_b: str
     ``session_id, turn_index, a, b`` sorted by session and turn.
     """
     _check_columns(per_turn)
-    ma = _turn_means(per_turn, metric, arm_a).rename("a")
-    mb = _turn_means(per_turn, metric, arm_b).rename("b")
-    both = pd.concat([ma, mb], axis=1, join="outer")
+    return _paired(_turn_means(per_turn, metric, arm_a), _turn_means(per_turn, metric, arm_b))
+
+
+def _paired(ma: pd.Series, mb: pd.Series) -> tuple[pd.DataFrame, Unmeasured]:
+    """paired_frame of two arms' turn means (`_turn_means`)."""
+    both = pd.concat([ma.rename("a"), mb.rename("b")], axis=1, join="outer")
     both.index.names = KEY
     missing_a = both["a"].isna()
     missing_b = both["b"].isna()
@@ -86,6 +89,34 @@ def paired_frame(per_turn: pd.DataFrame, metric: str, arm_a: str, arm_b: str
     frame["a"] = frame["a"].astype(float)
     frame["b"] = frame["b"].astype(float)
     return frame, counts
+
+
+class TurnMeans:
+    """The turn means (`_turn_means`) of a per-turn table, each (metric, arm)'s computed once and
+    restricted to a segment's turns on request. A turn's mean depends on that turn's rows alone, so
+    restricting the means equals grouping the restricted rows; compare_arms on several candidates of
+    one reference, or on several segments of one table, groups each arm's rows once instead of once
+    per candidate and segment. A subclass may hand over each (metric, arm)'s rows (`rows_of`)."""
+
+    def __init__(self, per_turn: pd.DataFrame):
+        _check_columns(per_turn)
+        self.per_turn = per_turn
+        self._means: dict[tuple[str, str], pd.Series] = {}
+
+    def rows_of(self, metric: str, arm: str) -> pd.DataFrame:
+        """A table holding (at least) the rows of `metric` and `arm`, in the per-turn table's order."""
+        return self.per_turn
+
+    def of(self, metric: str, arm: str, segment_keys=None) -> pd.Series:
+        """The arm's turn means of `metric`; only the turns of `segment_keys` when given."""
+        if (metric, arm) not in self._means:
+            self._means[(metric, arm)] = _turn_means(self.rows_of(metric, arm), metric, arm)
+        means = self._means[(metric, arm)]
+        if segment_keys is None:
+            return means
+        keys = segment_keys if isinstance(segment_keys, (set, frozenset)) else set(segment_keys)
+        # a set lookup per turn: MultiIndex.isin built an index of the keys on every call
+        return means[np.fromiter((k in keys for k in means.index), bool, len(means))] if keys else means.iloc[0:0]
 
 
 def _session_sums(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -251,27 +282,19 @@ def between_repeat_spread(per_turn: pd.DataFrame, metric: str, arm: str) -> floa
     return float(sd.mean())
 
 
-def _restrict(per_turn: pd.DataFrame, segment_keys) -> pd.DataFrame:
-    if segment_keys is None:
-        return per_turn
-    keys = list(segment_keys)
-    if not keys:
-        return per_turn.iloc[0:0]
-    index = pd.MultiIndex.from_arrays([per_turn["session_id"], per_turn["turn_index"]])
-    return per_turn[index.isin(keys)]
-
-
 COMPARE_COLUMNS = ["metric", "direction", "reference", "arm", "n_turns", "n_sessions", "n_unmeasured",
                    "mean_ref", "mean_arm", "diff", "ci_lo", "ci_hi", "p", "p_holm",
                    "wins", "ties", "losses", "mde"]
 
 
-def compare_arms(per_turn: pd.DataFrame, metric: str, reference: str = "original",
+def compare_arms(per_turn: pd.DataFrame | TurnMeans, metric: str, reference: str = "original",
                  candidates: Iterable[str] = (), segment_keys=None, n_resamples: int = 10000,
                  n_permutations: int = 10000, alpha: float = 0.05, power: float = 0.8,
                  seed: int = 0, tol: float = 1e-12, direction: str | None = None) -> pd.DataFrame:
     """One row per candidate arm compared with ``reference`` on ``metric``.
 
+    ``per_turn``: the per-turn table, or its :class:`TurnMeans` when the caller compares on several
+    segments or metrics of one table (each arm's turn means are then computed once).
     ``segment_keys``: optional set of ``(session_id, turn_index)`` to restrict to (a segment).
     Columns: ``metric, reference, arm, n_turns`` (paired turns), ``n_sessions``,
     ``n_unmeasured`` (turns unmeasured in either arm, not paired), ``mean_ref, mean_arm``
@@ -282,15 +305,15 @@ def compare_arms(per_turn: pd.DataFrame, metric: str, reference: str = "original
     Every candidate uses the same ``seed``, so a row does not depend on the order of
     ``candidates``.
     """
-    _check_columns(per_turn)
+    means = per_turn if isinstance(per_turn, TurnMeans) else TurnMeans(per_turn)
     if direction is None:
         from harness.metrics.registry import direction_of
 
         direction = direction_of(metric)
-    data = _restrict(per_turn, segment_keys)
+    ref = means.of(metric, reference, segment_keys)  # once for every candidate
     rows = []
     for arm in candidates:
-        frame, unmeasured = paired_frame(data, metric, reference, arm)
+        frame, unmeasured = _paired(ref, means.of(metric, arm, segment_keys))
         n_turns = len(frame)
         if n_turns:
             diff, lo, hi = session_bootstrap_ci(frame, n_resamples, alpha, seed)
