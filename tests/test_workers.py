@@ -84,13 +84,10 @@ def test_an_error_every_worker_meets_before_replaying_is_the_runs_and_leaves_no_
     assert not (tmp_path / "runs/x").exists()
 
 
-def test_a_shipped_config_slice_with_two_workers_equals_one_process(tmp_path):
-    """configs/b2b.yaml with four of its arms (dense and lexical lanes, the offline HQE and rules
-    rewrites, HyDE's vector feedback) over the shipped embedding cache, as `harness run` runs it."""
-    raw = yaml.safe_load((ROOT / "configs/b2b.yaml").read_text(encoding="utf-8"))
-    keep = [a for a in raw["arms"] if a in ("original", "rewrite", "rewrite_hyde") or isinstance(a, dict)]
-    raw.update(arms=keep, eval_set=str(ROOT / "eval_sets/b2b-shop"), runs_dir=str(tmp_path / "runs"))
-    path = tmp_path / "b2b.yaml"
+def with_one_and_two_workers(raw: dict, tmp_path) -> tuple:
+    """The config `raw` run by `harness run` with --workers 2 and --workers 1 (runs w2 and w1 under
+    tmp_path/runs), both clean, their folders equal under runs_equal. Returns (w1, w2)."""
+    path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     for n in (2, 1):
         r = subprocess.run([str(HARNESS), "run", str(path), "--workers", str(n), "--run-id", f"w{n}", "--no-progress"],
@@ -99,6 +96,16 @@ def test_a_shipped_config_slice_with_two_workers_equals_one_process(tmp_path):
         assert "Traceback" not in r.stderr
     w1, w2 = tmp_path / "runs/w1", tmp_path / "runs/w2"
     assert runs_equal(w1, w2) == []
+    return w1, w2
+
+
+def test_a_shipped_config_slice_with_two_workers_equals_one_process(tmp_path):
+    """configs/b2b.yaml with four of its arms (dense and lexical lanes, the offline HQE and rules
+    rewrites, HyDE's vector feedback) over the shipped embedding cache, as `harness run` runs it."""
+    raw = yaml.safe_load((ROOT / "configs/b2b.yaml").read_text(encoding="utf-8"))
+    keep = [a for a in raw["arms"] if a in ("original", "rewrite", "rewrite_hyde") or isinstance(a, dict)]
+    raw.update(arms=keep, eval_set=str(ROOT / "eval_sets/b2b-shop"), runs_dir=str(tmp_path / "runs"))
+    w1, w2 = with_one_and_two_workers(raw, tmp_path)
     m2 = RunFolder(w2).read_manifest()
     assert m2.workers == 2 and m2.counts["turns"] == RunFolder(w1).read_manifest().counts["turns"] == 204 * len(keep)
 
