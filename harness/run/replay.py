@@ -225,6 +225,7 @@ class Replay:
         index.memo = memo = Memo()  # the arms of a turn share its searches and offline rewrites (this run only)
         try:
             counts = asyncio.run(self._run_jobs(jobs, writer))
+            writer.flush()  # the last part complete: a trace write that failed fails the run
         except BaseException as e:  # the folder says why it stopped; --resume continues it
             write_manifest(self.run_dir, self._manifest("failed", index=index, started=started).model_copy(
                 update={"failure": f"{type(e).__name__}: {e}"}))
@@ -233,7 +234,7 @@ class Replay:
             index.memo = None
             gc.set_threshold(*thresholds)
             gc.unfreeze()
-            writer.flush()
+            writer.flush(raise_error=False)  # a stopped run keeps its finished turns' rows; its own error stands
             index.cache.flush()
         counts.update({"turns_skipped_resume": len(done), "seconds": round(time.perf_counter() - t0, 2),
                        "trace_parts_quarantined": len(repaired.get("quarantined", [])),

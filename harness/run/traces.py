@@ -154,6 +154,8 @@ class PartWriter:
             self._error = e
 
     def add(self, rows: list[dict]) -> None:
+        if self._error is not None:
+            raise self._error
         self.buf.extend(rows)
         self.buffered += len(rows)
         if self.buffered >= self.rows_per_part:
@@ -183,20 +185,24 @@ class PartWriter:
         writer.close()
         part.with_name(part.name + ".tmp").replace(part)
 
-    def flush(self) -> None:
+    def flush(self, raise_error: bool = True) -> None:
         """Write what is buffered as a complete part and wait for every write; the writer's
-        thread ends (a later `add` starts another). Raises the first failed write's error."""
+        thread ends (a later `add` starts another). Raises the first failed write's error, unless
+        `raise_error` is False (a run stopping for another reason: its own error stands)."""
         try:
             self._end_part()
+        except BaseException:
+            if raise_error:
+                raise
         finally:
             pool, self._pool = self._pool, None
             if pool is not None:
                 pool.shutdown(wait=True)
-            if self._error is not None and self._part is not None:  # the part in flight stays .tmp
+            if self._part is not None:  # not completed (a failed write, an interrupted flush): stays .tmp
                 with contextlib.suppress(Exception):
                     self._part[1].close()
                 self._part = None
-        if self._error is not None:
+        if self._error is not None and raise_error:
             raise self._error
 
 
