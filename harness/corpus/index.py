@@ -87,12 +87,9 @@ class Index:
         self._vecs64 = self._vecs.astype(np.float64)  # what dense scores are computed from (dense.exact_top)
         self.stats.chunks = len(self.chunks)
         self.stats.extra["dense"] = self._lane.where
-        if self._lex is None:  # an existing collection's chunks
-            self.bm25 = lexical.bm25([tokenize(c.text) or ["_empty_"] for c in self.chunks])
-            self.id_docs, self.identifiers = lexical.identifier_lane(self.docs)
-        else:
-            self.bm25, self.id_docs, self.identifiers = self._lex.bm25, self._lex.id_docs, self._lex.identifiers
-            self._lex = None
+        lex = self._lex or lexical.of_chunks(self.chunks, self.docs)  # an existing collection's chunks: built here
+        self._lex = None
+        self.bm25, self.id_docs, self.identifiers = lex.bm25, lex.id_docs, lex.identifiers
         if self.identifiers is not None:
             self._id_doc_arr = np.array(self.id_docs)
         # each chunk's document as its place among the ids sorted (integers sort as the ids do, faster)

@@ -83,17 +83,19 @@ def identifier_lane(docs: dict) -> tuple[list[str], object | None]:
     return id_docs, bm25(toks) if toks else None
 
 
-def build(docs: dict, max_chars: int) -> Lexical:
-    chunks = chunks_of(docs, max_chars)
+def of_chunks(chunks: list[Chunk], docs: dict) -> Lexical:
+    """The statistics of given chunks of `docs` (the index's own, or an existing collection's)."""
     id_docs, identifiers = identifier_lane(docs)
     return Lexical(chunks, bm25([tokenize(c.text) or ["_empty_"] for c in chunks]), id_docs, identifiers)
 
 
+def build(docs: dict, max_chars: int) -> Lexical:
+    return of_chunks(chunks_of(docs, max_chars), docs)
+
+
 def key(docs: dict, max_chars: int) -> str:
     """The hash of everything the statistics of `docs` are computed from (the module's docstring)."""
-    import bm25s
-
-    h = hashlib.sha256(json.dumps([FORMAT, max_chars, bm25s.__version__, np.__version__, sys.version]).encode())
+    h = hashlib.sha256(json.dumps([FORMAT, max_chars, bm25s_module().__version__, np.__version__, sys.version]).encode())
     for rel in SOURCES:
         h.update(rel.encode() + b"\0" + (_PACKAGE / rel).read_bytes() + b"\0")
     for d in docs.values():
