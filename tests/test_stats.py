@@ -229,3 +229,27 @@ def test_spread_table_is_each_arms_mean_and_bootstrap_ci_per_turn_bucket():
     four = turn_means[turn_means.index.get_level_values(1) >= 4]
     assert sp.loc["4+", "mean"] == pytest.approx(four.mean()) and sp.loc["4+", "n_sessions"] == 12
     assert (sp["lo"] <= sp["mean"]).all() and (sp["mean"] <= sp["hi"]).all() and (sp["hi"] > sp["lo"]).any()
+
+
+def test_paired_aligned_equals_the_outer_join():
+    """Two arms with rows for the same turns are paired from their arrays (no join): the same frame,
+    column for column and dtype for dtype, and the same counts of unmeasured turns as the join."""
+    from harness.metrics.stats import TurnMeans, _paired, _paired_aligned, _paired_outer
+
+    rng = np.random.default_rng(3)
+    for trial in range(40):
+        sessions = [f"s{i:02d}" for i in rng.permutation(int(rng.integers(1, 12)))]
+        turns = [(s, t) for s in sessions for t in range(1, int(rng.integers(1, 5)) + 1)]
+        rows = []
+        for arm in ("ref", "cand"):
+            for s, t in turns:
+                v = rng.random() if rng.random() > 0.2 else np.nan  # unmeasured turns on either side
+                rows.append({"arm_id": arm, "repeat": 0, "session_id": s, "turn_index": t, "metric": "m", "value": v})
+        per_turn = pd.DataFrame(rows).astype({"session_id": "string[pyarrow]"}) if trial % 2 else pd.DataFrame(rows)
+        means = TurnMeans(per_turn)
+        ma, mb = means.of("m", "ref"), means.of("m", "cand")
+        fast, fast_counts = _paired_aligned(ma, mb)
+        slow, slow_counts = _paired_outer(ma, mb)
+        pd.testing.assert_frame_equal(fast, slow, check_exact=True)
+        assert fast_counts == slow_counts
+        assert _paired(ma, mb)[0].equals(slow)

@@ -4,6 +4,8 @@ sessions, and the between-repeat spread. Unmeasured turns are counted beside the
 averaged in as 0."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -19,13 +21,33 @@ def turn_values(per_turn: pd.DataFrame, by=("arm_id", "session_id", "turn_index"
     return t.groupby(list(by), sort=sort)["value"].mean().dropna().reset_index()
 
 
+def _linear(s: list[float], q: float) -> float:
+    """numpy's percentile of sorted values at fraction q ("linear" method), with numpy's own steps
+    (index (n-1)q, lower index and weight, `_lerp`'s two forms around a weight of 0.5), so the
+    result is the same float; `s` non-empty."""
+    n = len(s)
+    v = (n - 1) * q
+    lower = -1 if v >= n - 1 else math.floor(v)  # numpy marks an index at the last value -1
+    a, b = s[lower], s[-1 if lower == -1 else lower + 1]
+    g = v - lower
+    d = b - a
+    return b - d * (1 - g) if g >= 0.5 else a + d * g
+
+
 def _quantiles(vals: np.ndarray) -> tuple[float, float]:
     """p50 and p95 of measured values (NaN when none), as pandas' Series.quantile computes them
-    (numpy's linear interpolation, asked as percentiles), in one call instead of two."""
+    (numpy's linear interpolation, asked as percentiles): `np.percentile(vals, [50, 95])` without its
+    set-up per call (a report has thousands of groups), equal to it float for float (tested)."""
     if not len(vals):
         return np.nan, np.nan
-    p50, p95 = np.percentile(vals, [50.0, 95.0])
-    return float(p50), float(p95)
+    s = np.sort(np.asarray(vals, dtype=float)).tolist()
+    return _linear(s, 50.0 / 100), _linear(s, 95.0 / 100)
+
+
+def _mean(vals: np.ndarray) -> float:
+    """The mean of measured values as pandas' Series.mean takes it (numpy's pairwise sum over the
+    count), without a Series per group."""
+    return float(vals.sum() / len(vals))
 
 
 def aggregate(per_turn: pd.DataFrame, labels: pd.DataFrame, segments: list[Segment]) -> pd.DataFrame:
@@ -90,7 +112,7 @@ def aggregate_long(long: Long, lab: Labels, arms: list, sessions: list, metrics:
             p50, p95 = _quantiles(vals)
             r0 = sel[0]
             out.append({"arm_id": arms[c["arm"][r0]], "metric": metrics[c["metric"][r0]], "segment": seg.name,
-                        "mean": float(pd.Series(vals).mean()) if nm else np.nan, "p50": p50, "p95": p95,
+                        "mean": _mean(vals) if nm else np.nan, "p50": p50, "p95": p95,
                         "n": nm, "n_unmeasured": int(len(sel) - nm),
                         "n_sessions": int(np.count_nonzero(np.bincount(c["sess"][sel][meas], minlength=n_sess))),
                         "repeat_sd": np.nan})

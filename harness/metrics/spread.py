@@ -5,22 +5,22 @@ differences between arms are the paired comparisons' (harness.metrics.paired). C
 scoring step into the run folder (its `spread` table); the report only reads it."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from harness.metrics.aggregate import turn_values
 from harness.metrics.registry import headline, judged
 from harness.metrics.segments import BUCKETS, bucket
-from harness.metrics.stats import session_bootstrap_ci
+from harness.metrics.stats import bootstrap_of_sums, session_sums
 
 COLUMNS = ["arm_id", "metric", "bucket", "mean", "lo", "hi", "n", "n_sessions"]
 N_RESAMPLES = 1000
 
 
-def point(values: pd.DataFrame, n_resamples: int = N_RESAMPLES) -> tuple[float, float, float]:
-    """(mean, lo, hi) of per-turn values (session_id, turn_index, value): a session bootstrap."""
-    frame = pd.DataFrame({"session_id": values["session_id"].to_numpy(), "turn_index": values["turn_index"].to_numpy(),
-                          "a": 0.0, "b": values["value"].to_numpy(float)})
-    mean, lo, hi = session_bootstrap_ci(frame, n_resamples=n_resamples, seed=0)
+def _point(sessions: np.ndarray, values: np.ndarray, n_resamples: int) -> tuple[float, float, float]:
+    """(mean, lo, hi) of one group's per-turn values (with their session ids, in the table's row
+    order): a session bootstrap."""
+    mean, lo, hi = bootstrap_of_sums(*session_sums(sessions, values - 0.0), n_resamples, 0.05, 0)
     return float(mean), float(lo), float(hi)
 
 
@@ -35,10 +35,14 @@ def spread_table(per_turn: pd.DataFrame, metrics=None, n_resamples: int = N_RESA
     `metrics`: spread_metrics(settings) unless given."""
     metrics = metrics or spread_metrics(settings)
     t = turn_values(per_turn[per_turn["metric"].isin(metrics)], ("arm_id", "metric", "session_id", "turn_index"))
-    t = t.assign(bucket=t["turn_index"].map(bucket))
+    arm, metric, sess = (t[c].to_numpy(object) for c in ("arm_id", "metric", "session_id"))
+    value, buckets = t["value"].to_numpy(float), t["turn_index"].map(bucket).to_numpy(object)
+    codes = pd.factorize(pd.MultiIndex.from_arrays([arm, metric]))[0]  # groups in order of appearance
+    order = np.argsort(codes, kind="stable")
     rows = []
-    for (arm, metric), g in t.groupby(["arm_id", "metric"], sort=False):
-        for b, part in [*((b, g[g["bucket"] == b]) for b in BUCKETS), ("all", g)]:
+    for g in np.split(order, np.flatnonzero(np.diff(codes[order])) + 1) if len(order) else []:
+        for b, part in [*((b, g[buckets[g] == b]) for b in BUCKETS), ("all", g)]:
             if len(part):
-                rows.append([arm, metric, b, *point(part, n_resamples), len(part), part["session_id"].nunique()])
+                rows.append([arm[g[0]], metric[g[0]], b, *_point(sess[part], value[part], n_resamples), len(part),
+                             len(np.unique(sess[part]))])
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -78,6 +78,13 @@ def paired_frame(per_turn: pd.DataFrame, metric: str, arm_a: str, arm_b: str
 
 def _paired(ma: pd.Series, mb: pd.Series) -> tuple[pd.DataFrame, Unmeasured]:
     """paired_frame of two arms' turn means (`_turn_means`)."""
+    if ma.index.equals(mb.index) and ma.index.is_unique and ma.index.is_monotonic_increasing:
+        return _paired_aligned(ma, mb)  # the usual case: both arms have a row for the same turns
+    return _paired_outer(ma, mb)
+
+
+def _paired_outer(ma: pd.Series, mb: pd.Series) -> tuple[pd.DataFrame, Unmeasured]:
+    """_paired of any two arms' turn means: their outer join on the turn."""
     both = pd.concat([ma.rename("a"), mb.rename("b")], axis=1, join="outer")
     both.index.names = KEY
     missing_a = both["a"].isna()
@@ -88,6 +95,22 @@ def _paired(ma: pd.Series, mb: pd.Series) -> tuple[pd.DataFrame, Unmeasured]:
     frame = both[~either].sort_index().reset_index()[["session_id", "turn_index", "a", "b"]]
     frame["a"] = frame["a"].astype(float)
     frame["b"] = frame["b"].astype(float)
+    return frame, counts
+
+
+def _paired_aligned(ma: pd.Series, mb: pd.Series) -> tuple[pd.DataFrame, Unmeasured]:
+    """_paired of two arms' means on one sorted index of turns: the outer join, its sort and
+    reset_index are the index itself, so the frame is built from the arrays (same rows, same
+    columns and dtypes)."""
+    a, b = ma.to_numpy(float), mb.to_numpy(float)
+    missing_a, missing_b = np.isnan(a), np.isnan(b)
+    either = missing_a | missing_b
+    counts = Unmeasured(in_a=int(missing_a.sum()), in_b=int(missing_b.sum()), either=int(either.sum()),
+                        total=len(a))
+    keep = ~either
+    index = ma.index[keep] if either.any() else ma.index
+    frame = pd.DataFrame({"session_id": index.get_level_values(0), "turn_index": index.get_level_values(1),
+                          "a": a[keep], "b": b[keep]})
     return frame, counts
 
 
@@ -123,12 +146,16 @@ def _session_sums(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per-session sum of turn differences (b - a) and per-session turn counts."""
     if frame.empty:
         return np.zeros(0), np.zeros(0)
-    d = frame["b"].to_numpy(float) - frame["a"].to_numpy(float)
-    _, inverse = np.unique(frame["session_id"].to_numpy(), return_inverse=True)
+    return session_sums(frame["session_id"].to_numpy(), frame["b"].to_numpy(float) - frame["a"].to_numpy(float))
+
+
+def session_sums(session_ids: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-session sums of `d` (added in row order) and turn counts, sessions in sorted order."""
+    if not len(d):
+        return np.zeros(0), np.zeros(0)
+    _, inverse = np.unique(session_ids, return_inverse=True)
     inverse = inverse.ravel()
-    sums = np.bincount(inverse, weights=d)
-    counts = np.bincount(inverse).astype(float)
-    return sums, counts
+    return np.bincount(inverse, weights=d), np.bincount(inverse).astype(float)
 
 
 def _blocks(n_rows: int, n_cols: int) -> Iterable[int]:
@@ -151,7 +178,12 @@ def session_bootstrap_ci(frame: pd.DataFrame, n_resamples: int = 10000, alpha: f
     quantiles of the resampled means. Seeded (``numpy.random.default_rng(seed)``) and
     vectorised. Returns ``(mean_diff, lo, hi)``; all NaN for an empty frame.
     """
-    sums, counts = _session_sums(frame)
+    return bootstrap_of_sums(*_session_sums(frame), n_resamples, alpha, seed)
+
+
+def bootstrap_of_sums(sums: np.ndarray, counts: np.ndarray, n_resamples: int = 10000, alpha: float = 0.05,
+                      seed: int = 0) -> tuple[float, float, float]:
+    """session_bootstrap_ci of the per-session sums and turn counts (`session_sums`)."""
     n_sessions = len(sums)
     if n_sessions == 0:
         return (math.nan, math.nan, math.nan)
@@ -179,7 +211,11 @@ def session_randomization_test(frame: pd.DataFrame, n_permutations: int = 10000,
     absorbs floating-point noise in the comparison). Identical arms give ``p = 1.0``.
     NaN for an empty frame.
     """
-    sums, counts = _session_sums(frame)
+    return randomization_of_sums(_session_sums(frame)[0], n_permutations, seed)
+
+
+def randomization_of_sums(sums: np.ndarray, n_permutations: int = 10000, seed: int = 0) -> float:
+    """session_randomization_test of the per-session sums of differences (`session_sums`)."""
     n_sessions = len(sums)
     if n_sessions == 0:
         return math.nan
@@ -315,15 +351,17 @@ def compare_arms(per_turn: pd.DataFrame | TurnMeans, metric: str, reference: str
     for arm in candidates:
         frame, unmeasured = _paired(ref, means.of(metric, arm, segment_keys))
         n_turns = len(frame)
+        sums, counts = _session_sums(frame)  # once for the interval and the test
         if n_turns:
-            diff, lo, hi = session_bootstrap_ci(frame, n_resamples, alpha, seed)
-            p = session_randomization_test(frame, n_permutations, seed)
-            mean_ref, mean_arm = float(frame["a"].mean()), float(frame["b"].mean())
+            diff, lo, hi = bootstrap_of_sums(sums, counts, n_resamples, alpha, seed)
+            p = randomization_of_sums(sums, n_permutations, seed)
+            a, b = frame["a"].to_numpy(float), frame["b"].to_numpy(float)
+            mean_ref, mean_arm = float(a.sum() / n_turns), float(b.sum() / n_turns)  # as Series.mean (no NaN here)
         else:
             diff = lo = hi = p = mean_ref = mean_arm = math.nan
         wins, ties, losses = wins_ties_losses(frame, tol, direction)
         rows.append({"metric": metric, "direction": direction, "reference": reference, "arm": arm, "n_turns": n_turns,
-                     "n_sessions": int(frame["session_id"].nunique()),
+                     "n_sessions": len(sums),
                      "n_unmeasured": unmeasured.either, "mean_ref": mean_ref,
                      "mean_arm": mean_arm, "diff": diff, "ci_lo": lo, "ci_hi": hi, "p": p,
                      "wins": wins, "ties": ties, "losses": losses,

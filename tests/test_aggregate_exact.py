@@ -1,0 +1,50 @@
+"""The aggregates' p50/p95 and mean are computed without numpy's and pandas' per-call set-up; they
+must be the very floats np.percentile and Series.mean give (the committed baseline's tables are
+compared value for value)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from harness.metrics.aggregate import _mean, _quantiles
+
+
+def _same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+
+
+def _samples(rng: np.random.Generator):
+    for n in range(1, 60):
+        yield rng.random(n)
+        yield rng.integers(0, 4, n) / 3  # ties, as rank metrics have
+        yield np.round(rng.normal(size=n), 2)
+    for _ in range(2000):
+        n = int(rng.integers(1, 400))
+        yield rng.random(n) * 10.0 ** int(rng.integers(-8, 8))
+    yield np.array([np.inf])
+    yield np.array([1.0, np.inf])
+    yield np.array([-np.inf, 0.5, np.inf])
+    yield np.array([0.1, 0.2, 0.3] * 7)
+
+
+def test_quantiles_equal_numpy_percentile_float_for_float():
+    rng = np.random.default_rng(7)
+    checked = 0
+    with np.errstate(invalid="ignore"):
+        for vals in _samples(rng):
+            want = [float(x) for x in np.percentile(vals, [50.0, 95.0])]
+            got = _quantiles(vals)
+            assert all(_same(g, w) for g, w in zip(got, want)), (vals, got, want)
+            checked += 1
+    assert checked > 2000
+    assert all(math.isnan(x) for x in _quantiles(np.array([])))
+
+
+def test_mean_equals_pandas_series_mean():
+    rng = np.random.default_rng(11)
+    for vals in _samples(rng):
+        if np.isinf(vals).any():
+            continue
+        assert _same(_mean(vals), float(pd.Series(vals).mean())), vals
