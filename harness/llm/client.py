@@ -203,8 +203,12 @@ class LLMClient:
         """POST the serialised request through the SDK, retrying 429/5xx/timeouts/connection errors."""
         options = self._options.get(role)
         if options is None:  # what the SDK's `post` builds for every call, built once per role
+            # an idempotency key is sent only under the client's idempotency header; without one
+            # (OpenAI's and Azure's clients) the SDK would draw a uuid4 per call for nothing
+            unsent = {"idempotency_key": "unsent"} if self.sdk._idempotency_header is None else {}
             options = self._options[role] = FinalRequestOptions.construct(
-                method="post", url=CHAT_PATH, json_data=None, content=b"", files=None, headers={ROLE_HEADER: role})
+                method="post", url=CHAT_PATH, json_data=None, content=b"", files=None, headers={ROLE_HEADER: role},
+                **unsent)
         attempts = 0
         while True:
             attempts += 1
