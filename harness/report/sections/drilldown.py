@@ -203,8 +203,9 @@ def turn_scores(run: ReportRun) -> dict[tuple, dict]:
     metrics, as shown (repeats averaged)."""
     out: dict[tuple, dict] = {}
     for m in run.headline[:2] + run.judged:
-        for r in run.turn_values(m).itertuples():
-            out.setdefault((r.arm_id, r.session_id, r.turn_index), {})[m] = fmt(r.value)
+        tv = run.turn_values(m)  # column by column: itertuples built a row of every column per turn
+        for arm, sid, turn, value in zip(tv["arm_id"], tv["session_id"], tv["turn_index"], tv["value"]):
+            out.setdefault((arm, sid, turn), {})[m] = fmt(value)
     return out
 
 
@@ -220,8 +221,8 @@ def _by_key(run: ReportRun) -> tuple[dict, int]:
 
 def _docs(run: ReportRun, by_key: dict) -> tuple[dict, Path | None]:
     needed = set()
-    for r in run.labels.itertuples():
-        needed |= set(loads(r.qrels, {}))
+    for q in run.labels["qrels"]:
+        needed |= set(loads(q, {}))
     for rows in by_key.values():
         for r in rows:
             needed |= {str(x) for x in as_list(r["ranking"])[:TOP_HITS]}
@@ -236,8 +237,9 @@ def _preview(first: str) -> str:
 def _sessions(d: Drill, order: pd.DataFrame, limit: int) -> tuple[list[dict], list[dict]]:
     """(sessions shown turn by turn, sessions listed only): the first `limit` in the order (0: all),
     and every session where the candidate regressed, in full; the others by id, turns and preview."""
-    labs = d.run.labels.sort_values(["session_id", "turn_index"])
-    by_session = {sid: g.to_dict("records") for sid, g in labs.groupby("session_id", sort=False)}
+    by_session: dict[str, list[dict]] = {}  # one to_dict of the whole table: per session, it cost a frame each
+    for lab in d.run.labels.sort_values(["session_id", "turn_index"]).to_dict("records"):
+        by_session.setdefault(lab["session_id"], []).append(lab)
     regressed = {k[0] for k in d.regressed}
     full, rest = [], []
     for i, s in enumerate(order.itertuples()):
