@@ -27,12 +27,12 @@ def plain(text: str) -> str:
     return str(text).replace("\\", "\\\\").replace("$", r"\$")
 
 
-def palette(png: bytes) -> bytes:
-    """The PNG in at most 256 colours (8-bit palette, median cut, no dithering): a plot's lines,
-    markers and bands look the same and take about a third of the bytes of matplotlib's RGBA."""
+def palette(im) -> bytes:
+    """The RGBA image (PIL) as a PNG in at most 256 colours (8-bit palette, median cut, no
+    dithering): a plot's lines, markers and bands look the same and take about a third of the bytes
+    of matplotlib's RGBA."""
     from PIL import Image
 
-    im = Image.open(io.BytesIO(png)).convert("RGBA")
     flat = Image.new("RGBA", im.size, "white")
     flat.alpha_composite(im)
     q = flat.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
@@ -41,12 +41,25 @@ def palette(png: bytes) -> bytes:
     return out.getvalue()
 
 
+class _Canvas(FigureCanvasAgg):
+    """The Agg canvas with one more savefig format, `pixels`: the drawn RGBA buffer (bbox_inches and
+    all, as savefig's PNG holds it) kept as a PIL image in `image`, where a PNG was encoded only for
+    palette to decode it again."""
+
+    image = None
+
+    def print_pixels(self, filename_or_obj, **kwargs):
+        from PIL import Image
+
+        FigureCanvasAgg.draw(self)
+        buf = self.buffer_rgba()
+        self.image = Image.frombuffer("RGBA", (buf.shape[1], buf.shape[0]), buf, "raw", "RGBA", 0, 1).copy()
+
+
 def to_base64(fig: Figure) -> str:
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    # no metadata: the PNG carries no Software/URL text chunk
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
-    return base64.b64encode(palette(buf.getvalue())).decode("ascii")
+    canvas = _Canvas(fig)
+    fig.savefig(io.BytesIO(), format="pixels", dpi=DPI, bbox_inches="tight")
+    return base64.b64encode(palette(canvas.image)).decode("ascii")
 
 
 def _finite(v) -> bool:
