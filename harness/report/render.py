@@ -26,6 +26,7 @@ from harness.report.sections import (abstention, agreement, comparisons, drilldo
 from harness.run.folder import JUDGMENTS, METRICS, TABLES
 
 TEMPLATES = Path(__file__).with_name("templates")
+DICT_ATTRIBUTES = frozenset(dir({}))  # what getattr finds on a dict (its methods): jinja returns those first
 FILES = {"metrics": METRICS, "judgments": JUDGMENTS, **TABLES}  # the run-folder files the text names
 
 
@@ -88,8 +89,21 @@ def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | Non
 def environment():
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-    return Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
-                       trim_blocks=True, lstrip_blocks=True)
+    class DictFirst(Environment):
+        """`x.name` of a plain dict without an attribute of that name (every key of the sections'
+        data) looked up as its key at once: jinja tries the attribute first, and the exception it
+        catches cost a third of the rendering. Any other object, or name, as jinja does."""
+
+        def getattr(self, obj, attribute):
+            if type(obj) is dict and attribute not in DICT_ATTRIBUTES:
+                try:
+                    return obj[attribute]
+                except KeyError:
+                    return self.undefined(obj=obj, name=attribute)
+            return super().getattr(obj, attribute)
+
+    return DictFirst(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
+                     trim_blocks=True, lstrip_blocks=True)
 
 
 def render_html(context: dict) -> str:
