@@ -185,14 +185,18 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
             fail(f"{r}: not a run folder")
     if policy is not None and not policy.is_file():
         fail(f"{policy}: no such policy file")
+    checked = {}  # the runs whose tables were fresh: leaders and the report read these, not the folders again
     for r in dict.fromkeys([*([baseline] if baseline else []), *runs]):
         data = check_run(r, complete=False, scored=False)  # stale tables are scored again, once, here
         for note in data.evidence.notes(data.name):
             say(f"note: {note}")
+        if not data.evidence.rescored:
+            checked[str(Path(r).resolve())] = data
     p = plan(list(runs), baseline)
     err.print(f"report: comparing and plotting {len(p.runs)} run(s)", highlight=False, markup=False)
     v = verdicts(p, policy, list(metric), list(arm) or None, list(pair) or None)
-    path = render_report(p.runs, out, verdicts=v, leaders=leaders(p.runs), drill_sessions=drill_sessions)
+    path = render_report(p.runs, out, verdicts=v, leaders=leaders(p.runs, checked=checked),
+                         drill_sessions=drill_sessions, checked=checked)
     for b in v["blocks"]:
         gate = f"; gate: {b['gate']['verdict']}" if b["gate"] else ""
         say(f"{b['candidate']} against {b['baseline']}: {len(b['regressions'])} regression(s), "

@@ -59,12 +59,13 @@ def _headline(runs: list[ReportRun]) -> list[str]:
 
 
 def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | None = None,
-                  leaders: dict | None = None, drill_sessions: int = DRILL_SESSIONS) -> dict:
+                  leaders: dict | None = None, drill_sessions: int = DRILL_SESSIONS,
+                  checked: dict | None = None) -> dict:
     """`verdicts`: the verdict blocks the analysis stage computed for these runs
     (harness.analysis.verdict.verdicts), or None (the report then says how to get them); `leaders`:
     each run's best arm against its reference (harness.analysis.leaders.leaders), or None likewise;
-    `drill_sessions`: see run_context."""
-    runs = load_runs([Path(d) for d in run_dirs])
+    `drill_sessions`: see run_context; `checked`: the runs the caller loaded already (load_runs)."""
+    runs = load_runs([Path(d) for d in run_dirs], checked)
     keys = [r.key for r in runs]
     against = verdict.pairs_of(verdicts, runs)
     v = verdict.build(verdicts, runs)
@@ -111,10 +112,11 @@ def render_html(context: dict) -> str:
 
 
 def render_report(run_dirs: list[Path], out: Path, verdicts: dict | None = None, leaders: dict | None = None,
-                  drill_sessions: int = DRILL_SESSIONS) -> Path:
+                  drill_sessions: int = DRILL_SESSIONS, checked: dict | None = None) -> Path:
     """Write one self-contained HTML report of the run folders to `out`; returns `out`.
-    `verdicts`, `leaders`, `drill_sessions`: see build_context."""
-    html = render_html(build_context(run_dirs, verdicts=verdicts, leaders=leaders, drill_sessions=drill_sessions))
+    `verdicts`, `leaders`, `drill_sessions`, `checked`: see build_context."""
+    html = render_html(build_context(run_dirs, verdicts=verdicts, leaders=leaders, drill_sessions=drill_sessions,
+                                     checked=checked))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
