@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from harness import env as _env  # noqa: F401  (offline-safe environment first)
 from harness.analysis.pool_warnings import qrels_said
@@ -59,16 +60,20 @@ def _headline(runs: list[ReportRun]) -> list[str]:
 
 
 def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | None = None,
-                  leaders: dict | None = None, drill_sessions: int = DRILL_SESSIONS,
+                  leaders: dict | Callable[[], dict] | None = None, drill_sessions: int = DRILL_SESSIONS,
                   checked: dict | None = None) -> dict:
     """`verdicts`: the verdict blocks the analysis stage computed for these runs
     (harness.analysis.verdict.verdicts), or None (the report then says how to get them); `leaders`:
-    each run's best arm against its reference (harness.analysis.leaders.leaders), or None likewise;
-    `drill_sessions`: see run_context; `checked`: the runs the caller loaded already (load_runs)."""
+    each run's best arm against its reference (harness.analysis.leaders.leaders), or None likewise,
+    or the function that gives them, called once the runs' sections are built (their plots are then
+    being drawn when they are drawn elsewhere: harness.report.plotting); `drill_sessions`: see
+    run_context; `checked`: the runs the caller loaded already (load_runs)."""
     runs = load_runs([Path(d) for d in run_dirs], checked)
     keys = [r.key for r in runs]
     against = verdict.pairs_of(verdicts, runs)
     v = verdict.build(verdicts, runs)
+    per_run = [run_context(r, plots, i, against.get(r.key), drill_sessions) for i, r in enumerate(runs)]
+    leaders = leaders() if callable(leaders) else leaders
     return {
         "title": "Review report: " + ", ".join(keys),
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -83,7 +88,7 @@ def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | Non
         "manifests": manifests.build(runs),
         "headline": headline.build(runs, leaders_.marks(leaders, runs)),
         "drill_sessions": drill_sessions,
-        "runs": [run_context(r, plots, i, against.get(r.key), drill_sessions) for i, r in enumerate(runs)],
+        "runs": per_run,
     }
 
 
@@ -111,8 +116,9 @@ def render_html(context: dict) -> str:
     return environment().get_template("report.html.j2").render(**context)
 
 
-def render_report(run_dirs: list[Path], out: Path, verdicts: dict | None = None, leaders: dict | None = None,
-                  drill_sessions: int = DRILL_SESSIONS, checked: dict | None = None) -> Path:
+def render_report(run_dirs: list[Path], out: Path, verdicts: dict | None = None,
+                  leaders: dict | Callable[[], dict] | None = None, drill_sessions: int = DRILL_SESSIONS,
+                  checked: dict | None = None) -> Path:
     """Write one self-contained HTML report of the run folders to `out`; returns `out`.
     `verdicts`, `leaders`, `drill_sessions`, `checked`: see build_context."""
     html = render_html(build_context(run_dirs, verdicts=verdicts, leaders=leaders, drill_sessions=drill_sessions,
