@@ -234,12 +234,19 @@ def _preview(first: str) -> str:
     return first[:90] + ("…" if len(first) > 90 else "")
 
 
+def labels_by_session(labels: pd.DataFrame) -> dict[str, list[dict]]:
+    """Each session's label rows (dicts), turns in order: one to_dict of the whole table (one per
+    session built a frame and iterated its columns each time)."""
+    out: dict[str, list[dict]] = {}
+    for lab in labels.sort_values(["session_id", "turn_index"]).to_dict("records"):
+        out.setdefault(lab["session_id"], []).append(lab)
+    return out
+
+
 def _sessions(d: Drill, order: pd.DataFrame, limit: int) -> tuple[list[dict], list[dict]]:
     """(sessions shown turn by turn, sessions listed only): the first `limit` in the order (0: all),
     and every session where the candidate regressed, in full; the others by id, turns and preview."""
-    by_session: dict[str, list[dict]] = {}  # one to_dict of the whole table: per session, it cost a frame each
-    for lab in d.run.labels.sort_values(["session_id", "turn_index"]).to_dict("records"):
-        by_session.setdefault(lab["session_id"], []).append(lab)
+    by_session = labels_by_session(d.run.labels)
     regressed = {k[0] for k in d.regressed}
     full, rest = [], []
     for i, s in enumerate(order.itertuples()):
