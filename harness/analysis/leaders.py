@@ -130,14 +130,19 @@ def leaders_of(run: RunData, n_resamples: int = N_RESAMPLES, n_permutations: int
     return out
 
 
-def leaders(paths: list[Path], n_resamples: int = N_RESAMPLES, n_permutations: int = N_PERMUTATIONS) -> dict:
+def leaders(paths: list[Path], n_resamples: int = N_RESAMPLES, n_permutations: int = N_PERMUTATIONS,
+            checked: dict[str, RunData] | None = None) -> dict:
     """{resolved run folder: its answer} for the report's runs (checked as every reader checks them;
-    bad input as EvidenceError)."""
+    bad input as EvidenceError). `checked`: runs the caller has checked and loaded as check_run
+    (complete=False, scored=False) loads them, with no table scored again, by resolved folder."""
     out = {}
     for p in paths:
-        try:
-            run = check_run(p, complete=False, scored=False, rescore=False)
-        except ValueError as e:
-            raise EvidenceError(str(e)) from None
-        out[str(Path(p).resolve())] = leaders_of(run, n_resamples, n_permutations)
+        key = str(Path(p).resolve())
+        run = (checked or {}).get(key)
+        if run is None:
+            try:
+                run = check_run(p, complete=False, scored=False, rescore=False)
+            except ValueError as e:
+                raise EvidenceError(str(e)) from None
+        out[key] = leaders_of(run, n_resamples, n_permutations)
     return out

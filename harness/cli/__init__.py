@@ -32,7 +32,28 @@ def handled(f):
 
 app = _App(add_completion=False, no_args_is_help=True, help="Offline evaluation harness for retrieval with query rewriting.")
 eval_set_app = _App(no_args_is_help=True, help="Work with eval sets.")
-import_app = _App(no_args_is_help=True, help="Import public data or external runs as eval sets.")
+class _ImportGroup(typer.core.TyperGroup):
+    """The `import` group, whose eval-set importers (harness/importers, one file each) become commands
+    when its commands are first read (harness.cli.evalsets.importers): importing every importer
+    (and the replay and arms they import) cost every other command a quarter of a second."""
+
+    _loaded = False
+
+    @property
+    def commands(self) -> dict:
+        if not self._loaded:
+            from harness.cli.evalsets import importers
+
+            self._loaded = True
+            self._commands.update(typer.main.get_group(importers()).commands)
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: dict) -> None:
+        self._commands = value
+
+
+import_app = _App(cls=_ImportGroup, no_args_is_help=True, help="Import public data or external runs as eval sets.")
 app.add_typer(eval_set_app, name="eval-set")
 app.add_typer(import_app, name="import")
 list_app = _App(no_args_is_help=True, help="List what the harness knows: metrics, arms.")

@@ -156,6 +156,22 @@ def _explain(baseline: Path, candidate: Path, policy: Path, pairs: list[str]) ->
     console.print(f"{len(x['rows'])} check(s); nothing was gated (--explain)", highlight=False)
 
 
+def _checked(runs: list[Path]) -> dict:
+    """Each run checked (its stale tables scored again, once, here) and its notes said; returns the
+    runs whose tables were fresh, by resolved folder: leaders and the report read these instead of
+    checking and loading the folders again."""
+    from harness.analysis.evidence import check_run
+
+    checked = {}
+    for r in dict.fromkeys(runs):
+        data = check_run(r, complete=False, scored=False)
+        for note in data.evidence.notes(data.name):
+            say(f"note: {note}")
+        if not data.evidence.rescored:
+            checked[str(Path(r).resolve())] = data
+    return checked
+
+
 @app.command()
 def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CANDIDATE, or candidates with --baseline, "
                                                         "or any runs side by side"),
@@ -176,23 +192,21 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
     sets are shown side by side. Exit 0 whatever the verdict; 2 for bad input."""
     from harness.analysis.leaders import leaders
     from harness.analysis.verdict import plan, verdicts
+    from harness.report.plotting import elsewhere
     from harness.report.render import render_report
-
-    from harness.analysis.evidence import check_run
 
     for r in [*runs, *([baseline] if baseline else [])]:
         if not RunFolder(r).is_run():
             fail(f"{r}: not a run folder")
     if policy is not None and not policy.is_file():
         fail(f"{policy}: no such policy file")
-    for r in dict.fromkeys([*([baseline] if baseline else []), *runs]):
-        data = check_run(r, complete=False, scored=False)  # stale tables are scored again, once, here
-        for note in data.evidence.notes(data.name):
-            say(f"note: {note}")
-    p = plan(list(runs), baseline)
-    err.print(f"report: comparing and plotting {len(p.runs)} run(s)", highlight=False, markup=False)
-    v = verdicts(p, policy, list(metric), list(arm) or None, list(pair) or None)
-    path = render_report(p.runs, out, verdicts=v, leaders=leaders(p.runs), drill_sessions=drill_sessions)
+    with elsewhere():  # the plots are drawn in a process of their own, which starts loading matplotlib now
+        checked = _checked([*([baseline] if baseline else []), *runs])
+        p = plan(list(runs), baseline)
+        err.print(f"report: comparing and plotting {len(p.runs)} run(s)", highlight=False, markup=False)
+        v = verdicts(p, policy, list(metric), list(arm) or None, list(pair) or None)
+        path = render_report(p.runs, out, verdicts=v, leaders=lambda: leaders(p.runs, checked=checked),
+                             drill_sessions=drill_sessions, checked=checked)
     for b in v["blocks"]:
         gate = f"; gate: {b['gate']['verdict']}" if b["gate"] else ""
         say(f"{b['candidate']} against {b['baseline']}: {len(b['regressions'])} regression(s), "

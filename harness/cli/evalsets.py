@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from harness.cli import console, err, fail, import_app, eval_set_app
+from harness.cli import _App, console, err, fail, import_app, eval_set_app
 from harness.importers.registry import catalog
 
 
@@ -73,5 +73,10 @@ def _eval_set_importer(command):
     return run
 
 
-for _name, _command in catalog().items():  # harness/importers: one file and its @importer each
-    import_app.command(_name)(_eval_set_importer(_command))
+def importers() -> typer.Typer:
+    """Every importer of harness/importers (one file and its @importer each) as a command, which the
+    `import` group adds to its own when they are first asked for (harness.cli._ImportGroup)."""
+    group = _App()
+    for name, command in catalog().items():
+        group.command(name)(_eval_set_importer(command))
+    return group

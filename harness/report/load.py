@@ -150,9 +150,12 @@ def missing_notes(missing: set[str], traces: pd.DataFrame) -> list[str]:
     return out
 
 
-def load_run(path: str | Path, key: str | None = None) -> ReportRun:
-    """One run folder; its key defaults to its run id (load_runs makes the keys unique)."""
-    data = check_run(path, complete=False, scored=False, rescore=False)  # `harness report` rescored it first
+def load_run(path: str | Path, key: str | None = None, data: RunData | None = None) -> ReportRun:
+    """One run folder; its key defaults to its run id (load_runs makes the keys unique). `data`: the
+    folder as check_run (complete=False, scored=False) loaded it, when the caller did, no table
+    scored again."""
+    if data is None:
+        data = check_run(path, complete=False, scored=False, rescore=False)  # `harness report` rescored it first
     traces = load_traces(data.folder)
     agg = data.aggregates if data.aggregates is not None else pd.DataFrame(columns=AGG_COLUMNS)
     turns = data.per_turn if data.per_turn is not None else pd.DataFrame(columns=TURN_COLUMNS)
@@ -178,10 +181,11 @@ def unique_keys(names: list[str]) -> list[str]:
     return out
 
 
-def load_runs(paths: list[str | Path]) -> list[ReportRun]:
+def load_runs(paths: list[str | Path], checked: dict[str, RunData] | None = None) -> list[ReportRun]:
+    """`checked`: see load_run's `data`, by resolved folder."""
     if not paths:
         raise BadInput("give at least one run folder")
-    runs = [load_run(p) for p in paths]
+    runs = [load_run(p, data=(checked or {}).get(str(Path(p).resolve()))) for p in paths]
     for r, k in zip(runs, unique_keys([r.key for r in runs])):
         r.key = k
     return runs

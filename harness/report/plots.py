@@ -1,5 +1,6 @@
 """Plots of the HTML report as base64 PNG strings (matplotlib's Agg canvas, no pyplot state).
-Input is prepared data from harness.report.sections (plain lists and dicts); plots never read files."""
+Input is prepared data from harness.report.sections (plain lists and dicts); plots never read files.
+The sections ask for them through harness.report.plotting (here, or in a process of its own)."""
 from __future__ import annotations
 
 import base64
@@ -10,7 +11,7 @@ from harness import env as _env  # noqa: F401  (MPLCONFIGDIR before matplotlib l
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from harness.metrics.registry import lookup
+from harness.report.values import finite
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
           "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"]
@@ -27,12 +28,12 @@ def plain(text: str) -> str:
     return str(text).replace("\\", "\\\\").replace("$", r"\$")
 
 
-def palette(png: bytes) -> bytes:
-    """The PNG in at most 256 colours (8-bit palette, median cut, no dithering): a plot's lines,
-    markers and bands look the same and take about a third of the bytes of matplotlib's RGBA."""
+def palette(im) -> bytes:
+    """The RGBA image (PIL) as a PNG in at most 256 colours (8-bit palette, median cut, no
+    dithering): a plot's lines, markers and bands look the same and take about a third of the bytes
+    of matplotlib's RGBA."""
     from PIL import Image
 
-    im = Image.open(io.BytesIO(png)).convert("RGBA")
     flat = Image.new("RGBA", im.size, "white")
     flat.alpha_composite(im)
     q = flat.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
@@ -41,42 +42,44 @@ def palette(png: bytes) -> bytes:
     return out.getvalue()
 
 
+class _Canvas(FigureCanvasAgg):
+    """The Agg canvas with one more savefig format, `pixels`: the drawn RGBA buffer (bbox_inches and
+    all, as savefig's PNG holds it) kept as a PIL image in `image`, where a PNG was encoded only for
+    palette to decode it again."""
+
+    image = None
+
+    def print_pixels(self, filename_or_obj, **kwargs):
+        from PIL import Image
+
+        FigureCanvasAgg.draw(self)
+        buf = self.buffer_rgba()
+        self.image = Image.frombuffer("RGBA", (buf.shape[1], buf.shape[0]), buf, "raw", "RGBA", 0, 1).copy()
+
+
 def to_base64(fig: Figure) -> str:
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    # no metadata: the PNG carries no Software/URL text chunk
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
-    return base64.b64encode(palette(buf.getvalue())).decode("ascii")
+    canvas = _Canvas(fig)
+    fig.savefig(io.BytesIO(), format="pixels", dpi=DPI, bbox_inches="tight")
+    return base64.b64encode(palette(canvas.image)).decode("ascii")
 
 
-def _finite(v) -> bool:
-    return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
-
-
-def flat(values) -> bool:
-    """True when a plot of these values would carry no information: no finite value, or every
-    finite value equal (the report then says so in one sentence instead of drawing it)."""
-    vals = [float(v) for v in values if _finite(v)]
-    return not vals or max(vals) - min(vals) <= 1e-12 * max(1.0, abs(max(vals)))
-
-
-def metric_by_turn(series: list[dict], buckets: list[str], metric: str, title: str) -> str:
-    """Line per arm over the turn buckets with its 95% CI band.
-    series: [{label, color_index, points: [{bucket, mean, lo, hi, n}]}]."""
+def metric_by_turn(series: list[dict], buckets: list[str], metric: str, title: str, unit: bool = False) -> str:
+    """Line per arm over the turn buckets with its 95% CI band; `unit`: the metric is in 0..1 (the y
+    axis then shows the whole range). series: [{label, color_index, points: [{bucket, mean, lo, hi, n}]}]."""
     fig = Figure(figsize=(8.6, 3.9))
     ax = fig.add_subplot(1, 1, 1)
     xs = {b: i for i, b in enumerate(buckets)}
     k = max(len(series), 1)
     width = 0.28  # arms are dodged a little so identical lines stay visible
     for j, s in enumerate(series):
-        pts = [p for p in s["points"] if _finite(p["mean"])]
+        pts = [p for p in s["points"] if finite(p["mean"])]
         if not pts:
             continue
         off = (j - (k - 1) / 2) * (width / max(k - 1, 1)) if k > 1 else 0.0
         x = [xs[p["bucket"]] + off for p in pts]
         y = [p["mean"] for p in pts]
-        lo = [p["lo"] if _finite(p["lo"]) else p["mean"] for p in pts]
-        hi = [p["hi"] if _finite(p["hi"]) else p["mean"] for p in pts]
+        lo = [p["lo"] if finite(p["lo"]) else p["mean"] for p in pts]
+        hi = [p["hi"] if finite(p["hi"]) else p["mean"] for p in pts]
         c = color(s["color_index"])
         ax.plot(x, y, marker=MARKERS[s["color_index"] % len(MARKERS)], color=c, lw=1.6, ms=5, label=plain(s["label"]))
         if len(x) > 1:
@@ -87,7 +90,7 @@ def metric_by_turn(series: list[dict], buckets: list[str], metric: str, title: s
     ax.set_xticklabels([f"turn {b}" for b in buckets])
     ax.set_xlim(-0.5, len(buckets) - 0.5)
     ax.set_ylabel(plain(metric))
-    if lookup(metric) is not None and lookup(metric).family in ("ir", "judged"):  # in 0..1: the whole range
+    if unit:
         ax.set_ylim(-0.02, 1.04)
     ax.grid(True, alpha=0.3)
     ax.set_title(plain(title), fontsize=10)
@@ -133,7 +136,7 @@ def tradeoff(points: list[dict], title: str, y_name: str = "recall@10", panels: 
     for pos, key in enumerate(panels, start=1):
         xlabel = AXES[key]
         ax = fig.add_subplot(1, len(panels), pos)
-        pts = [p for p in points if _finite(p.get(key)) and _finite(p.get("y"))]
+        pts = [p for p in points if finite(p.get(key)) and finite(p.get("y"))]
         for p in pts:
             c = color(p["color_index"])
             h = ax.scatter([p[key]], [p["y"]], color=c, marker=MARKERS[p["color_index"] % len(MARKERS)], s=42, zorder=3)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from harness import env as _env  # noqa: F401  (offline-safe environment first)
 from harness.analysis.pool_warnings import qrels_said
@@ -26,6 +27,7 @@ from harness.report.sections import (abstention, agreement, comparisons, drilldo
 from harness.run.folder import JUDGMENTS, METRICS, TABLES
 
 TEMPLATES = Path(__file__).with_name("templates")
+DICT_ATTRIBUTES = frozenset(dir({}))  # what getattr finds on a dict (its methods): jinja returns those first
 FILES = {"metrics": METRICS, "judgments": JUDGMENTS, **TABLES}  # the run-folder files the text names
 
 
@@ -58,15 +60,20 @@ def _headline(runs: list[ReportRun]) -> list[str]:
 
 
 def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | None = None,
-                  leaders: dict | None = None, drill_sessions: int = DRILL_SESSIONS) -> dict:
+                  leaders: dict | Callable[[], dict] | None = None, drill_sessions: int = DRILL_SESSIONS,
+                  checked: dict | None = None) -> dict:
     """`verdicts`: the verdict blocks the analysis stage computed for these runs
     (harness.analysis.verdict.verdicts), or None (the report then says how to get them); `leaders`:
-    each run's best arm against its reference (harness.analysis.leaders.leaders), or None likewise;
-    `drill_sessions`: see run_context."""
-    runs = load_runs([Path(d) for d in run_dirs])
+    each run's best arm against its reference (harness.analysis.leaders.leaders), or None likewise,
+    or the function that gives them, called once the runs' sections are built (their plots are then
+    being drawn when they are drawn elsewhere: harness.report.plotting); `drill_sessions`: see
+    run_context; `checked`: the runs the caller loaded already (load_runs)."""
+    runs = load_runs([Path(d) for d in run_dirs], checked)
     keys = [r.key for r in runs]
     against = verdict.pairs_of(verdicts, runs)
     v = verdict.build(verdicts, runs)
+    per_run = [run_context(r, plots, i, against.get(r.key), drill_sessions) for i, r in enumerate(runs)]
+    leaders = leaders() if callable(leaders) else leaders
     return {
         "title": "Review report: " + ", ".join(keys),
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -81,26 +88,41 @@ def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | Non
         "manifests": manifests.build(runs),
         "headline": headline.build(runs, leaders_.marks(leaders, runs)),
         "drill_sessions": drill_sessions,
-        "runs": [run_context(r, plots, i, against.get(r.key), drill_sessions) for i, r in enumerate(runs)],
+        "runs": per_run,
     }
 
 
 def environment():
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-    return Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
-                       trim_blocks=True, lstrip_blocks=True)
+    class DictFirst(Environment):
+        """`x.name` of a plain dict without an attribute of that name (every key of the sections'
+        data) looked up as its key at once: jinja tries the attribute first, and the exception it
+        catches cost a third of the rendering. Any other object, or name, as jinja does."""
+
+        def getattr(self, obj, attribute):
+            if type(obj) is dict and attribute not in DICT_ATTRIBUTES:
+                try:
+                    return obj[attribute]
+                except KeyError:
+                    return self.undefined(obj=obj, name=attribute)
+            return super().getattr(obj, attribute)
+
+    return DictFirst(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
+                     trim_blocks=True, lstrip_blocks=True)
 
 
 def render_html(context: dict) -> str:
     return environment().get_template("report.html.j2").render(**context)
 
 
-def render_report(run_dirs: list[Path], out: Path, verdicts: dict | None = None, leaders: dict | None = None,
-                  drill_sessions: int = DRILL_SESSIONS) -> Path:
+def render_report(run_dirs: list[Path], out: Path, verdicts: dict | None = None,
+                  leaders: dict | Callable[[], dict] | None = None, drill_sessions: int = DRILL_SESSIONS,
+                  checked: dict | None = None) -> Path:
     """Write one self-contained HTML report of the run folders to `out`; returns `out`.
-    `verdicts`, `leaders`, `drill_sessions`: see build_context."""
-    html = render_html(build_context(run_dirs, verdicts=verdicts, leaders=leaders, drill_sessions=drill_sessions))
+    `verdicts`, `leaders`, `drill_sessions`, `checked`: see build_context."""
+    html = render_html(build_context(run_dirs, verdicts=verdicts, leaders=leaders, drill_sessions=drill_sessions,
+                                     checked=checked))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

@@ -203,8 +203,9 @@ def turn_scores(run: ReportRun) -> dict[tuple, dict]:
     metrics, as shown (repeats averaged)."""
     out: dict[tuple, dict] = {}
     for m in run.headline[:2] + run.judged:
-        for r in run.turn_values(m).itertuples():
-            out.setdefault((r.arm_id, r.session_id, r.turn_index), {})[m] = fmt(r.value)
+        tv = run.turn_values(m)  # column by column: itertuples built a row of every column per turn
+        for arm, sid, turn, value in zip(tv["arm_id"], tv["session_id"], tv["turn_index"], tv["value"]):
+            out.setdefault((arm, sid, turn), {})[m] = fmt(value)
     return out
 
 
@@ -220,8 +221,8 @@ def _by_key(run: ReportRun) -> tuple[dict, int]:
 
 def _docs(run: ReportRun, by_key: dict) -> tuple[dict, Path | None]:
     needed = set()
-    for r in run.labels.itertuples():
-        needed |= set(loads(r.qrels, {}))
+    for q in run.labels["qrels"]:
+        needed |= set(loads(q, {}))
     for rows in by_key.values():
         for r in rows:
             needed |= {str(x) for x in as_list(r["ranking"])[:TOP_HITS]}
@@ -233,11 +234,19 @@ def _preview(first: str) -> str:
     return first[:90] + ("…" if len(first) > 90 else "")
 
 
+def labels_by_session(labels: pd.DataFrame) -> dict[str, list[dict]]:
+    """Each session's label rows (dicts), turns in order: one to_dict of the whole table (one per
+    session built a frame and iterated its columns each time)."""
+    out: dict[str, list[dict]] = {}
+    for lab in labels.sort_values(["session_id", "turn_index"]).to_dict("records"):
+        out.setdefault(lab["session_id"], []).append(lab)
+    return out
+
+
 def _sessions(d: Drill, order: pd.DataFrame, limit: int) -> tuple[list[dict], list[dict]]:
     """(sessions shown turn by turn, sessions listed only): the first `limit` in the order (0: all),
     and every session where the candidate regressed, in full; the others by id, turns and preview."""
-    labs = d.run.labels.sort_values(["session_id", "turn_index"])
-    by_session = {sid: g.to_dict("records") for sid, g in labs.groupby("session_id", sort=False)}
+    by_session = labels_by_session(d.run.labels)
     regressed = {k[0] for k in d.regressed}
     full, rest = [], []
     for i, s in enumerate(order.itertuples()):

@@ -68,7 +68,8 @@ def turn_series(run: ReportRun, metric: str) -> tuple[list[dict], list[str]]:
 def plot_or_sentence(run: ReportRun, metric: str) -> tuple[str | None, str | None]:
     """(the plot by turn index, None), or (None, one sentence) when a plot would carry no
     information: every arm's mean and CI the same at every turn index, or nothing to draw."""
-    from harness.report import plots as P
+    from harness.report import plotting as P
+    from harness.report.values import flat
 
     series, buckets = turn_series(run, metric)
     if not (series and buckets):
@@ -77,10 +78,12 @@ def plot_or_sentence(run: ReportRun, metric: str) -> tuple[str | None, str | Non
     finite = [v for v in values if v is not None and v == v]
     if not finite:
         return None, f"No mean of {metric} per turn index in this run's tables (see Warnings): nothing to plot"
-    if P.flat(values):
+    if flat(values):
         return None, (f"{metric} is {fmt(finite[0])} for every arm at every turn index ({', '.join(buckets)}), CI "
                       "included: nothing to plot")
-    return P.metric_by_turn(series, buckets, metric, f"{metric} by turn index — {run.key} (95% session bootstrap CI)"), None
+    unit = lookup(metric) is not None and lookup(metric).family in SHOWN  # ir and judged metrics are in 0..1
+    return P.draw("metric_by_turn", series, buckets, metric,
+                  f"{metric} by turn index — {run.key} (95% session bootstrap CI)", unit), None
 
 
 def build(run: ReportRun, plots: bool = True) -> dict:

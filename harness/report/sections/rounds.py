@@ -50,11 +50,11 @@ def flat(dist: list[dict]) -> str | None:
 def build(run: ReportRun, plots: bool = True) -> dict | None:
     """The tables and their plot (base64 PNG or None) or the sentence that replaces it; None
     without a multi-round arm."""
-    from harness.report import plots as P
+    from harness.report import plotting as P
 
     out = tables(run)
     if out is None:
         return None
     said = flat(out["dist"])
     return {**out, "flat": said,
-            "plot": P.rounds_bars(out["dist"], f"rounds used — {run.key}") if plots and not said else None}
+            "plot": P.draw("rounds_bars", out["dist"], f"rounds used — {run.key}") if plots and not said else None}

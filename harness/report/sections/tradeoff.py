@@ -36,12 +36,12 @@ def rows(run: ReportRun) -> list[dict]:
 def flat_axes(trade: list[dict]) -> tuple[list[str], list[str]]:
     """(the plot's x axes that carry information, a sentence for each axis that does not: every
     arm's value is the same, or none is measured)."""
-    from harness.report import plots as P
+    from harness.report.values import flat
 
     keep, said = [], []
     for key, what, unit in (("cost", "Cost per turn", "USD"), ("p95_ms", "p95 latency_total_ms", "ms")):
         vals = [r[key] for r in trade if r[key] is not None]
-        if not P.flat(vals):
+        if not flat(vals):
             keep.append(key)
         elif vals:
             v = f"{vals[0]:.6f}" if key == "cost" else f"{vals[0]:.1f}"
@@ -54,12 +54,12 @@ def flat_axes(trade: list[dict]) -> tuple[list[str], list[str]]:
 
 def build(run: ReportRun, plots: bool = True) -> dict:
     """{rows, plot (base64 PNG or None), flat: sentences for the axes left out}."""
-    from harness.report import plots as P
+    from harness.report import plotting as P
 
     trade = rows(run)
     axes, flat = flat_axes(trade)
     what = " and ".join({"cost": "cost", "p95_ms": "p95 latency"}[a] for a in axes)
     return {"rows": trade, "flat": flat,
             "recall": run.headline[0],
-            "plot": P.tradeoff(trade, f"{run.headline[0]} vs {what} — {run.key}", run.headline[0], tuple(axes))
+            "plot": P.draw("tradeoff", trade, f"{run.headline[0]} vs {what} — {run.key}", run.headline[0], tuple(axes))
             if trade and plots and axes else None}
