@@ -400,3 +400,58 @@ def test_one_chunk_documents_rank_as_the_k_times_3_best_chunks_did(tmp_path):
                 tied += len(ranked) > k and ranked[k] == ranked[k - 1]
     assert tied > 10  # the fallback to k * 3 was taken
     idx.close()
+
+
+class SomeNaN(Groups):
+    """Groups, but a text starting with "nan" embeds to NaN in every component."""
+    name = "test/some-nan"
+
+    def _vec(self, texts):
+        return np.stack([np.full(self.dim, np.nan, np.float32) if t.startswith("nan") else Groups._vec(self, [t])[0]
+                         for t in texts])
+
+    embed_documents = embed_queries = _vec
+
+
+class Unbounded:
+    """A lane that claims more points than it has, so exact_top always asks it (no shortcut)."""
+
+    def __init__(self, lane):
+        self.lane, self.where, self.points = lane, lane.where, 10 ** 9
+
+    def search(self, vectors, filters, limit):
+        return self.lane.search(vectors, filters, limit)
+
+
+def test_nan_vectors_are_left_out_whichever_way_the_candidates_come(tmp_path):
+    """The engine returns no point scoring NaN; the shortcuts that take every point or the k + 1
+    best without it leave them out too, and a NaN query finds nothing, as from the engine."""
+    docs = {f"d{i:02d}": Document(doc_id=f"d{i:02d}", text=("nan " if i % 2 else "") + f"g{i % 3} passage {i}")
+            for i in range(10)}
+    idx = Index(docs, SomeNaN(), EmbeddingCache(tmp_path / "emb"), max_chars=2000)
+    for q, k in [("g1 query", 8), ("g2 query", 3), ("g0 query", 1), ("nan query", 2)]:
+        (hits,) = idx.dense([q], k)
+        v = idx.embed_queries([q])
+        v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        (rows, scores), = exact_top(Unbounded(idx._lane), idx._vecs64, v, [[]], k * 3)
+        want = idx._best_docs(rows, scores, k, "dense")
+        assert [(h.doc_id, h.score) for h in hits] == [(h.doc_id, h.score) for h in want], q
+        assert all(int(h.doc_id[1:]) % 2 == 0 and np.isfinite(h.score) for h in hits), q
+        assert bool(hits) != q.startswith("nan"), q
+    idx.close()
+
+
+def test_metadata_names_edge_cannot_index_leave_the_index_as_it_was(tmp_path):
+    """A metadata field whose name is no JSON path to Edge ("product line", "", 'a"b') gets no
+    payload index; the index builds and filters as without indexes."""
+    rng = np.random.default_rng(2)
+    metas = [{"product line": ["x", "y"][i % 2], "": i, 'a"b': "z", "lang": ["en", "de"][i % 2]} for i in range(20)]
+    vecs = unit(rng, 20)
+    lane = EdgeLane(vecs, [{"meta": m} for m in metas])
+    plain = EdgeLane(vecs, [{"meta": m} for m in metas], index_fields=False)
+    q = unit(rng, 1)
+    f = [{"field": "lang", "op": "eq", "value": "de"}]
+    assert lane.search(q, [f], 20) == plain.search(q, [f], 20)
+    assert {r for r, _ in lane.search(q, [f], 20)[0]} == {i for i in range(20) if i % 2}
+    lane.close()
+    plain.close()

@@ -68,7 +68,7 @@ def exact_top(lane: DenseLane, matrix: np.ndarray, vecs: np.ndarray, filters: li
     candidates until the last one it returns is provably below the `limit` best (two errors
     below its own limit-th score) or it has no more: the exact top `limit`, whatever the
     engine's rounding. A query without a filter that would ask for every point takes them all
-    as its candidates without asking (the engine would return each of them)."""
+    as its candidates without asking (the engine would return each of them but those scoring NaN)."""
     margin = 2 * float32_error(matrix.shape[1])
     out: list = [None] * len(vecs)
     q64 = vecs.astype(np.float64)
@@ -76,7 +76,7 @@ def exact_top(lane: DenseLane, matrix: np.ndarray, vecs: np.ndarray, filters: li
     if ask >= lane.points == len(matrix):  # the engine would return every point: they are the candidates
         whole = np.arange(len(matrix))
         for i in [i for i in todo if not filters[i]]:
-            out[i] = _rescore(matrix, q64[i], whole, limit)
+            out[i] = _rescore(matrix, q64[i], whole, limit, finite=True)
         todo = [i for i in todo if filters[i]]
     while todo:
         again = []
@@ -89,10 +89,14 @@ def exact_top(lane: DenseLane, matrix: np.ndarray, vecs: np.ndarray, filters: li
     return out
 
 
-def _rescore(matrix: np.ndarray, q: np.ndarray, rows, limit: int) -> tuple[np.ndarray, np.ndarray]:
+def _rescore(matrix: np.ndarray, q: np.ndarray, rows, limit: int, finite: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The `limit` best of `rows` by float64 score, ties by row; `finite`: rows not from the
+    engine, so those scoring NaN (a NaN in a vector) are left out, as the engine leaves them out."""
     if not len(rows):
         return np.zeros(0, dtype=np.int64), np.zeros(0)
     rows_ = np.sort(np.asarray(rows, dtype=np.int64))  # the engine's order of ties does not matter
     scores = np.dot(matrix, q)[rows_]
+    if finite and np.isnan(scores).any():
+        rows_, scores = rows_[~np.isnan(scores)], scores[~np.isnan(scores)]
     top = np.lexsort((rows_, -scores))[:limit]
     return rows_[top], scores[top]

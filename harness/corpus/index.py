@@ -263,11 +263,12 @@ class Index:
         """Per query, the k * 3 best chunks (exact_top), where a document is the best of its
         chunks among them. When every document is one chunk, the k + 1 best suffice: if the k-th
         scores above the next, the k best documents are those k chunks whatever the rest (the
-        engine returns a third of the points); a tie there asks for the k * 3."""
+        engine returns about a third as many points as for k * 3); a tie there (or a NaN) asks for
+        the k * 3."""
         if not self._chunk_per_doc or k < 1:
             return exact_top(self._lane, self._vecs64, vecs, filters, k * 3)
         found = exact_top(self._lane, self._vecs64, vecs, filters, k + 1)
-        tied = [i for i, (_, scores) in enumerate(found) if len(scores) > k and scores[k] == scores[k - 1]]
+        tied = [i for i, (_, scores) in enumerate(found) if len(scores) > k and not scores[k] < scores[k - 1]]  # NaN too
         if tied:
             for i, top in zip(tied, exact_top(self._lane, self._vecs64, vecs[tied], [filters[i] for i in tied], k * 3)):
                 found[i] = top

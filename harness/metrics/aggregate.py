@@ -37,10 +37,18 @@ def _linear(s: list[float], q: float) -> float:
 def _quantiles(vals: np.ndarray) -> tuple[float, float]:
     """p50 and p95 of measured values (NaN when none), as pandas' Series.quantile computes them
     (numpy's linear interpolation, asked as percentiles): `np.percentile(vals, [50, 95])` without its
-    set-up per call (a report has thousands of groups), equal to it float for float (tested)."""
+    set-up per call (a report has thousands of groups), equal to it float for float, signs of
+    zero and NaN included (tested)."""
     if not len(vals):
         return np.nan, np.nan
-    s = np.sort(np.asarray(vals, dtype=float)).tolist()
+    vals = np.asarray(vals, dtype=float)
+    a = np.sort(vals)
+    if np.isnan(a[-1]) or (np.signbit(vals) & (vals == 0)).any():  # (numpy's sort may write -0.0 as 0.0)
+        # a NaN (numpy's answer is NaN), or a -0.0 that numpy's partition of the values in their
+        # order may place either side of an equal 0.0 where a sort would not: numpy's own percentile
+        p50, p95 = np.percentile(vals, [50.0, 95.0])
+        return float(p50), float(p95)
+    s = a.tolist()
     return _linear(s, 50.0 / 100), _linear(s, 95.0 / 100)
 
 
