@@ -73,14 +73,16 @@ class Candidates:
         each = [c if isinstance(c, Candidates) or c is None else Candidates(c) for c in rows]
         parts = [p for c in each if c is not None for p in c.parts]
         lens = np.fromiter((len(p[0]) for p in parts), np.int64, len(parts))
-        offsets = np.zeros(len(each) + 1, np.int32)
-        np.cumsum([sum(len(p[0]) for p in c.parts) if c is not None else 0 for c in each], out=offsets[1:])
+        # a row's entries end where its last part ends: the parts' running lengths at the rows' running part counts
+        ends = np.concatenate(([0], np.cumsum(lens)))
+        n_parts = np.fromiter((len(c.parts) if c is not None else 0 for c in each), np.int64, len(each))
+        offsets = ends[np.concatenate(([0], np.cumsum(n_parts)))]
         values = pa.StructArray.from_arrays(
             [pa.array(list(chain.from_iterable(p[0] for p in parts)), pa.string()),
              pa.array(list(chain.from_iterable(p[1] for p in parts)), pa.float64()),
              _ranks(parts, lens), _lanes(parts, lens)], fields=list(CANDIDATE))
         mask = pa.array([c is None for c in each]) if any(c is None for c in each) else None
-        return pa.ListArray.from_arrays(pa.array(offsets), values, type=pa.list_(CANDIDATE), mask=mask)
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, type=pa.list_(CANDIDATE), mask=mask)
 
 
 def _ranks(parts: list, lens: np.ndarray) -> pa.Array:

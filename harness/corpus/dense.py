@@ -96,7 +96,8 @@ def _rescore(matrix: np.ndarray, q: np.ndarray, rows, limit: int, finite: bool =
         return np.zeros(0, dtype=np.int64), np.zeros(0)
     rows_ = np.sort(np.asarray(rows, dtype=np.int64))  # the engine's order of ties does not matter
     scores = np.dot(matrix, q)[rows_]
-    if finite and np.isnan(scores).any():
-        rows_, scores = rows_[~np.isnan(scores)], scores[~np.isnan(scores)]
+    if finite:
+        scored = ~np.isnan(scores)
+        rows_, scores = rows_[scored], scores[scored]
     top = np.lexsort((rows_, -scores))[:limit]
     return rows_[top], scores[top]

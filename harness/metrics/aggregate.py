@@ -21,6 +21,13 @@ def turn_values(per_turn: pd.DataFrame, by=("arm_id", "session_id", "turn_index"
     return t.groupby(list(by), sort=sort)["value"].mean().dropna().reset_index()
 
 
+def groups(codes: np.ndarray) -> list[np.ndarray]:
+    """The rows of each group, ascending, groups in the order of their codes (pd.factorize's: the
+    order of first appearance); none for no rows."""
+    order = np.argsort(codes, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(codes[order])) + 1) if len(order) else []
+
+
 def _linear(s: list[float], q: float) -> float:
     """numpy's percentile of sorted values at fraction q ("linear" method), with numpy's own steps
     (index (n-1)q, lower index and weight, `_lerp`'s two forms around a weight of 0.5), so the
@@ -99,10 +106,7 @@ def aggregate_long(long: Long, lab: Labels, arms: list, sessions: list, metrics:
     li = lab.rows_of(c["sess"], c["tix"], sessions)
     value = c["value"]
     measured = ~np.isnan(value)
-    am_code = pd.factorize(am)[0]
-    go = np.argsort(am_code, kind="stable")
-    b = np.r_[0, np.nonzero(np.diff(am_code[go]))[0] + 1, len(go)]
-    group_rows = [go[b[i]:b[i + 1]] for i in range(len(b) - 1)]
+    group_rows = groups(pd.factorize(am)[0])
     n_sess = int(c["sess"].max(initial=0)) + 1
     out = []
     for seg in segments:

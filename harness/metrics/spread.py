@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.metrics.aggregate import turn_values
+from harness.metrics.aggregate import groups, turn_values
 from harness.metrics.registry import headline, judged
 from harness.metrics.segments import BUCKETS, bucket
 from harness.metrics.stats import bootstrap_of_sums, session_sums
@@ -17,11 +17,12 @@ COLUMNS = ["arm_id", "metric", "bucket", "mean", "lo", "hi", "n", "n_sessions"]
 N_RESAMPLES = 1000
 
 
-def _point(sessions: np.ndarray, values: np.ndarray, n_resamples: int) -> tuple[float, float, float]:
-    """(mean, lo, hi) of one group's per-turn values (with their session ids, in the table's row
-    order): a session bootstrap."""
-    mean, lo, hi = bootstrap_of_sums(*session_sums(sessions, values - 0.0), n_resamples, 0.05, 0)
-    return float(mean), float(lo), float(hi)
+def _point(sessions: np.ndarray, values: np.ndarray, n_resamples: int) -> tuple[float, float, float, int]:
+    """(mean, lo, hi, sessions) of one group's per-turn values (with their session ids, in the
+    table's row order): a session bootstrap."""
+    sums, counts = session_sums(sessions, values)
+    mean, lo, hi = bootstrap_of_sums(sums, counts, n_resamples, 0.05, 0)
+    return float(mean), float(lo), float(hi), len(sums)
 
 
 def spread_metrics(settings: dict | None) -> list[str]:
@@ -37,12 +38,10 @@ def spread_table(per_turn: pd.DataFrame, metrics=None, n_resamples: int = N_RESA
     t = turn_values(per_turn[per_turn["metric"].isin(metrics)], ("arm_id", "metric", "session_id", "turn_index"))
     arm, metric, sess = (t[c].to_numpy(object) for c in ("arm_id", "metric", "session_id"))
     value, buckets = t["value"].to_numpy(float), t["turn_index"].map(bucket).to_numpy(object)
-    codes = pd.factorize(pd.MultiIndex.from_arrays([arm, metric]))[0]  # groups in order of appearance
-    order = np.argsort(codes, kind="stable")
     rows = []
-    for g in np.split(order, np.flatnonzero(np.diff(codes[order])) + 1) if len(order) else []:
+    for g in groups(pd.factorize(pd.MultiIndex.from_arrays([arm, metric]))[0]):  # in order of appearance
         for b, part in [*((b, g[buckets[g] == b]) for b in BUCKETS), ("all", g)]:
             if len(part):
-                rows.append([arm[g[0]], metric[g[0]], b, *_point(sess[part], value[part], n_resamples), len(part),
-                             len(np.unique(sess[part]))])
+                mean, lo, hi, n_sessions = _point(sess[part], value[part], n_resamples)
+                rows.append([arm[g[0]], metric[g[0]], b, mean, lo, hi, len(part), n_sessions])
     return pd.DataFrame(rows, columns=COLUMNS)
