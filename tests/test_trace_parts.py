@@ -143,3 +143,51 @@ def test_a_part_keeps_statistics_for_the_columns_that_name_a_row_only(tmp_path):
     stats = meta.row_group(0).column(traces.SCHEMA.names.index("session_id")).statistics
     assert (stats.min, stats.max) == ("s000", "s003")
     assert read_traces(tmp_path).num_rows == 6
+
+
+def _row_by_loop(key: TurnKey, result: ArmResult) -> dict:
+    """The row as the loop over COLUMNS built it before `_row` was written out (the reference)."""
+    if result.ms.total is None:
+        result.ms.total = result.ms.stages()
+    out = {}
+    for column, cls, name, sub, _, as_json in traces.COLUMNS:
+        v = getattr(key if cls is TurnKey else result, name)
+        if sub is not None:
+            v = getattr(v, sub)
+        if as_json and v is not None:
+            v = traces.to_json(v)
+        out[column] = v
+    return out
+
+
+def test_the_written_out_row_equals_the_loop_over_the_columns():
+    from harness.arms.result import LLMStats, Timings
+
+    key = TurnKey(run_id="r", arm_id="a1", arm="rewrite", params={"lane": "bm25", "k": [1, 2]}, repeat=2,
+                  session_id="s", turn_index=3, query_type="follow-up", language=None, domain="d", round=2,
+                  is_final=False, original_query="q ü", backend={"rewrite": "offline"})
+    results = [ArmResult(), ArmResult(
+        issued_queries=["a", "b"], lanes=["bm25:0"], applied_filters=[{"field": "x", "op": "eq", "value": "ü"}],
+        candidates=Candidates().add(["d1"], [1.5], "bm25:0"), ranking=["d1"], must_keep=["A-1"],
+        proposed_filters=[{"field": "y"}], filter_violations=["tenant"], fallback_reason="f", not_applicable=None,
+        verdict="answer", answer="x", answer_doc_ids=["d1"], abstained=True,
+        llm=LLMStats(calls=2, prompt_tokens=5, cost_usd=None, cache_hits=1, prompt_hashes={"rewrite": "ab"},
+                     failed=1, repairs=1, repair_notes=["rewrite: bad"]),
+        ms=Timings(rewrite=1.5, retrieve=None, answer=2.0))]
+    for r in results:
+        a, b = row(key, r), _row_by_loop(key, r)
+        assert list(a) == list(b) == [c[0] for c in traces.COLUMNS]  # every column, in the schema's order
+        assert a == b
+    assert row(key, results[1])["ms_total"] == 3.5 and row(key, results[1])["params"] == '{"k":[1,2],"lane":"bm25"}'
+
+
+def test_rows_to_table_equals_the_column_by_column_conversion_and_takes_rows_missing_a_column():
+    rows = [r for i in range(5) for r in _turn(i, rounds=2)]
+    plain = {f.name: [r.get(f.name) for r in rows] for f in traces.SCHEMA}
+    plain["candidates"] = Candidates.arrow(plain["candidates"])
+    assert traces.rows_to_table(rows).equals(pa.table(plain, schema=traces.SCHEMA))
+    partial = [{k: v for k, v in r.items() if k != "answer"} for r in rows]
+    t = traces.rows_to_table(partial)
+    assert t.column("answer").null_count == len(rows) and t.drop(["answer"]).equals(
+        pa.table(plain, schema=traces.SCHEMA).drop(["answer"]))
+    assert traces.rows_to_table([]).num_rows == 0

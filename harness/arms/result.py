@@ -132,7 +132,10 @@ class Timings:
             setattr(self, k, v)
 
     def stages(self) -> float:
-        return sum(getattr(self, f.name) or 0.0 for f in fields(self) if f.name != "total")
+        return sum(getattr(self, name) or 0.0 for name in _STAGES)
+
+
+_STAGES = tuple(f.name for f in fields(Timings) if f.name != "total")  # what `stages` sums, in field order
 
 
 @dataclass

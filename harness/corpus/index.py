@@ -95,6 +95,8 @@ class Index:
         # each chunk's document as its place among the ids sorted (integers sort as the ids do, faster)
         self._doc_names, self._chunk_doc = np.unique(np.array([c.doc_id for c in self.chunks]), return_inverse=True)
         self._chunk_per_doc = len(self._doc_names) == len(self.chunks)  # every document one chunk (_best_docs)
+        # the same names as Python strings, made once: a ranking takes them without making 2 strings a hit
+        self._doc_name_objs = np.array(self._doc_names.tolist(), dtype=object)
         self._rows: dict[str, list[int]] = {}  # doc_id -> its chunks' rows
         for i, c in enumerate(self.chunks):
             self._rows.setdefault(c.doc_id, []).append(i)
@@ -319,7 +321,7 @@ class Index:
         docs, best = _at_least_kth(docs, best, k)
         top = np.lexsort((-docs, -best))[:k]
         # one conversion per array, not one numpy scalar per hit (about 3x faster at depth 100)
-        return Hits(self._doc_names[docs[top]].tolist(), best[top].tolist(), lane)
+        return Hits(self._doc_name_objs[docs[top]].tolist(), best[top].tolist(), lane)
 
     def hybrid(self, queries: list[str], k: int, filters: list[list[dict]] | None = None,
                rrf_k: int = 60, depth: int | None = None) -> list[tuple[list[Hit], list[Hit]]]:

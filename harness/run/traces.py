@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import operator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -68,8 +69,11 @@ SCHEMA = pa.schema([(c[0], c[4]) for c in COLUMNS])
 _TO_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode
 
 
+_EMPTY = {list: "[]", dict: "{}"}  # what the encoder writes for them (most rows' filters): without it
+
+
 def to_json(v) -> str:
-    return _TO_JSON(v)
+    return (not v and _EMPTY.get(type(v))) or _TO_JSON(v)
 
 
 _KEY_JSON: dict[int, tuple[object, str]] = {}  # id -> (value, its JSON): TurnKey's params and backend
@@ -88,20 +92,32 @@ def _key_json(v) -> str:
     return text
 
 
+def _row_source(columns) -> str:
+    """The source of `_row`: one dict display naming every column (COLUMNS, in order), each value
+    read by attribute, the JSON columns serialised (TurnKey's once per arm: `_key_json`). Written
+    out once, as dataclasses writes its __init__, because the loop over COLUMNS it replaces took a
+    microsecond a column, fifty columns a row (tests/test_trace_parts.py holds the loop and
+    compares)."""
+    items = []
+    for column, cls, name, sub, _, as_json in columns:
+        v = ("key." if cls is TurnKey else "result.") + name + ("." + sub if sub else "")
+        if as_json:
+            v = f"(None if (v := {v}) is None else {'_key_json' if cls is TurnKey else 'to_json'}(v))"
+        items.append(f"    {column!r}: {v},")
+    return "def _row(key, result):\n  return {\n" + "\n".join(items) + "\n  }\n"
+
+
+_ROW_SCOPE = {"_key_json": _key_json, "to_json": to_json}
+exec(_row_source(COLUMNS), _ROW_SCOPE)  # noqa: S102 (column names from the dataclasses above, not input)
+_row = _ROW_SCOPE["_row"]
+
+
 def row(key: TurnKey, result: ArmResult) -> dict:
     """One trace row (column -> value), from the replay's key and the arm's round. A round's
     total latency is the sum of its stages unless the arm measured it."""
     if result.ms.total is None:
         result.ms.total = result.ms.stages()
-    out = {}
-    for column, cls, name, sub, _, as_json in COLUMNS:
-        v = getattr(key if cls is TurnKey else result, name)
-        if sub is not None:
-            v = getattr(v, sub)
-        if as_json and v is not None:
-            v = _key_json(v) if cls is TurnKey else to_json(v)
-        out[column] = v
-    return out
+    return _row(key, result)
 
 
 # Parquet column statistics (min and max per row group) only for the columns that name a row:
@@ -110,8 +126,16 @@ def row(key: TurnKey, result: ArmResult) -> dict:
 STATISTICS = ["run_id", "arm_id", "arm", "repeat", "session_id", "turn_index", "round", "is_final"]
 
 
+_ALL_COLUMNS = operator.itemgetter(*SCHEMA.names)
+
+
 def rows_to_table(rows: list[dict]) -> pa.Table:
-    cols = {f.name: [r.get(f.name) for r in rows] for f in SCHEMA}
+    try:  # rows written by `row` hold every column: read as tuples and turned into columns at once
+        cols = dict(zip(SCHEMA.names, map(list, zip(*map(_ALL_COLUMNS, rows))))) if rows else {}
+    except KeyError:  # rows missing a column (older writers, tests): None where missing
+        cols = {}
+    if len(cols) != len(SCHEMA.names):
+        cols = {f.name: [r.get(f.name) for r in rows] for f in SCHEMA}
     cols["candidates"] = Candidates.arrow(cols["candidates"])
     return pa.table(cols, schema=SCHEMA)
 
