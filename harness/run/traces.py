@@ -69,7 +69,7 @@ SCHEMA = pa.schema([(c[0], c[4]) for c in COLUMNS])
 _TO_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode
 
 
-_EMPTY = {list: "[]", dict: "{}"}  # what the encoder writes for them (most rows' filters): without it
+_EMPTY = {list: "[]", dict: "{}"}  # an empty list or dict (most rows' filter columns) as the encoder writes it
 
 
 def to_json(v) -> str:
