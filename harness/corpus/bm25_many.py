@@ -68,10 +68,11 @@ def scores_many(bm25, ids: list[list[int]]) -> np.ndarray:
 
 
 def best_many(scores: np.ndarray, chunk_doc: np.ndarray, n_docs: int, one_chunk_each: bool,
-              ks: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+              ks: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row of `scores` (query x chunk): the places and float64 scores of its ks[i] best
     documents among the chunks scoring above zero, a document scoring its best chunk, ordered by
-    score descending, then doc id (place) descending: `Index._best_docs`'s order."""
+    score descending, then doc id (place) descending: `Index._best_docs`'s order. Returned row
+    after row in two arrays, with how many each row has."""
     cells = np.flatnonzero(scores > 0)  # row by row, chunks ascending
     q, c = np.divmod(cells, scores.shape[1])
     best = scores.reshape(-1)[cells].astype(np.float64)
@@ -84,8 +85,9 @@ def best_many(scores: np.ndarray, chunk_doc: np.ndarray, n_docs: int, one_chunk_
         q, docs, best = key // n_docs, key % n_docs, top
     order = _order(q, best, docs, len(ks), n_docs)
     q, docs, best = q[order], docs[order], best[order]
-    bounds = np.searchsorted(q, np.arange(len(ks) + 1))
-    return [(docs[a:min(b, a + k)], best[a:min(b, a + k)]) for a, b, k in zip(bounds[:-1], bounds[1:], ks)]
+    starts = np.searchsorted(q, np.arange(len(ks)))
+    keep = np.arange(len(q)) - starts[q] < np.asarray(ks, np.int64)[q]  # the first k of each row
+    return docs[keep], best[keep], np.bincount(q[keep], minlength=len(ks))
 
 
 def _order(q: np.ndarray, best: np.ndarray, docs: np.ndarray, n_queries: int, n_docs: int) -> np.ndarray:
@@ -148,8 +150,12 @@ def search_ahead(index) -> None:
         for i, (_, _, f) in enumerate(part):
             if f:
                 scores[i, ~index._allowed_chunks(f)] = 0
-        tops = best_many(scores, index._chunk_doc, len(index._doc_names), index._chunk_per_doc, [k for _, k, _ in part])
-        done += [Hits(index._doc_name_objs[d].tolist(), b.tolist(), "bm25") for d, b in tops]
+        docs, best, counts = best_many(scores, index._chunk_doc, len(index._doc_names), index._chunk_per_doc,
+                                       [k for _, k, _ in part])
+        names, values, end = index._doc_name_objs[docs].tolist(), best.tolist(), 0  # two conversions a batch
+        for n in counts.tolist():
+            done.append(Hits(names[end:end + n], values[end:end + n], "bm25"))
+            end += n
     ms = (time.perf_counter() - t0) * 1000 / len(done)
     if len(memo.ahead) > memo.size:  # announced and never asked for (a turn that failed first): let them go
         memo.ahead.clear()
