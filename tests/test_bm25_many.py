@@ -40,7 +40,8 @@ def _index(tmp_path, one_chunk: bool) -> Index:
         n = rng.randint(3, 9) if one_chunk else rng.randint(20, 70)
         text = " ".join(rng.choice(WORDS) for _ in range(n))
         docs.append({"doc_id": f"d{i + 1}", "title": "", "text": text,
-                     "metadata": {"material": rng.choice(["brass", "steel"]), "assortment": rng.choice([["A"], ["B"], ["A", "B"]])}})
+                     "metadata": {"material": rng.choice(["brass", "steel"]), "assortment": rng.choice([["A"], ["B"], ["A", "B"]]),
+                                  "price": i}})
     docs += [dict(d, doc_id=d["doc_id"] + "t") for d in docs[:8]]  # the same text again: ties at every score
     root = write_set(tmp_path / "set", docs=docs)
     return Index(load_eval_set(root).docs, Hash16(), EmbeddingCache(tmp_path / "emb"), max_chars=10_000 if one_chunk else 60)
@@ -140,3 +141,37 @@ def test_the_one_key_order_is_the_three_key_sort():
         want = np.lexsort((-docs, -best, q))
         got = bm25_many._order(q, best, docs, n_queries, n_docs)
         assert np.array_equal(q[got], q[want]) and np.array_equal(best[got], best[want]) and np.array_equal(docs[got], docs[want])
+
+
+def test_a_query_that_cannot_be_prepared_is_left_to_its_own_search_and_the_others_are_done(index):
+    bad = [{"field": "price", "op": "gte", "value": "10"}]  # a number compared with a string: TypeError
+    index.memo = memo = Memo()
+    try:
+        bm25_many.announce(index, ["bolt hex"], 50, bad)
+        bm25_many.announce(index, ["steel nut", "brass"], 50, [])
+        bm25_many.search_ahead(index)
+        assert set(memo.ahead) == {("bm25", "steel nut", "", 50), ("bm25", "brass", "", 50)}
+        with pytest.raises(TypeError):  # the error meets its own search only
+            index.lexical(["bolt hex"], 50, [bad])
+        assert index.lexical(["brass"], 50, [[]])[0].doc_ids == index._lexical("brass", 50, []).doc_ids
+    finally:
+        index.memo = None
+
+
+def test_an_index_whose_scores_this_module_would_not_reproduce_is_searched_one_query_at_a_time(index, monkeypatch):
+    for attr, value in [("dtype", "float64"), ("nonoccurrence_array", np.ones(3, np.float32))]:
+        monkeypatch.setattr(index.bm25, attr, value, raising=False)
+        assert not bm25_many.batchable(index.bm25)
+        monkeypatch.undo()
+    assert bm25_many.batchable(index.bm25)
+    index.memo = memo = Memo()
+    try:
+        monkeypatch.setattr(index, "_batchable", None)
+        monkeypatch.setattr(bm25_many, "batchable", lambda bm25: False)
+        bm25_many.announce(index, ["steel nut"], 50, [])
+        bm25_many.search_ahead(index)
+        assert memo.ahead == {} and memo.expected == [] and index._batchable is False
+        bm25_many.announce(index, ["steel nut"], 50, [])  # known now: nothing announced
+        assert memo.expected == []
+    finally:
+        index.memo = None

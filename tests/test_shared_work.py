@@ -133,3 +133,14 @@ def test_a_run_process_loads_neither_numba_nor_scipy_nor_qdrant_client_and_ranks
     assert not alone["numba"] and not alone["qdrant_client"] and not alone["scipy"]
     assert with_numba["numba"] and alone["hits"] == with_numba["hits"] and any(alone["hits"])
     assert with_scipy["scipy"] and alone["hits"] == with_scipy["hits"]
+
+
+def test_the_batched_bm25_changes_no_trace_value(tiny, tmp_path, monkeypatch):
+    batches = []
+    real = bm25_many._hits_of
+    monkeypatch.setattr(bm25_many, "_hits_of", lambda index, todo: batches.append(len(todo)) or real(index, todo))
+    batched = run(tiny, tmp_path / "batched")
+    assert batches and sum(batches) > len(batches)  # searches were done ahead, several at a time
+    monkeypatch.setattr(bm25_many, "announce", lambda *a, **k: None)  # every search alone, as before
+    alone = run(tiny, tmp_path / "alone")
+    assert trace_differences(batched, alone) == []

@@ -103,16 +103,19 @@ def _order(q: np.ndarray, best: np.ndarray, docs: np.ndarray, n_queries: int, n_
     return np.argsort(key, kind="stable")
 
 
+def batchable(bm25) -> bool:
+    """Whether this module computes what bm25s would for the index: float32 scores, no
+    non-occurrence term (BM25L, BM25+) added to every document, each chunk once per column."""
+    return (np.dtype(bm25.dtype) == np.float32 and getattr(bm25, "nonoccurrence_array", None) is None
+            and columns_distinct(bm25))
+
+
 def announce(index, queries: list[str], k: int, filters: list[dict]) -> None:
     """On the event loop, before a search goes to the retrieval thread: the BM25 searches it will
     ask the index for (`filters` for each query), so that the first search of the thread's batch
     does every announced one at once (`search_ahead`). Only within a run (the index's memo)."""
     memo = getattr(index, "memo", None)
-    if memo is None or k < 1:
-        return
-    if index._distinct is None:
-        index._distinct = columns_distinct(index.bm25)
-    if not index._distinct:
+    if memo is None or k < 1 or index._batchable is False:
         return
     if len(memo.expected) > memo.size:  # never drained (no search missed since): let them go
         memo.expected = []
@@ -125,38 +128,61 @@ def search_ahead(index) -> None:
     """The BM25 searches announced for the retrieval thread and not done yet, all at once (a
     search calls this before it starts its clock), kept in the run's memo (`ahead`) for the turns
     that announced them, each with its share of the batch's milliseconds (as the dense lane's
-    batches and the embedding batches record theirs). A query with a token outside the score
-    matrix is left to its own search (which raises there, in its own turn)."""
+    batches and the embedding batches record theirs). A query that cannot be prepared (a token
+    outside the score matrix, a filter its metadata cannot be compared with) is left to its own
+    search, which raises there, in its own turn; if the batch itself fails, every query is."""
     memo = getattr(index, "memo", None)
     if memo is None or not memo.expected:
         return
     batch, memo.expected = memo.expected, []
-    todo: dict = {}
-    for key, q, k, f in batch:
-        if key not in todo and key not in memo.ahead and key not in memo:
-            ids = token_ids(index.bm25, tokenize(q))
-            if ids is not None:
-                todo[key] = (ids, k, f)
-    if not todo:
+    if index._batchable is None:  # once per index, on the retrieval thread
+        index._batchable = batchable(index.bm25)
+    if not index._batchable:
         return
     t0 = time.perf_counter()
-    done = []
-    keys = list(todo)
-    n_chunks = max(int(index.bm25.scores["num_docs"]), 1)
-    step = max(1, MAX_CELLS // n_chunks)
-    for s in range(0, len(keys), step):
-        part = [todo[key] for key in keys[s:s + step]]
+    todo = _prepared(index, memo, batch)
+    if not todo:
+        return
+    try:
+        done = _hits_of(index, list(todo.values()))
+    except Exception:  # noqa: BLE001 (each query's own search meets the error, in its own turn)
+        return
+    ms = (time.perf_counter() - t0) * 1000 / len(done)
+    if len(memo.ahead) > memo.size:  # announced and never asked for (a turn that failed first): let them go
+        memo.ahead.clear()
+    memo.ahead.update((key, (hits, ms)) for key, hits in zip(todo, done))
+
+
+def _prepared(index, memo, batch: list[tuple]) -> dict:
+    """key -> (token ids, k, chunk mask or None) of the batch's searches not done yet."""
+    todo: dict = {}
+    for key, q, k, f in batch:
+        if key in todo or key in memo.ahead or key in memo:
+            continue
+        try:
+            ids = token_ids(index.bm25, tokenize(q))
+            mask = index._allowed_chunks(f) if f else None
+        except Exception:  # noqa: BLE001 (left to the query's own search)
+            continue
+        if ids is not None:
+            todo[key] = (ids, k, mask)
+    return todo
+
+
+def _hits_of(index, todo: list[tuple]) -> list[Hits]:
+    """The ranked hits of prepared searches, MAX_CELLS scores at a time."""
+    done: list[Hits] = []
+    step = max(1, MAX_CELLS // max(int(index.bm25.scores["num_docs"]), 1))
+    for s in range(0, len(todo), step):
+        part = todo[s:s + step]
         scores = scores_many(index.bm25, [ids for ids, _, _ in part])
-        for i, (_, _, f) in enumerate(part):
-            if f:
-                scores[i, ~index._allowed_chunks(f)] = 0
+        for i, (_, _, mask) in enumerate(part):
+            if mask is not None:
+                scores[i, ~mask] = 0
         docs, best, counts = best_many(scores, index._chunk_doc, len(index._doc_names), index._chunk_per_doc,
                                        [k for _, k, _ in part])
         names, values, end = index._doc_name_objs[docs].tolist(), best.tolist(), 0  # two conversions a batch
         for n in counts.tolist():
             done.append(Hits(names[end:end + n], values[end:end + n], "bm25"))
             end += n
-    ms = (time.perf_counter() - t0) * 1000 / len(done)
-    if len(memo.ahead) > memo.size:  # announced and never asked for (a turn that failed first): let them go
-        memo.ahead.clear()
-    memo.ahead.update((key, (hits, ms)) for key, hits in zip(keys, done))
+    return done

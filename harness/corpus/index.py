@@ -64,7 +64,7 @@ class Index:
         self.meta = {d.doc_id: d.metadata for d in docs.values()}
         self._masks: dict[str, np.ndarray] = {}
         self.memo: Memo | None = None  # a replay's, for its run: work its arms share (harness/corpus/memo.py)
-        self._distinct: bool | None = None  # BM25's columns name each chunk once (bm25_many.announce), when first asked
+        self._batchable: bool | None = None  # whether bm25_many can do this BM25's searches (known when first asked)
         self._reference = None
         self.stats = IndexStats()
         self._lex: lexical.Lexical | None = None  # the own chunks' statistics, until the index holds them
