@@ -292,20 +292,9 @@ class Index:
             return [self._lexical(q, k, f) for q, f in zip(queries, filters)]
         out = []
         for q, f in zip(queries, filters):
-            key = ("bm25", q, _filter_key(f), k)
-            if (seen := self.memo.get(key)) is not None:
-                out.append(_reused(seen.value, seen.ms))
-                continue
-            done = self.memo.ahead.pop(key, None)
-            if done is not None:  # done in a batch before the search began: its share, as work done earlier
-                hits, ms = done
-            else:
-                t0 = time.perf_counter()
-                hits = self._lexical(q, k, f)
-                ms = (time.perf_counter() - t0) * 1000
+            hits, ms, reused = self.memo(("bm25", q, _filter_key(f), k), lambda: self._lexical(q, k, f))
             hits.ms = ms
-            self.memo.put(key, hits, ms)
-            out.append(hits if done is None else _reused(hits, ms))
+            out.append(_reused(hits, ms) if reused else hits)
         return out
 
     def _lexical(self, q: str, k: int, f: list[dict]) -> Hits:
