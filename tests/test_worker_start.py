@@ -1,12 +1,16 @@
 """How a parallel run's workers start and end (harness.run.parallel, harness.run.shard_worker):
-started before the run folder is made and told to go once it is; replaying without importing
-pandas; leaving with their exit handlers run (the embedded engine's folder removed)."""
+forked where no other thread runs, else spawned, the same run either way; started before the run
+folder is made and told to go once it is; replaying without importing pandas; leaving with their
+exit handlers run (the embedded engine's folder removed), a forked one leaving the parent's alone."""
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
 import subprocess
 import sys
+import tempfile
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +27,56 @@ from tests.test_workers import config, sessions
 def eight(tmp_path_factory):
     """The tiny set with 8 sessions, split over two workers (tests/test_workers.py's)."""
     return write_set(tmp_path_factory.mktemp("es") / "eight", docs=TINY_DOCS, sessions=sessions(4))
+
+
+def test_workers_are_forked_where_no_other_thread_runs_and_spawned_elsewhere(monkeypatch):
+    monkeypatch.setattr(parallel.sys, "platform", "linux")
+    monkeypatch.setattr(parallel.threading, "active_count", lambda: 1)
+    assert parallel.start_method() == "fork"
+    monkeypatch.setattr(parallel.threading, "active_count", lambda: 2)  # a thread could hold a lock the child needs
+    assert parallel.start_method() == "spawn"
+    monkeypatch.setattr(parallel.threading, "active_count", lambda: 1)
+    for system in ("darwin", "win32"):
+        monkeypatch.setattr(parallel.sys, "platform", system)
+        assert parallel.start_method() == "spawn"
+
+
+def how_started(monkeypatch, how: str) -> list:
+    """Workers started `how` (fork or spawn) from here on; the list gets how each run's were."""
+    seen = []
+    begin = parallel.ParallelRun._begin
+
+    def watched(self):
+        seen.append(sorted(type(p._popen).__module__ for p in mp.active_children() if p.name.startswith("harness-worker-")))
+        return begin(self)
+
+    monkeypatch.setattr(parallel, "start_method", lambda: how)
+    monkeypatch.setattr(parallel.ParallelRun, "_begin", watched)
+    return seen
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
+def test_forked_and_spawned_workers_make_the_same_run(eight, tmp_path, monkeypatch):
+    cfg = config(tmp_path, eight)
+    for how, popen in (("spawn", "multiprocessing.popen_spawn_posix"), ("fork", "multiprocessing.popen_fork")):
+        seen = how_started(monkeypatch, how)
+        r = invoke("run", cfg, "--run-id", how, "--workers", 2, "--no-progress")
+        assert r.exit_code == 0, r.output
+        assert seen == [[popen, popen]]
+    assert runs_equal(tmp_path / "runs/spawn", tmp_path / "runs/fork") == []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
+def test_a_forked_worker_leaves_the_parents_objects_to_the_parent(eight, tmp_path, monkeypatch):
+    """A worker runs its exit handlers as it leaves (the engine's folder removed); forked, it holds
+    copies of the parent's finalizers too, which it must not run: the parent's temporary folder
+    outlives the workers."""
+    keep = tempfile.TemporaryDirectory(dir=tmp_path)  # removed by a finalizer at exit, in its own process
+    seen = how_started(monkeypatch, "fork")
+    r = invoke("run", config(tmp_path, eight), "--run-id", "w2", "--workers", 2, "--no-progress")
+    assert r.exit_code == 0, r.output
+    assert len(seen) == 1 and Path(keep.name).is_dir()
+    keep.cleanup()
 
 
 def test_workers_start_before_the_run_folder_is_made_and_replay_once_it_is(eight, tmp_path, monkeypatch):

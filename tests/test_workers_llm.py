@@ -128,7 +128,8 @@ def sessions16() -> list[dict]:
 
 
 def children(pid: int) -> list[int]:
-    """The worker processes of `harness run` (pid): its children running multiprocessing's spawn."""
+    """The worker processes of `harness run` (pid): its children, forked or spawned, other than
+    multiprocessing's resource tracker."""
     out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -136,7 +137,7 @@ def children(pid: int) -> list[int]:
             cmd = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == pid and b"spawn_main" in cmd:
+        if int(fields[1]) == pid and b"resource_tracker" not in cmd:
             out.append(int(stat.parent.name))
     return sorted(out)
 
@@ -221,4 +222,8 @@ def test_a_killed_run_takes_its_workers_with_it_and_resume_continues_it(killable
         assert time.monotonic() < deadline, f"workers outlived their run: {[p for p in workers if alive(p)]}"
         time.sleep(0.05)
     assert RunFolder(tmp / "runs/kp").read_manifest().status == "running"
+    # they stopped because their parent died, not because their shard was done (a forked worker
+    # still holding its lifeline's sending end would replay on: the lifeline never closed)
+    begun = [d for d in (tmp / "runs/kp" / WORKERS_DIR).glob("shard-*") if (d / "manifest.json").is_file()]
+    assert begun and all(RunFolder(d).read_manifest().status == "running" for d in begun)
     resume_and_compare(tmp, cfg, tmp / "runs/kp")

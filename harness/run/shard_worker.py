@@ -2,7 +2,8 @@
 into its own shard folder, with its share of the run's request slots, rate limits and one shared
 spend cap, reporting its progress to the parent instead of printing it.
 
-Started with multiprocessing's spawn context: `main` is what the new interpreter runs. It dies with
+Started by multiprocessing, forked or spawned (harness.run.parallel.start_method): `main` is what
+the new process runs. It dies with
 its parent (a SIGKILLed `harness run` takes its workers with it: a lifeline pipe the parent alone
 holds), so a run killed as a whole leaves only folders that `harness run --resume` continues."""
 from __future__ import annotations
@@ -39,10 +40,14 @@ class WorkerTask:
     resume: bool  # the shard folder exists: continue it
 
 
-def main(task: WorkerTask, report, lifeline, spend_pool) -> None:
+def main(task: WorkerTask, report, lifeline, spend_pool, parents_ends=None) -> None:
     """The worker process: replay the shard once the parent says "go", then say how it went on
-    `report` (("ok", i, None) or ("error", i, the error described)); exit 1 after an error."""
+    `report` (("ok", i, None) or ("error", i, the error described)); exit 1 after an error.
+    `parents_ends`: forked, the parent's ends of the workers' pipes, which this copy lets go."""
     from harness import env  # noqa: F401  (the offline-safe environment, as the command sets it)
+
+    if parents_ends is not None:
+        leave_the_parent(parents_ends)
 
     pyarrow_without_pandas()
     _watch(lifeline)
@@ -53,6 +58,18 @@ def main(task: WorkerTask, report, lifeline, spend_pool) -> None:
     except (KeyboardInterrupt, OSError):  # a stop that came as the replay ended; a parent gone
         pass
     leave(0 if outcome[0] == "ok" else 1)
+
+
+def leave_the_parent(ends) -> None:
+    """In a forked worker, let go of what is the parent's: its ends of the workers' pipes (a worker
+    holding the sending end of its own lifeline, or of another worker's, would keep it open after
+    the parent died) and its objects' finalizers (`leave` runs the exit handlers, which would
+    otherwise finalize the parent's objects here too: remove a temporary folder it still uses)."""
+    import weakref
+
+    for conn in ends:
+        conn.close()
+    weakref.finalize._registry.clear()  # this copy's; the parent's own are untouched
 
 
 def leave(code: int) -> None:
