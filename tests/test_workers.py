@@ -16,7 +16,8 @@ from harness.run.equality import runs_equal
 from harness.run.folder import RunFolder
 from harness.run.parallel import WORKERS_DIR, workers_for
 from harness.run.shard import shard_of
-from harness.run.shard_worker import share_of
+from harness.run.replay import TURNS_PER_REQUEST, Replay
+from harness.run.shard_worker import WorkerTask, share_of, worker_replay
 from harness.run.traces import read_traces
 from tests.conftest import ROOT, TINY_DOCS, TINY_SESSIONS, write_set
 from tests.evidence import invoke
@@ -52,6 +53,19 @@ def test_shares_split_a_total_over_workers():
     for total in range(1, 40):
         for n in range(1, total + 1):
             assert sum(share_of(total, n, i) for i in range(n)) == total
+
+
+def test_a_worker_has_its_share_of_the_slots_and_a_one_process_runs_turns_in_progress(eight, tmp_path):
+    """Request slots split (the run keeps `concurrency` LLM requests in flight in all); the turns in
+    progress not: a worker's turns reach the retrieval thread in batches as large as one process's."""
+    raw = yaml.safe_load(config(tmp_path, eight, concurrency=5).read_text())
+    task = WorkerTask(raw=raw, where="<config>", source_dir=None, index=1, of=2, folder=tmp_path / "shard-1",
+                      run_id="r", concurrency=share_of(5, 2, 1), resume=False)
+    rp = worker_replay(task)
+    assert rp.cfg.concurrency == rp.roles.concurrency == 2
+    one = Replay(parse_config(raw), raw, run_dir=tmp_path / "one", progress=False)
+    assert rp.lanes == one.lanes == TURNS_PER_REQUEST * 5
+    assert rp.shard == (1, 2) and rp.run_id == "r"
 
 
 def test_two_workers_equal_one_process_on_the_tiny_set(eight, tmp_path):

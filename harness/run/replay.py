@@ -43,7 +43,9 @@ LABEL_SCHEMA = pa.schema([
 # semaphore); a turn also spends CPU before and after its requests (prompt, retrieval, trace rows).
 # Were turns bounded by `concurrency` too, a slot would sit idle through that work; with twice as
 # many turns as slots, the next turn's request is ready when a slot frees (bench/replay.py at
-# 100 ms x 16, the job loop's efficiency in runs alternating the two: 0.84-0.88 -> 0.91-0.93).
+# 100 ms x 16, the job loop's efficiency in runs alternating the two: 0.84-0.88 -> 0.91-0.93). A
+# parallel run's worker keeps as many turns in progress as one process would, with its share of the
+# slots (harness.run.shard_worker.worker_replay).
 TURNS_PER_REQUEST = 2
 
 # Container allocations between young-generation collections while the jobs run (CPython's default:
@@ -147,6 +149,7 @@ class Replay:
         self.resume = resume
         self.shard = shard  # (i, n): only the sessions with shard_of(session_id, n) == i
         self.run_id = self.run_dir.name
+        self.lanes = TURNS_PER_REQUEST * cfg.concurrency  # turns in progress at once
 
     def _arm_identity(self, arm: BaseArm) -> tuple[str, str, dict, dict]:
         return self._identity.get(id(arm)) or arm_identity(arm)
@@ -284,7 +287,7 @@ class Replay:
 
         try:
             with prog:
-                await asyncio.gather(*(lane() for _ in range(min(TURNS_PER_REQUEST * self.cfg.concurrency, len(jobs)))))
+                await asyncio.gather(*(lane() for _ in range(min(self.lanes, len(jobs)))))
         finally:
             counts["http_calls"] = self.roles.http_calls()
             if self.roles.spend is not None:

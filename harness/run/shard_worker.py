@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.run.replay import Replay
+from harness.run.replay import TURNS_PER_REQUEST, Replay
 
 REPORT_EVERY = 0.25  # seconds between a worker's progress messages (the parent redraws from them)
 ORPHANED = 75  # the exit code of a worker whose parent died (it stops at once, leaving what it wrote)
@@ -114,17 +114,28 @@ def _replay(task: WorkerTask, report, spend_pool) -> tuple[str, Any]:
         return "error", describe(e)
 
 
-def run(task: WorkerTask, report, spend_pool) -> Path:
+def worker_replay(task: WorkerTask, report=None) -> WorkerReplay:
+    """The replay of the task's shard: its share of the run's request slots and rate limits, and
+    as many turns in progress as a one-process run keeps (TURNS_PER_REQUEST x the run's
+    concurrency): the turns past its slots wait for one, and meanwhile the CPU work of the turns
+    goes to the retrieval thread in batches as large as one process's (with half as many turns,
+    the mtrag-un demo config's two workers took 5.80 s against 5.36, medians of 10 runs)."""
     from harness.config import parse_config
 
     cfg = parse_config(task.raw, task.where, None, source_dir=task.source_dir)
+    lanes = TURNS_PER_REQUEST * cfg.concurrency
     cfg.concurrency = task.concurrency  # the config records the run's; this process has its share
     for ep in cfg.llm.roles.values():  # rate limits hold for the run: each worker its share
         ep.rpm = share_of(ep.rpm, task.of, task.index) if ep.rpm else ep.rpm
         ep.tpm = share_of(ep.tpm, task.of, task.index) if ep.tpm else ep.tpm
     rp = WorkerReplay(cfg, task.raw, run_dir=task.folder, progress=False, resume=task.resume,
                       shard=(task.index, task.of))
-    rp.run_id, rp.report, rp.slot = task.run_id, report, task.index
+    rp.run_id, rp.report, rp.slot, rp.lanes = task.run_id, report, task.index, lanes
+    return rp
+
+
+def run(task: WorkerTask, report, spend_pool) -> Path:
+    rp = worker_replay(task, report)
     if rp.roles.spend is not None:
         rp.roles.spend.share(spend_pool, task.index)
     _go.wait()
