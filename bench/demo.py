@@ -3,11 +3,14 @@ configs, each `harness run ... --no-progress`, then `harness report` of the thre
 step by step from outside, with `--workers 1` and as `make demo` runs it (no --workers: the
 machine's cores, one worker per 500 planned turns at most; the table says how many each run got).
 Every one of these runs is warm: the embeddings come from the shipped caches and the roles are
-offline, so a run does no model call; the mtrag-un replay (3,549 turns) is the warm re-run the
-workers are measured on (its replay seconds from the run record, without the scoring and the
-report around it). The run folders go under runs/ as `bench-demo-*` and are removed after.
+offline, so a run does no model call. The warm re-run the workers are measured on is the mtrag-un
+replay (3,549 turns), run again REPEATS times with each worker count, the two alternating
+(`harness run configs/mtrag.yaml --no-metrics`): its replay seconds from the run record (without
+the scoring), the speed-up the ratio of the medians. One pair of runs is not enough here: the same
+replay's seconds moved by a third between runs minutes apart on this machine. The run folders go
+under runs/ as `bench-demo-*` and are removed after.
 
-    .venv/bin/python bench/demo.py [--out FILE] [--json FILE]
+    .venv/bin/python bench/demo.py [--out FILE] [--json FILE] [--repeats N]
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -24,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, emit, machine_note  # noqa: E402
 
 CONFIGS = ["configs/mtrag.yaml", "configs/handbook.yaml", "configs/b2b.yaml"]
+REPEATS = 5  # warm re-runs per worker count
 HARNESS = ROOT / ".venv" / "bin" / "harness"
 
 
@@ -61,7 +66,25 @@ def demo(workers: int | None, stamp: str) -> dict:
             "load_end": os.getloadavg()[0]}
 
 
-def markdown(results: list[dict], note: str) -> str:
+def warm_reruns(stamp: str, repeats: int) -> dict:
+    """The mtrag-un replay `repeats` times with --workers 1 and as make demo runs it, alternating:
+    the replay seconds of each, turns, workers used, load average at the start."""
+    out = {"1": [], "default": [], "load": os.getloadavg()[0]}
+    for k in range(repeats):
+        for w in ("1", "default"):
+            run_id = f"bench-demo-{stamp}-warm{k}-w{w}"
+            timed(["run", CONFIGS[0], "--no-progress", "--no-metrics", "--run-id", run_id,
+                   *(["--workers", w] if w == "1" else [])])
+            folder = ROOT / "runs" / run_id
+            man = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+            out[w].append(man["counts"]["seconds"])
+            out["turns"], out[f"workers_{w}"] = man["counts"]["turns"], man.get("workers") or 1
+            shutil.rmtree(folder, ignore_errors=True)
+    out["load_end"] = os.getloadavg()[0]
+    return out
+
+
+def markdown(results: list[dict], note: str, warm: dict) -> str:
     one, many = results[0], results[1]
     warm1, warmn = one["runs"]["mtrag"], many["runs"]["mtrag"]
     lines = ["## The demo with one worker and with the default (bench/demo.py)", "",
@@ -75,13 +98,17 @@ def markdown(results: list[dict], note: str) -> str:
         used = "/".join(str(r["runs"][n]["workers"]) for n in ("mtrag", "handbook", "b2b"))
         lines.append(f"| {r['workers'] or 'default (make demo)'} | **{r['wall']:.1f}** | {s['mtrag']:.1f} | {s['handbook']:.1f} | "
                      f"{s['b2b']:.1f} | {s['report']:.1f} | {used} | {r['load_start']:.2f} / {r['load_end']:.2f} |")
-    speed = warm1["replay_s"] / warmn["replay_s"]
-    lines += ["", f"Warm re-run (the mtrag-un demo replay, {warm1['turns']:,} turns, every embedding and role "
-              f"reply already at hand, replay seconds from the run record): {warm1['replay_s']:.2f} s with "
-              f"{one['workers'] or 1} worker ({1000 * warm1['replay_s'] / warm1['turns']:.2f} ms a turn), "
-              f"{warmn['replay_s']:.2f} s with {warmn['workers']} ({1000 * warmn['replay_s'] / warmn['turns']:.2f} ms "
-              f"a turn): **{speed:.2f}x**. A run's wall time adds the interpreter's start, the eval set, the index "
-              "and the scoring, which workers do not split.", ""]
+    m1, mn = statistics.median(warm["1"]), statistics.median(warm["default"])
+    lines += ["", f"In the demos above, the mtrag-un replay took {warm1['replay_s']:.2f} s with 1 worker and "
+              f"{warmn['replay_s']:.2f} s with {warmn['workers']} (replay seconds from the run record).", "",
+              f"Warm re-run (the mtrag-un demo replay, {warm['turns']:,} turns, every embedding and role reply "
+              f"already at hand; {len(warm['1'])} runs with each worker count, alternating, load average "
+              f"{warm['load']:.2f} at the start and {warm['load_end']:.2f} at the end): with 1 worker "
+              f"{', '.join(f'{x:.2f}' for x in warm['1'])} s (median {m1:.2f}, {1000 * m1 / warm['turns']:.2f} ms a "
+              f"turn); with {warm['workers_default']} {', '.join(f'{x:.2f}' for x in warm['default'])} s (median "
+              f"{mn:.2f}, {1000 * mn / warm['turns']:.2f} ms a turn): **{m1 / mn:.2f}x** (medians; the best of each "
+              f"{min(warm['1']) / min(warm['default']):.2f}x). A run's wall time adds the interpreter's start, the "
+              "eval set, the index and the scoring, which workers do not split.", ""]
     return "\n".join(lines)
 
 
@@ -89,15 +116,17 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--json", type=Path, help="write the figures as JSON here (bench/all.py's targets table)")
+    ap.add_argument("--repeats", type=int, default=REPEATS, help="warm re-runs per worker count")
     a = ap.parse_args(argv)
     note = machine_note()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results = [demo(1, stamp), demo(None, stamp)]
-    emit(markdown(results, note), a.out)
-    one, many = results[0]["runs"]["mtrag"], results[1]["runs"]["mtrag"]
+    warm = warm_reruns(stamp, a.repeats)
+    emit(markdown(results, note, warm), a.out)
     figures = {"demo_wall_w1": results[0]["wall"], "demo_wall_default": results[1]["wall"],
-               "mtrag_workers_default": many["workers"],
-               "warm_speedup": one["replay_s"] / many["replay_s"], "load": [r["load_start"] for r in results]}
+               "mtrag_workers_default": warm["workers_default"],
+               "warm_speedup": statistics.median(warm["1"]) / statistics.median(warm["default"]),
+               "warm_reruns": warm, "load": [r["load_start"] for r in results]}
     if a.json:
         a.json.write_text(json.dumps(figures, indent=1), encoding="utf-8")
     return figures
