@@ -4,7 +4,8 @@ step by step from outside, with `--workers 1` and as `make demo` runs it (no --w
 machine's cores, one worker per 500 planned turns at most; the table says how many each run got).
 Every one of these runs is warm: the embeddings come from the shipped caches and the roles are
 offline, so a run does no model call. The warm re-run the workers are measured on is the mtrag-un
-replay (3,549 turns), run again REPEATS times with each worker count, the two alternating
+replay (3,549 turns), run again REPEATS times with each worker count, the two alternating (each first
+in every other pair)
 (`harness run configs/mtrag.yaml --no-metrics`): its replay seconds from the run record (without
 the scoring), the speed-up the ratio of the medians. One pair of runs is not enough here: the same
 replay's seconds moved by a third between runs minutes apart on this machine. The run folders go
@@ -71,7 +72,7 @@ def warm_reruns(stamp: str, repeats: int) -> dict:
     the replay seconds of each, turns, workers used, load average at the start."""
     out = {"1": [], "default": [], "load": os.getloadavg()[0]}
     for k in range(repeats):
-        for w in ("1", "default"):
+        for w in ("1", "default") if k % 2 == 0 else ("default", "1"):  # neither always first
             run_id = f"bench-demo-{stamp}-warm{k}-w{w}"
             timed(["run", CONFIGS[0], "--no-progress", "--no-metrics", "--run-id", run_id,
                    *(["--workers", w] if w == "1" else [])])
@@ -118,6 +119,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--json", type=Path, help="write the figures as JSON here (bench/all.py's targets table)")
     ap.add_argument("--repeats", type=int, default=REPEATS, help="warm re-runs per worker count")
     a = ap.parse_args(argv)
+    if a.repeats < 1:
+        ap.error("--repeats: at least 1")
     note = machine_note()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     results = [demo(1, stamp), demo(None, stamp)]

@@ -210,6 +210,8 @@ def test_a_killed_run_takes_its_workers_with_it_and_resume_continues_it(killable
     try:
         workers = children(proc.pid)
         assert len(workers) == 2, workers
+        # forked from `harness run` (harness.run.parallel.start_method), not fresh interpreters
+        assert not [p for p in workers if b"spawn_main" in (Path("/proc") / str(p) / "cmdline").read_bytes()]
         proc.send_signal(signal.SIGKILL)
         assert proc.wait(timeout=30) == -signal.SIGKILL
     finally:

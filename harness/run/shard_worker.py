@@ -63,13 +63,17 @@ def main(task: WorkerTask, report, lifeline, spend_pool, parents_ends=None) -> N
 def leave_the_parent(ends) -> None:
     """In a forked worker, let go of what is the parent's: its ends of the workers' pipes (a worker
     holding the sending end of its own lifeline, or of another worker's, would keep it open after
-    the parent died) and its objects' finalizers (`leave` runs the exit handlers, which would
-    otherwise finalize the parent's objects here too: remove a temporary folder it still uses)."""
+    the parent died), its exit handlers and its objects' finalizers (`leave` runs the exit
+    handlers, which would otherwise run the parent's here too: remove a folder the parent still
+    uses, as a test session's shared embedding cache), and the size of its thread pools."""
+    import atexit
     import weakref
 
     for conn in ends:
         conn.close()
-    weakref.finalize._registry.clear()  # this copy's; the parent's own are untouched
+    atexit._clear()  # this copy's; the parent's own are untouched
+    weakref.finalize._registry.clear()
+    weakref.finalize._registered_with_atexit = False  # this process's first finalizer registers anew
     native_threads_as_told()
 
 
