@@ -4,10 +4,9 @@ step by step from outside, with `--workers 1` and as `make demo` runs it (no --w
 machine's cores, one worker per 500 planned turns at most; the table says how many each run got).
 Every one of these runs is warm: the embeddings come from the shipped caches and the roles are
 offline, so a run does no model call. The warm re-run the workers are measured on is the mtrag-un
-replay (3,549 turns), run again REPEATS times with each worker count, the two alternating (each first
-in every other pair)
-(`harness run configs/mtrag.yaml --no-metrics`): its replay seconds from the run record (without
-the scoring), the speed-up the ratio of the medians. One pair of runs is not enough here: the same
+replay (3,549 turns), run again REPEATS times with each worker count, the two alternating (each
+first in every other pair; `harness run configs/mtrag.yaml --no-metrics`): its replay seconds from
+the run record (without the scoring), the speed-up the ratio of the medians. One pair of runs is not enough here: the same
 replay's seconds moved by a third between runs minutes apart on this machine. The run folders go
 under runs/ as `bench-demo-*` and are removed after.
 
@@ -41,6 +40,12 @@ def timed(args: list[str]) -> float:
     return time.perf_counter() - t0
 
 
+def replay_record(folder: Path) -> dict:
+    """What a run folder's manifest says of its replay: seconds, turns, workers used."""
+    man = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    return {"replay_s": man["counts"]["seconds"], "turns": man["counts"]["turns"], "workers": man.get("workers") or 1}
+
+
 def demo(workers: int | None, stamp: str) -> dict:
     """One `make demo` with `--workers workers` (None: as make demo, the default): wall per step,
     replay seconds and turns per run."""
@@ -53,9 +58,7 @@ def demo(workers: int | None, stamp: str) -> dict:
         asked = ["--workers", str(workers)] if workers else []
         steps[name] = timed(["run", c, "--no-progress", *asked, "--run-id", run_id])
         folder = ROOT / "runs" / run_id
-        man = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        runs[name] = {"replay_s": man["counts"]["seconds"], "turns": man["counts"]["turns"],
-                      "workers": man.get("workers") or 1}
+        runs[name] = replay_record(folder)
         folders.append(folder)
     report = ROOT / "reports" / f"bench-demo-{stamp}-w{workers or 'default'}.html"
     steps["report"] = timed(["report", *map(str, folders), "-o", str(report)])
@@ -77,9 +80,9 @@ def warm_reruns(stamp: str, repeats: int) -> dict:
             timed(["run", CONFIGS[0], "--no-progress", "--no-metrics", "--run-id", run_id,
                    *(["--workers", w] if w == "1" else [])])
             folder = ROOT / "runs" / run_id
-            man = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-            out[w].append(man["counts"]["seconds"])
-            out["turns"], out[f"workers_{w}"] = man["counts"]["turns"], man.get("workers") or 1
+            rec = replay_record(folder)
+            out[w].append(rec["replay_s"])
+            out["turns"], out[f"workers_{w}"] = rec["turns"], rec["workers"]
             shutil.rmtree(folder, ignore_errors=True)
     out["load_end"] = os.getloadavg()[0]
     return out
