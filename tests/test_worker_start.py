@@ -262,3 +262,71 @@ def test_a_worker_writes_trace_rows_without_importing_pandas(tmp_path):
         out[name] = r.stdout.split()
     assert out["worker"] == ["False", "DataFrame"]
     assert out["plain"] == ["True", "DataFrame"]  # what the worker is spared
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
+def test_a_run_loads_its_eval_set_once_and_forked_workers_start_with_it(eight, tmp_path, monkeypatch):
+    """The command loads the eval set once (the default worker count, the manifest and labels use
+    that one); a forked worker has it already. Before, the parent loaded it twice and each forked
+    worker once more: 0.15 s of CPU each on the mtrag-un demo set, on the cores the workers start on."""
+    from harness.evalset import load as loader
+    from harness.run import replay
+
+    loads = tmp_path / "loads.txt"
+    real = loader.load_eval_set
+
+    def counted(path):
+        with open(loads, "a", encoding="utf-8") as f:  # a forked worker's call lands here too, with its pid
+            f.write(f"{os.getpid()}\n")
+        return real(path)
+
+    monkeypatch.setattr(loader, "load_eval_set", counted)
+    monkeypatch.setattr(replay, "load_eval_set", counted)
+    seen = how_started(monkeypatch, "fork")
+    monkeypatch.setattr(parallel, "TURNS_PER_WORKER", 1)  # the default count (which counts the turns): 2 workers
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    r = invoke("run", config(tmp_path, eight), "--run-id", "w2", "--no-progress")
+    assert r.exit_code == 0, r.output
+    assert seen == [["multiprocessing.popen_fork"] * 2]
+    assert loads.read_text().split() == [str(os.getpid())]
+
+
+class _Said:
+    """The parent's end of a worker's report pipe, in a test: what the worker said."""
+
+    def __init__(self):
+        self.said = []
+
+    def send(self, what):
+        self.said.append(what)
+
+
+def test_a_worker_builds_its_index_while_the_parent_makes_the_run_folder(eight, tmp_path, monkeypatch):
+    """The index (the embedded engine's points, the lexical statistics: 0.25 s of the mtrag-un demo
+    config) is built before the parent's "go", while the parent writes the run folder, not after it."""
+    import yaml
+
+    from harness.corpus import index as index_module
+    from harness.run import shard_worker
+    from harness.run.shard_worker import WorkerTask
+
+    real, seen = index_module.build_index, []
+
+    def build(es, cfg):
+        seen.append(shard_worker._go.is_set())
+        return real(es, cfg)
+
+    monkeypatch.setattr(index_module, "build_index", build)
+    raw = yaml.safe_load(config(tmp_path, eight).read_text())
+    task = WorkerTask(raw=raw, where="<config>", source_dir=None, index=0, of=2, folder=tmp_path / "shard-0",
+                      run_id="r", concurrency=8, resume=False)
+    go = threading.Timer(1.0, shard_worker._go.set)  # the parent's "go", a second after the worker started
+    go.start()
+    report = _Said()
+    try:
+        shard_worker.run(task, report, None)
+    finally:
+        go.cancel()
+        shard_worker._go.clear()
+    assert seen == [False]  # built once, before the go
+    assert report.said[0][0] == "total" and RunFolder(tmp_path / "shard-0").read_manifest().status == "complete"

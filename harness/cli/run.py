@@ -30,6 +30,7 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
         max_cost_usd: Optional[float] = typer.Option(None, "--max-cost-usd", min=0, help="what this run may spend on "
                                                      "requests the cache does not answer, over llm.max_cost_usd")):
     """Replay every (arm, session, labelled turn) of a config; write a run folder under runs/."""
+    from harness.evalset.load import load_eval_set
     from harness.llm.ledger import BudgetExceeded
     from harness.run.manifest import read_manifest
     from harness.run.parallel import replay, workers_for
@@ -41,12 +42,13 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
     if resume and not sh:
         sh_m = read_manifest(resume).shard
         sh = (sh_m.index, sh_m.of) if sh_m else None
-    n = workers_for(cfg, workers, sh, resume)
+    es = load_eval_set(cfg.eval_set)  # once: the default worker count's, the run's (a forked worker starts with it)
+    n = workers_for(cfg, workers, sh, resume, es)
     run_dir = run_dir or Path(cfg.runs_dir) / new_run_id(cfg.name)
     quiet = quiet or not progress
     mode = "off" if quiet else "bar" if sys.stderr.isatty() else "lines"
     try:
-        out = replay(cfg, raw, run_dir, resume=bool(resume), shard=sh, workers=n, progress=mode)
+        out = replay(cfg, raw, run_dir, resume=bool(resume), shard=sh, workers=n, progress=mode, es=es)
     except BudgetExceeded as e:  # infrastructure, not bad input: the rows so far are kept
         err.print(f"[red]infrastructure:[/red] {escape(str(e))}. The run stopped with the turns it finished; the "
                   "replies paid for are in the LLM cache, a new run does not pay for them again; `harness run --resume "

@@ -97,10 +97,11 @@ def started_with_workers(run_dir: Path) -> int:
     return read_manifest(run_dir).workers or 1
 
 
-def workers_for(cfg, asked: int | None, shard: tuple[int, int] | None, resume: Path | None) -> int:
+def workers_for(cfg, asked: int | None, shard: tuple[int, int] | None, resume: Path | None, es=None) -> int:
     """How many processes `harness run` replays in: a resumed run's own count; with --shard, one;
     else --workers, the config's `workers:`, or by default the machine's cores, one per
-    TURNS_PER_WORKER planned turns at most (and, calling an LLM, at most `concurrency`)."""
+    TURNS_PER_WORKER planned turns at most (and, calling an LLM, at most `concurrency`), counted in
+    `es` (the config's eval set, loaded here if not given)."""
     if resume is not None:
         n = started_with_workers(resume)
         if asked is not None and asked != n:
@@ -115,29 +116,30 @@ def workers_for(cfg, asked: int | None, shard: tuple[int, int] | None, resume: P
                            "for many machines, workers for one machine's cores); give one of them, or workers: 1")
         return 1
     if n is None:
-        return _default(cfg)
+        return _default(cfg, es)
     if cfg.llm.roles and n > cfg.concurrency:
         raise BadInput(f"{said}: more workers than concurrency {cfg.concurrency}; the run keeps `concurrency` LLM "
                        "requests in flight in all and every worker needs one: raise concurrency or use fewer workers")
     return n
 
 
-def _default(cfg) -> int:
+def _default(cfg, es=None) -> int:
     from harness.evalset.load import iter_labelled, load_eval_set
 
     cores = os.cpu_count() or 1
     if cores == 1:
         return 1
-    es = load_eval_set(cfg.eval_set)
+    es = es if es is not None else load_eval_set(cfg.eval_set)
     turns = sum(1 for _ in iter_labelled(es, cfg.splits)) * len(cfg.configured_arms()) * cfg.repeats
     n = max(1, min(cores, turns // TURNS_PER_WORKER))
     return min(n, cfg.concurrency) if cfg.llm.roles else n
 
 
 def replay(cfg, raw: dict, run_dir: Path, *, resume: bool, shard: tuple[int, int] | None, workers: int,
-           progress: str = "off") -> Path:
+           progress: str = "off", es=None) -> Path:
     """Replay a run into `run_dir` in one process (harness.run.replay.Replay, exactly as before
-    workers existed) or in `workers` processes; `progress`: the display's mode (bar, lines, off)."""
+    workers existed) or in `workers` processes; `progress`: the display's mode (bar, lines, off);
+    `es`: the config's eval set, when the caller has loaded it (else each process loads it)."""
     display = Display(progress, workers)
     if workers == 1:
         # pandas first, as when the run folder's module imported it: pyarrow imports it on the
@@ -149,15 +151,19 @@ def replay(cfg, raw: dict, run_dir: Path, *, resume: bool, shard: tuple[int, int
 
         importlib.import_module("pandas")
 
-        return Replay(cfg, raw, run_dir=run_dir, progress=display, resume=resume, shard=shard).run()
-    return ParallelRun(cfg, raw, Path(run_dir), workers, resume, display).run()
+        return Replay(cfg, raw, run_dir=run_dir, progress=display, resume=resume, shard=shard, es=es).run()
+    return ParallelRun(cfg, raw, Path(run_dir), workers, resume, display, es).run()
 
 
 class ParallelRun:
-    def __init__(self, cfg, raw: dict, run_dir: Path, workers: int, resume: bool, display: Display):
+    def __init__(self, cfg, raw: dict, run_dir: Path, workers: int, resume: bool, display: Display, es=None):
+        from harness.evalset.load import load_eval_set
+
         self.cfg, self.raw, self.run_dir, self.n, self.resume = cfg, raw, run_dir, workers, resume
         self.display = display
         self.folder = RunFolder(run_dir)
+        # loaded once: the manifest's and labels' (and a forked worker's, which starts with it)
+        self.es = es if es is not None else load_eval_set(cfg.eval_set)
 
     def run(self) -> Path:
         if self.resume and read_manifest(self.run_dir).status == "complete":
@@ -165,7 +171,7 @@ class ParallelRun:
         t0 = time.perf_counter()
         if not self.resume and self.run_dir.exists():
             raise RunFolderExists(f"{self.run_dir} exists; use --resume or another run id")
-        workers = _Workers(self._tasks(), self.display, self.cfg.llm.max_cost_usd is not None)
+        workers = _Workers(self._tasks(), self.display, self.cfg.llm.max_cost_usd is not None, self.es)
         try:
             workers.start()  # first: their interpreters start while this process makes the run folder
             started, host = self._begin()
@@ -191,7 +197,6 @@ class ParallelRun:
     def _begin(self):
         """The run folder saying running: made (a new run), or its manifest marked running again."""
         from harness.config import canonical_hash
-        from harness.evalset.load import load_eval_set
         from harness.run.replay import labels_table
 
         if self.resume:
@@ -199,11 +204,10 @@ class ParallelRun:
                                                                  "machine": Machine(**machine())})
             self.folder.write_manifest(man)
             return man.started, man.machine
-        es = load_eval_set(self.cfg.eval_set)
-        man = for_workers(self.run_dir.name, self.cfg, self.raw, canonical_hash(self.raw), es, self.n, now())
+        man = for_workers(self.run_dir.name, self.cfg, self.raw, canonical_hash(self.raw), self.es, self.n, now())
         self.run_dir.mkdir(parents=True)
         self.folder.write_manifest(man)
-        self.folder.write_labels(labels_table(es, self.cfg.splits))
+        self.folder.write_labels(labels_table(self.es, self.cfg.splits))
         return man.started, man.machine
 
     def _tasks(self) -> list[WorkerTask]:
@@ -241,14 +245,16 @@ class ParallelRun:
 
 
 class _Workers:
-    """The worker processes of one run: started (each imports the harness, loads the eval set and
-    waits), told to go once the run folder is there, watched until each has ended, stopped when
+    """The worker processes of one run: started (each with the eval set, the parent's when forked, builds
+    its index and waits), told to go once the run folder is there, watched until each has ended, stopped when
     one fails; `end` kills and reaps any left. `run` returns the errors by worker and whether any
     worker began replaying."""
 
-    def __init__(self, tasks: list[WorkerTask], display: Display, capped: bool):
+    def __init__(self, tasks: list[WorkerTask], display: Display, capped: bool, es=None):
         self.tasks, self.display = tasks, display
         self.ctx = mp.get_context(start_method())
+        # the eval set, to a forked worker: it has it already (a spawned one would unpickle it: it loads its own)
+        self.es = es if self.ctx.get_start_method() == "fork" else None
         self.pool = self.ctx.RawArray("d", len(tasks)) if capped else None  # the shared spend cap
         self.procs, self.reports, self.lifelines = {}, {}, {}
         self.errors: dict[int, dict] = {}
@@ -282,7 +288,7 @@ class _Workers:
         # a forked worker closes its copies of this process's ends (spawn passes none)
         ours = [*self.lifelines.values(), life_w, *self.reports.values(), report_r] \
             if self.ctx.get_start_method() == "fork" else None
-        p = self.ctx.Process(target=worker_main, args=(task, report_w, life_r, self.pool, ours),
+        p = self.ctx.Process(target=worker_main, args=(task, report_w, life_r, self.pool, ours, self.es),
                              name=f"harness-worker-{task.index}")
         with _thread_limits(len(self.tasks)):
             p.start()

@@ -133,11 +133,12 @@ def result_rows(run_id: str, arm: BaseArm, repeat: int, ctx: TurnContext, result
 
 class Replay:
     def __init__(self, cfg: RunConfig, raw_cfg: dict, run_dir: Path | None = None, progress: bool | Display = True,
-                 resume: bool = False, shard: tuple[int, int] | None = None):
+                 resume: bool = False, shard: tuple[int, int] | None = None, es: EvalSet | None = None):
+        """`es`: the config's eval set when the caller has loaded it already (else loaded here)."""
         self.cfg, self.raw = cfg, raw_cfg
         from harness.roles.base import Roles
 
-        self.es = load_eval_set(cfg.eval_set)
+        self.es = es if es is not None else load_eval_set(cfg.eval_set)
         self.roles = Roles(cfg.llm, cfg.concurrency, workers=CpuWorkers(), base_dir=cfg.source_dir)
         self.arms = build_arms(cfg, self.roles)
         self._identity = {id(a): arm_identity(a) for a in self.arms}  # what each arm's rows repeat

@@ -40,10 +40,11 @@ class WorkerTask:
     resume: bool  # the shard folder exists: continue it
 
 
-def main(task: WorkerTask, report, lifeline, spend_pool, parents_ends=None) -> None:
+def main(task: WorkerTask, report, lifeline, spend_pool, parents_ends=None, es=None) -> None:
     """The worker process: replay the shard once the parent says "go", then say how it went on
     `report` (("ok", i, None) or ("error", i, the error described)); exit 1 after an error.
-    `parents_ends`: forked, the parent's ends of the workers' pipes, which this copy lets go."""
+    Forked: `parents_ends`, the parent's ends of the workers' pipes, which this copy lets go, and
+    `es`, the eval set the parent loaded (spawned: None, and the worker loads it)."""
     from harness import env  # noqa: F401  (the offline-safe environment, as the command sets it)
 
     if parents_ends is not None:
@@ -51,7 +52,7 @@ def main(task: WorkerTask, report, lifeline, spend_pool, parents_ends=None) -> N
 
     pyarrow_without_pandas()
     _watch(lifeline)
-    outcome = _replay(task, report, spend_pool)
+    outcome = _replay(task, report, spend_pool, es)
     try:
         report.send((outcome[0], task.index, outcome[1]))
         report.close()
@@ -120,12 +121,12 @@ class Stopped(Exception):
     """The parent stopped this worker before it began replaying (another worker failed)."""
 
 
-def _replay(task: WorkerTask, report, spend_pool) -> tuple[str, Any]:
+def _replay(task: WorkerTask, report, spend_pool, es=None) -> tuple[str, Any]:
     try:
         try:
             with _stop_lock:
                 _replaying.set()
-            run(task, report, spend_pool)
+            run(task, report, spend_pool, es)
         finally:
             with _stop_lock:
                 _replaying.clear()
@@ -134,7 +135,7 @@ def _replay(task: WorkerTask, report, spend_pool) -> tuple[str, Any]:
         return "error", describe(e)
 
 
-def worker_replay(task: WorkerTask, report=None) -> WorkerReplay:
+def worker_replay(task: WorkerTask, report=None, es=None) -> WorkerReplay:
     """The replay of the task's shard: its share of the run's request slots and rate limits, and
     as many turns in progress as a one-process run keeps (TURNS_PER_REQUEST x the run's
     concurrency): the turns past its slots wait for one, and meanwhile the CPU work of the turns
@@ -149,19 +150,24 @@ def worker_replay(task: WorkerTask, report=None) -> WorkerReplay:
         ep.rpm = share_of(ep.rpm, task.of, task.index) if ep.rpm else ep.rpm
         ep.tpm = share_of(ep.tpm, task.of, task.index) if ep.tpm else ep.tpm
     rp = WorkerReplay(cfg, task.raw, run_dir=task.folder, progress=False, resume=task.resume,
-                      shard=(task.index, task.of))
+                      shard=(task.index, task.of), es=es)
     rp.run_id, rp.report, rp.slot, rp.lanes = task.run_id, report, task.index, lanes
     return rp
 
 
-def run(task: WorkerTask, report, spend_pool) -> Path:
-    rp = worker_replay(task, report)
+def run(task: WorkerTask, report, spend_pool, es=None) -> Path:
+    """The shard's replay: its index built while the parent makes the run folder, its turns once
+    the parent says "go"."""
+    from harness.corpus.index import build_index
+
+    rp = worker_replay(task, report, es)
     if rp.roles.spend is not None:
         rp.roles.spend.share(spend_pool, task.index)
+    index = build_index(rp.es, rp.cfg.index)
     _go.wait()
     if _stopped.is_set():
         raise Stopped("stopped before replaying: another worker failed")
-    return rp.run()
+    return rp.run(index)
 
 
 class _NoPandas:
