@@ -3,6 +3,7 @@ unsharded run under the equality rule; merge refuses folders that are not shards
 import inspect
 import json
 
+import pyarrow.parquet as pq
 import pytest
 
 from harness.config import parse_config
@@ -13,6 +14,7 @@ from harness.evalset.load import load_eval_set
 from harness.run.manifest import read_manifest, write_manifest
 from harness.metrics.compute import compute_metrics, write_metrics
 from harness.run.replay import Replay
+from harness.run.traces import KEY
 from harness.run.shard import ShardError, in_shard, merge_runs, parse_shard, shard_of
 from tests.conftest import TINY_DOCS, TINY_SESSIONS, write_set
 
@@ -108,6 +110,15 @@ def test_merge_refuses_what_is_not_one_run(eight, tmp_path):
     with pytest.raises(ShardError, match="config differs"):
         merge_runs(shards, tmp_path / "other")
     write_manifest(shards[1], man)
+    # a turn's rows in both shards (a part copied from one shard into the other)
+    part = sorted((shards[0] / "traces").glob("part-*.parquet"))[0]
+    stray = shards[1] / "traces" / "part-99999.parquet"
+    stray.write_bytes(part.read_bytes())
+    first = pq.read_table(part).sort_by([(k, "ascending") for k in KEY]).slice(0, 1).to_pylist()[0]
+    with pytest.raises(ShardError) as e:
+        merge_runs(shards, tmp_path / "overlap")
+    assert str(e.value) == f"trace key {tuple(first[k] for k in KEY)} in both {shards[0]} and {shards[1]}"
+    stray.unlink()
     merge_runs(shards, tmp_path / "ok")
     with pytest.raises(FileExistsError):
         merge_runs(shards, tmp_path / "ok")
