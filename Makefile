@@ -31,10 +31,10 @@ demo: setup
 	echo "demo took $$(( $$(date +%s) - start )) s"
 
 # the suite on TEST_WORKERS processes (pytest-xdist; each test file runs whole in one process, so
-# its module fixtures are built once); ends with the 15 slowest tests
+# its module fixtures are built once), longest first (tests/conftest.py); ends with the 15 slowest tests
 TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15
+	$(BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 sweep: setup
 	$(BIN)/harness run configs/sweep-handbook.yaml --no-progress
