@@ -157,26 +157,28 @@ def lost_turns(base: RunData, cand: RunData, base_arm: str, cand_arm: str, metri
     """`rows_of`: the per-turn rows of `metric` of the baseline arm and of the candidate arm, when
     the caller has them at hand (harness.analysis.compare.Split.sides): picking them out of each
     run's whole table again for every check was a third of a gate's time."""
-    keys = list(segment_keys(base.labels, segment))
+    keys = segment_keys(base.labels, segment)
 
     def pick(run: RunData, arm: str) -> pd.DataFrame:
         pt = run.per_turn
         return pt[(pt["arm_id"] == arm) & (pt["metric"] == metric)]
 
-    def rows(r: pd.DataFrame) -> pd.DataFrame:
-        return r[pd.MultiIndex.from_arrays([r["session_id"], r["turn_index"]]).isin(keys)]
-
-    def turns(df: pd.DataFrame) -> set:
-        return set(zip(df["session_id"], df["turn_index"]))
+    def turns(df: pd.DataFrame, where: pd.Series) -> set:
+        """The segment's turns among the rows of `df` where `where` holds (a set of a few hundred
+        keys: building a MultiIndex to test membership took most of a call, 146 calls a report)."""
+        df = df[where.to_numpy(bool)]
+        return set(zip(df["session_id"], df["turn_index"])) & keys
 
     b, c = rows_of if rows_of is not None else (pick(base, base_arm), pick(cand, cand_arm))
-    b, c = rows(b), rows(c)
-    measured = turns(b[b["value"].notna()])
-    unm = c[c["value"].isna() & c["unmeasured"].notna()] if "unmeasured" in c else c.iloc[:0]
-    lost = (turns(unm) - turns(c[c["value"].notna()])) & measured
+    measured = turns(b, b["value"].notna())
+    if "unmeasured" not in c:
+        return Lost(0, len(measured))
+    said = c["value"].isna() & c["unmeasured"].notna()
+    lost = (turns(c, said) - turns(c, c["value"].notna())) & measured if said.any() else set()
     if not lost:
         return Lost(0, len(measured))
-    mask = pd.Series([k in lost for k in zip(unm["session_id"], unm["turn_index"])], index=unm.index, dtype=bool)
+    unm = c[said.to_numpy(bool)]
+    mask = [k in lost for k in zip(unm["session_id"], unm["turn_index"])]
     why = unm[mask].drop_duplicates(["session_id", "turn_index"])
     return Lost(len(lost), len(measured), why["unmeasured"].astype(str).value_counts().to_dict())
 
