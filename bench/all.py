@@ -43,9 +43,9 @@ TARGETS = [("efficiency, 100 ms x 16, one process", "replay", ("100x16", "effici
            ("warm re-run with the default workers (2 here) against 1 (mtrag-un demo replay, medians of 5 runs each), speed-up", "demo",
             ("warm_speedup",), 1.6, True),
            ("make demo wall (s), default workers", "demo", ("demo_wall_default",), 60.0, False)]
-# not run by make bench (the whole test suite takes about 15 minutes): bench/durations.py writes it;
+# not run by make bench (the whole test suite takes about 6 minutes): bench/durations.py writes it;
 # latest.md includes its last result
-EXTRA = [("durations", "the test suite's 15 slowest tests (bench/durations.py: pytest --durations=15)")]
+EXTRA = [("durations", "the test suite's 15 slowest tests (bench/durations.py: make test's --durations=15)")]
 
 
 def main() -> int:
