@@ -163,21 +163,19 @@ def lost_turns(base: RunData, cand: RunData, base_arm: str, cand_arm: str, metri
         pt = run.per_turn
         return pt[(pt["arm_id"] == arm) & (pt["metric"] == metric)]
 
-    def turns(df: pd.DataFrame, where: pd.Series) -> set:
-        """The segment's turns among the rows of `df` where `where` holds (a set of a few hundred
-        keys: building a MultiIndex to test membership took most of a call, 146 calls a report)."""
-        df = df[where.to_numpy(bool)]
+    def turns(df: pd.DataFrame) -> set:
+        """The segment's turns among the rows of `df` (a set of a few hundred keys: building a
+        MultiIndex to test membership took most of a call, 146 calls a report)."""
         return set(zip(df["session_id"], df["turn_index"])) & keys
 
     b, c = rows_of if rows_of is not None else (pick(base, base_arm), pick(cand, cand_arm))
-    measured = turns(b, b["value"].notna())
+    measured = turns(b[b["value"].notna().to_numpy(bool)])
     if "unmeasured" not in c:
         return Lost(0, len(measured))
-    said = c["value"].isna() & c["unmeasured"].notna()
-    lost = (turns(c, said) - turns(c, c["value"].notna())) & measured if said.any() else set()
+    unm = c[(c["value"].isna() & c["unmeasured"].notna()).to_numpy(bool)]
+    lost = (turns(unm) - turns(c[c["value"].notna().to_numpy(bool)])) & measured if len(unm) else set()
     if not lost:
         return Lost(0, len(measured))
-    unm = c[said.to_numpy(bool)]
     mask = [k in lost for k in zip(unm["session_id"], unm["turn_index"])]
     why = unm[mask].drop_duplicates(["session_id", "turn_index"])
     return Lost(len(lost), len(measured), why["unmeasured"].astype(str).value_counts().to_dict())
