@@ -82,10 +82,20 @@ check-import: setup  # make check-import RAW=path/to/mtrag: the committed eval_s
 refresh-embeddings: setup  # make refresh-embeddings [CONFIGS="configs/x.yaml ..."]; then commit eval_sets/*/embeddings
 	$(BIN)/python -m harness.run.refresh $(or $(CONFIGS),$(DEMO_CONFIGS))
 
-# make local-llm: a real local LLM endpoint (llama-server, Gemma 3 270M) on 127.0.0.1:8088 or $LLM_PORT; docs/local-llm.md
-.PHONY: local-llm
+# make local-llm: a real local LLM endpoint (llama-server, SmolLM2-135M-Instruct; LLM_MODEL=gemma for Gemma 3 270M)
+# on 127.0.0.1:8088 or $LLM_PORT, llama-server built once per machine ($HARNESS_LLAMA_DIR); docs/local-llm.md
+.PHONY: local-llm local-llm-stop smoke-llm
 local-llm:
-	bash scripts/local_llm.sh
+	bash scripts/local_llm.sh start
+
+local-llm-stop:  # stops the server make local-llm started on $LLM_PORT (its pid file), nothing else
+	bash scripts/local_llm.sh stop
+
+# the real-model smoke (tests/llm_smoke): every LLM role on a few turns against the server at
+# HARNESS_LOCAL_LLM_URL (default: LLM_PORT's); fails, never skips, when that server does not answer
+smoke-llm: setup
+	HARNESS_LOCAL_LLM_URL=$${HARNESS_LOCAL_LLM_URL:-http://127.0.0.1:$${LLM_PORT:-8088}/v1} \
+	  $(BIN)/python -m pytest -p no:cacheprovider -q tests/llm_smoke
 
 # make bench: replay throughput and warm cache, Ragas's evaluate side by side on the same endpoint, retrieval lanes
 # on Vaswani, metrics at 50,000 turns, make demo with one worker and the default;

