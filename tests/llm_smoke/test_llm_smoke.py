@@ -192,11 +192,13 @@ def test_a_second_run_is_answered_by_the_cache_and_equals_the_first(smoke, name)
     one, two = traces(s["dir"] / f"{name}-1"), traces(s["dir"] / f"{name}-2")
     failed = int(one["llm_failed"].sum())
     http = RunFolder(s["dir"] / f"{name}-2").read_manifest().counts["http_calls"]
-    assert http <= 2 * failed, (http, failed)  # a failed call and its repair, asked again
+    first_http = RunFolder(s["dir"] / f"{name}-1").read_manifest().counts["http_calls"]
+    # the failed calls are asked again, and what follows a reply that now differs: never all of them
+    assert http < first_http, (http, first_http, failed)
     a, b = comparable(one), comparable(two)
     assert a.index.equals(b.index)
-    clean = one.set_index(list(KEY)).sort_index()["llm_failed"].eq(0).values
-    clean &= two.set_index(list(KEY)).sort_index()["llm_failed"].eq(0).values
+    clean = (one.set_index(list(KEY)).sort_index()["llm_failed"].eq(0).to_numpy()
+             & two.set_index(list(KEY)).sort_index()["llm_failed"].eq(0).to_numpy())
     assert clean.any()
     diff = a[clean].compare(b[clean])
     assert diff.empty, diff.head().to_string()
