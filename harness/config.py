@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
@@ -95,18 +96,18 @@ class RunConfig(Strict):
     max_error_rate: float = Field(default=0.01, ge=0, le=1)
     llm: "LLMConfig" = Field(default_factory=_llm_default)  # roles without an endpoint run offline
     _source_dir: str | None = PrivateAttr(default=None)  # the config file's folder: prompt files are relative to it
-    _arms: tuple | None = PrivateAttr(default=None)  # (the arm specs, [(arm, given label)]): built when checked
+    _arms: tuple | None = PrivateAttr(default=None)  # (the arm specs, [ArmPlan]): checked once
 
     @property
     def source_dir(self) -> str | None:
         return self._source_dir
 
-    def configured_arms(self) -> list:
-        """(arm, the config's label for it) per arm and grid point, built once: when the config was
-        checked (parse_config), else now. The run attaches its roles to them (run.replay.build_arms)."""
+    def configured_arms(self) -> list["ArmPlan"]:
+        """The plan of every arm and grid point (ArmPlan), checked once: when the config was checked
+        (parse_config), else now. The run builds each arm from its plan (run.replay.build_arms)."""
         key = json.dumps(self.arms, sort_keys=True, default=str)
         if self._arms is None or self._arms[0] != key:  # not checked, or a copy with other arms
-            built, problems = configure_arms(self.arms)
+            built, problems = configure_arms(self.arms, self.llm.roles)
             if problems:
                 raise ConfigError("; ".join(f"{'.'.join(map(str, loc))}: {m}" for loc, m in problems))
             self._arms = (key, built)
@@ -149,7 +150,7 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None,
     are found (a resumed run passes the folder its manifest recorded)."""
     names = _role_names(raw)
     arms = raw.get("arms")
-    built, problems = configure_arms(arms) if isinstance(arms, list) else ([], [])
+    built, problems = configure_arms(arms, _run_roles(raw)) if isinstance(arms, list) else ([], [])
     names += problems
     try:
         cfg = RunConfig.model_validate(raw)
@@ -165,6 +166,21 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None,
     return cfg
 
 
+def _run_roles(raw: dict) -> dict:
+    """The run's endpoints per role that validate (what arms' own `llm:` merge over); the run's
+    own problems are named by RunConfig's validation."""
+    from harness.roles.base import RoleEndpoint
+
+    roles = (raw.get("llm") or {}).get("roles") if isinstance(raw.get("llm"), dict) else None
+    out = {}
+    for r, ep in (roles if isinstance(roles, dict) else {}).items():
+        try:
+            out[r] = RoleEndpoint.model_validate(ep)
+        except ValidationError:
+            continue
+    return out
+
+
 def _role_names(raw: dict) -> list[tuple[tuple, str]]:
     """Every key of llm.roles a role the harness has (a mistyped role would run offline unseen)."""
     from harness.roles.base import ROLES
@@ -174,10 +190,22 @@ def _role_names(raw: dict) -> list[tuple[tuple, str]]:
             for r in (roles if isinstance(roles, dict) else {}) if r not in ROLES]
 
 
-def configure_arms(arms: list) -> tuple[list, list[tuple[tuple, str]]]:
-    """Every arm spec built, each grid point: ([(arm, the config's label for the point)], problems:
-    unknown arm names or parameters, invalid values). A `label:` given to a grid is suffixed with
-    the point's values. The one place arm specs become arms."""
+@dataclass(frozen=True)
+class ArmPlan:
+    """One arm of a run as its config gives it, checked: a grid point's spec (name and
+    parameters), the config's label for it, and its own endpoints per role (None: offline),
+    merged over the run's `llm.roles`. The replay builds the arm from it once, with its roles."""
+
+    spec: dict
+    label: str | None = None
+    llm: dict = field(default_factory=dict)  # role -> RoleEndpoint | None
+    at: int = 0  # its spec's place in `arms:` (where its problems are found)
+
+
+def configure_arms(arms: list, run_roles: dict | None = None) -> tuple[list[ArmPlan], list[tuple[tuple, str]]]:
+    """Every arm spec checked, each grid point: ([ArmPlan], problems: unknown arm names, parameters
+    or roles, invalid values). A `label:` given to a grid is suffixed with the point's values; an
+    arm's `llm:` is merged over `run_roles` (llm.roles). The one place arm specs are read."""
     from harness.arms.catalog import expand_grid, make_arm
     from harness.arms.base import ArmSpecError
 
@@ -188,21 +216,59 @@ def configure_arms(arms: list) -> tuple[list, list[tuple[tuple, str]]]:
             out.append((("arms", i), f"an arm is a name or a mapping with `name:`, not {spec!r}"))
             continue
         given = spec.get("label") if isinstance(spec, dict) else None
-        spec = {k: v for k, v in spec.items() if k != "label"} if isinstance(spec, dict) else spec
+        own, problems = _arm_llm(spec.get("llm") if isinstance(spec, dict) else None, run_roles or {})
+        spec = {k: v for k, v in spec.items() if k not in ("label", "llm")} if isinstance(spec, dict) else spec
         grid = [k for k, v in spec.items() if isinstance(v, list) and k != "name"] if isinstance(spec, dict) else []
         try:
-            points, problems = expand_grid(spec), []
+            points = expand_grid(spec)
         except ArmSpecError as e:
-            points, problems = [], e.problems
+            points, problems = [], problems + e.problems
         for point in points:
             try:
                 arm = make_arm(point)
             except ArmSpecError as e:
                 problems += [x for x in e.problems if x not in problems]
                 continue
-            built.append((arm, " ".join([str(given)] + [f"{k}={point[k]}" for k in grid]) if given else None))
+            problems += [x for x in _unused_roles(arm, own) if x not in problems]
+            label = " ".join([str(given)] + [f"{k}={point[k]}" for k in grid]) if given else None
+            built.append(ArmPlan({"name": point} if isinstance(point, str) else point, label, own, i))
         out += [(("arms", i) + loc, m) for loc, m in problems]
     return built, out
+
+
+def _arm_llm(given, run_roles: dict) -> tuple[dict, list[tuple[tuple, str]]]:
+    """An arm's `llm:` (role -> endpoint settings, or `offline`), each merged over the run's
+    endpoint of that role: ({role: RoleEndpoint | None}, problems at llm.ROLE.FIELD)."""
+    from harness.roles.base import ROLES, RoleEndpoint
+
+    if given is None:
+        return {}, []
+    if not isinstance(given, dict):
+        return {}, [(("llm",), "per role: llm: {ROLE: {kind: …, model: …, prompt: …}} or llm: {ROLE: offline}")]
+    own, problems = {}, []
+    fields = list(RoleEndpoint.model_fields)
+    for role, ep in given.items():
+        if role not in ROLES:
+            hint = did_you_mean(str(role), ROLES) or (
+                f"; settings go under a role: llm: {{rewrite: {{{role}: …}}}}" if role in fields else "")
+            problems.append((("llm", str(role)), f"unknown role {role!r}{hint} (known: {', '.join(ROLES)})"))
+        elif ep == OFFLINE or ep is None:
+            own[role] = None
+        elif not isinstance(ep, dict):
+            problems.append((("llm", role), f"{ep!r}: the role's endpoint settings (a mapping) or `offline`"))
+        else:
+            base = run_roles[role].model_dump(exclude_unset=True) if role in run_roles else {}
+            try:
+                own[role] = RoleEndpoint.model_validate({**base, **ep})
+            except ValidationError as e:
+                problems += [(("llm", role) + loc, m) for loc, m in validation_problems(e, RoleEndpoint)]
+    return own, problems
+
+
+def _unused_roles(arm, own: dict) -> list[tuple[tuple, str]]:
+    """A role an arm's `llm:` names that the arm never calls would change nothing, unseen."""
+    return [(("llm", r), f"{arm.name} does not call the {r} role as configured (it calls: "
+             f"{', '.join(arm.uses) or 'none'})") for r in own if r not in arm.uses]
 
 
 def _embedder_problems(spec: dict) -> list[tuple[tuple, str]]:
@@ -228,20 +294,21 @@ def _check_prompts(cfg: RunConfig, p, text: str | None) -> None:
     from harness.roles.prompts import PromptError, load_prompt
 
     problems = []
-    for role, ep in cfg.llm.roles.items():
+    places = [(("llm", "roles"), cfg.llm.roles)] + [(("arms", plan.at, "llm"), plan.llm)
+                                                   for plan in cfg.configured_arms()]  # a grid's points: one spec
+    for at, role, ep in [(at, r, e) for at, roles in places for r, e in roles.items() if e is not None]:
         if ep.base_url:
             ep.base_url = os.path.expandvars(ep.base_url)
             if "$" in ep.base_url:
-                problems.append((("llm", "roles", role, "base_url"),
-                                 f"{ep.base_url!r}: an environment variable it names is not set"))
+                problems.append((at + (role, "base_url"), f"{ep.base_url!r}: an environment variable it names is not set"))
         if role == "judge":
             continue
         try:
             load_prompt(ep.prompt or f"{role}.v1", cfg.source_dir)
         except PromptError as e:
-            problems.append((("llm", "roles", role, "prompt"), str(e)))
+            problems.append((at + (role, "prompt"), str(e)))
     if problems:
-        raise ConfigError(located(p, text, problems))
+        raise ConfigError(located(p, text, list(dict.fromkeys(problems))))
 
 
 def _canon(v: Any) -> Any:
@@ -258,6 +325,6 @@ def canonical_hash(raw: dict) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()
 
 
-from harness.roles.base import LLMConfig  # noqa: E402
+from harness.roles.base import OFFLINE, LLMConfig  # noqa: E402
 
 RunConfig.model_rebuild()

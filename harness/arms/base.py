@@ -102,11 +102,13 @@ class BaseArm:
     # what the arm can do (harness.run.armset.CAPABILITIES); metrics that need more are n/a for it
     base_capabilities: ClassVar[frozenset[str]] = frozenset({"ranking", "queries", "replayed"})
 
-    def __init__(self, roles=None, **kwargs):
+    def __init__(self, roles=None, label: str | None = None, **kwargs):
+        """`roles`: the arm's own (the run's, or its own endpoints over them: Roles.for_arm), fixed
+        for its life, so its id never changes; `label`: the config's `label:`."""
         self.params = self.Params(**kwargs)
         self.roles = roles
-        self.given_label: str | None = None  # the config's `label:`
-        self.label: str | None = None  # set by the replay once every arm of the run is known
+        self.given_label = label
+        self.label: str | None = label  # the run's label for it: derived once every arm of the run is known
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -176,7 +178,7 @@ class ArmSpecError(BadInput, ValueError):
         self.problems = list(problems)
 
 
-def make_arm(spec: str | dict, roles=None) -> BaseArm:
+def make_arm(spec: str | dict, roles=None, label: str | None = None) -> BaseArm:
     if isinstance(spec, str):
         spec = {"name": spec}
     spec = dict(spec)
@@ -186,11 +188,12 @@ def make_arm(spec: str | dict, roles=None) -> BaseArm:
         msg = f"unknown arm {name!r}{did_you_mean(name, REGISTRY)} (known: {known})" if isinstance(name, str) else \
             f"an arm needs `name:`, one arm (known: {known})"
         raise ArmSpecError(msg, [(("name",), msg)])
-    if "roles" in spec:  # the constructor's own argument, not a parameter
-        msg = f"not a parameter of {name}{did_you_mean('roles', REGISTRY[name].Params.model_fields)}"
-        raise ArmSpecError(f"arm {name}: roles: {msg}", [(("roles",), msg)])
+    for own in ("roles", "label"):  # the constructor's own arguments, not parameters
+        if own in spec:
+            msg = f"not a parameter of {name}{did_you_mean(own, REGISTRY[name].Params.model_fields)}"
+            raise ArmSpecError(f"arm {name}: {own}: {msg}", [((own,), msg)])
     try:
-        return REGISTRY[name](roles=roles, **spec)
+        return REGISTRY[name](roles=roles, label=label, **spec)
     except ValidationError as e:
         problems = validation_problems(e, REGISTRY[name].Params)
         raise ArmSpecError(f"arm {name}: " + "; ".join(f"{'.'.join(map(str, loc))}: {m}" for loc, m in problems),

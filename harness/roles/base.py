@@ -66,28 +66,54 @@ class Outcome:
 
 @dataclass
 class Roles:
-    """The role backends of one run: LLM clients per configured role, offline otherwise."""
+    """The role backends of one run, or of one arm of it that names its own endpoints
+    (`for_arm`): LLM clients per configured role, offline otherwise. An arm's roles share the
+    run's cache, request slots, spend cap, prices, pinned prompts and clients: one client per
+    role and endpoint, however many arms use it."""
 
     config: LLMConfig = field(default_factory=LLMConfig)
     concurrency: int = 16
     clients: dict[str, Any] = field(default_factory=dict)  # role -> harness.llm.client.LLMClient
     workers: Any = None  # harness.workers.CpuWorkers: offline roles run there (None: inline)
     base_dir: str | None = None  # the run config's folder: prompt files are relative to it
+    run: "Roles | None" = None  # the run's roles, for an arm's own (None: these are the run's)
 
     def __post_init__(self):
-        self._prompts: dict[str, Prompt] = {}  # role -> its prompt, pinned for the run
-        self.semaphore = asyncio.Semaphore(self.concurrency) if self.config.roles else None
-        self.cache = LLMCache(self.config.cache.folder, self.config.cache.mode) if self.config.roles else None
-        prices = load_prices(self.config.prices)
-        self.spend = None
-        if self.config.max_cost_usd is not None:
-            check_priced(prices, {r: ep.model for r, ep in self.config.roles.items()})
-            self.spend = SpendCap(self.config.max_cost_usd)
-        if self.config.roles:  # the openai SDK only for a run that calls a model (about a second to import)
-            from harness.llm.client import LLMClient
+        run = self.run or self
+        if run is self:
+            self.pinned: dict[tuple, Prompt] = {}  # (role, prompt) -> its prompt, pinned for the run
+            self.pool: dict[tuple, Any] = {}  # (role, endpoint) -> its client, for every arm of the run
+            self.semaphore, self.cache = None, None
+            self.prices = load_prices(self.config.prices)
+            self.spend = SpendCap(self.config.max_cost_usd) if self.config.max_cost_usd is not None else None
+        else:
+            self.pinned, self.pool, self.prices, self.spend = run.pinned, run.pool, run.prices, run.spend
+        if not self.config.roles:
+            self.semaphore, self.cache = run.semaphore, run.cache
+            return
+        if run.semaphore is None:  # the first roles of the run with an endpoint
+            run.semaphore = asyncio.Semaphore(run.concurrency)
+            run.cache = LLMCache(run.config.cache.folder, run.config.cache.mode)
+        self.semaphore, self.cache = run.semaphore, run.cache
+        if self.spend is not None:
+            check_priced(self.prices, {r: ep.model for r, ep in self.config.roles.items()})
+        from harness.llm.client import LLMClient  # the openai SDK only for a run that calls a model (about a second)
+
         for role, ep in self.config.roles.items():
-            self.clients[role] = LLMClient(ep, self.cache, self.semaphore, prices, connections=self.concurrency,
+            key = (role, ep.model_dump_json(exclude={"prompt"}))
+            if key not in self.pool:
+                self.pool[key] = LLMClient(ep, self.cache, self.semaphore, self.prices, connections=self.concurrency,
                                            spend=self.spend)
+            self.clients[role] = self.pool[key]
+
+    def for_arm(self, endpoints: dict[str, "RoleEndpoint | None"]) -> "Roles":
+        """The roles of an arm with its own endpoints per role (None: that role offline) over the
+        run's; the run's roles themselves when it names none."""
+        if not endpoints:
+            return self
+        roles = {r: ep for r, ep in {**self.config.roles, **endpoints}.items() if ep is not None}
+        return Roles(self.config.model_copy(update={"roles": roles}), self.concurrency, workers=self.workers,
+                     base_dir=self.base_dir, run=self)
 
     def backend(self, role: str) -> str:
         ep = self.config.roles.get(role)
@@ -97,10 +123,11 @@ class Roles:
         """The system prompt of a role with an endpoint (roles/prompts.py), read once and kept for
         this run: a prompt file edited while the run goes on changes neither its calls nor its
         arm ids, so the traces, the manifest and the requests name the same prompt."""
-        if role not in self._prompts:
-            ep = self.config.roles.get(role)
-            self._prompts[role] = load_prompt(ep.prompt if ep and ep.prompt else f"{role}.v1", self.base_dir)
-        return self._prompts[role]
+        ep = self.config.roles.get(role)
+        key = (role, ep.prompt if ep and ep.prompt else f"{role}.v1")
+        if key not in self.pinned:
+            self.pinned[key] = load_prompt(key[1], self.base_dir)
+        return self.pinned[key]
 
     def prompts(self, roles) -> dict[str, str]:
         """`name@hash` of the prompt of each of `roles` that calls an LLM (offline roles have none)."""
@@ -111,10 +138,12 @@ class Roles:
         return {r: (None if r == "judge" else self.prompt(r).hash) for r in self.config.roles}
 
     def http_calls(self) -> int:
-        return sum(c.stats.http_calls for c in self.clients.values())
+        """HTTP calls of every client of the run (an arm's roles count the run's too)."""
+        return sum(c.stats.http_calls for c in self.pool.values())
 
     async def aclose(self):
-        for c in self.clients.values():
+        """Close every client of the run (they are shared: call it once, on the run's roles)."""
+        for c in self.pool.values():
             await c.aclose()
 
     async def call(self, role: str, user: str, schema: type[BaseModel], offline, seed: int | None = None) -> Outcome:

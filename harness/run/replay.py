@@ -3,7 +3,6 @@ Parquet parts, writes the labels and the manifest, and resumes an interrupted ru
 from __future__ import annotations
 
 import asyncio
-import copy
 import functools
 import gc
 import secrets
@@ -87,14 +86,16 @@ def new_run_id(name: str) -> str:
 
 
 def build_arms(cfg: RunConfig, roles=None) -> list[BaseArm]:
-    """The config's arms (built once, when the config was checked: RunConfig.configured_arms) with
-    this run's roles, each labelled (harness.run.armset)."""
+    """The config's arms, each built once from its plan (RunConfig.configured_arms) with its roles:
+    the run's `roles`, or the arm's own endpoints over them (Roles.for_arm), so its id is final
+    when it is made; then each labelled (harness.run.armset), which needs every arm of the run."""
+    from harness.arms.catalog import make_arm
     from harness.run.armset import arm_info, derive_labels
 
     arms, seen = [], set()
-    for built, given in cfg.configured_arms():
-        arm = copy.copy(built)  # this run's: its roles, its label (no second validation)
-        arm.roles, arm.given_label = roles, given
+    for plan in cfg.configured_arms():
+        own = roles.for_arm(plan.llm) if roles is not None else None  # None: every role offline
+        arm = make_arm(plan.spec, roles=own, label=plan.label)
         if arm.arm_id in seen:
             raise BadInput(f"arm {arm.arm_id} listed twice")
         seen.add(arm.arm_id)
@@ -189,7 +190,7 @@ class Replay:
                                       entitlement_filters=list(entitled),
                                       inherited_filters=[f.model_dump() for f in t.state.filters],
                                       index=index, info=self.es.info, repeat=rep, seed=self.cfg.seed + rep,
-                                      roles=self.roles, workers=self.roles.workers)
+                                      roles=arm.roles or self.roles, workers=self.roles.workers)
                     out.append(Job(arm, rep, ctx))
         return out
 
