@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The pull-request gate of .github/workflows/eval-gate.yml, as one script (docs/gate.md, "In CI"):
-# replay the base commit's config and the candidate's with this checkout's code, then gate the
-# candidate with the BASE COMMIT's policy: a change never chooses the policy that judges it (a
-# policy edited by the pull request is shown in the summary and takes effect once merged).
+# replay the base commit's config and the candidate's with this checkout's code, both on the BASE
+# COMMIT's eval set (the folder the base config's eval_set names: corpus, sessions, labels), then
+# gate the candidate with the BASE COMMIT's policy: a change never chooses the labels or the policy
+# that judge it (an edit of either is shown in the summary and takes effect once merged).
 #
 #   BASE=<commit> MODE=replay|readwrite bash scripts/eval_gate.sh
 #
 # Environment: BASE (the baseline commit), MODE (the LLM cache mode of both runs), CONFIG and
-# POLICY (paths in the repository), HARNESS (the harness command), BASE_DIR (where the base commit
-# is checked out), CAP (an optional --max-cost-usd), OPENAI_API_KEY, GITHUB_STEP_SUMMARY.
+# POLICY (paths in the repository), HARNESS (the harness command), PYTHON (a Python with PyYAML, to
+# read the configs' eval_set; default: the one beside HARNESS), BASE_DIR (where the base commit is
+# checked out, a worktree of its own), CAP (an optional --max-cost-usd), OPENAI_API_KEY,
+# GITHUB_STEP_SUMMARY.
 # Exit codes: those of `harness gate` (0 pass, 1 regression, 2 bad input, 3 infrastructure), those
 # of `harness run` when a run could not finish (2, 3), and 4: NOT GATED, no OPENAI_API_KEY where
 # the runs must call the model (a fork's pull request gets no secrets) -- neither a pass nor a verdict.
@@ -18,6 +21,7 @@ MODE=${MODE:-replay}
 CONFIG=${CONFIG:-configs/prompt-gate.yaml}
 POLICY=${POLICY:-configs/prompt-gate-policy.yaml}
 HARNESS=${HARNESS:-.venv/bin/harness}
+PYTHON=${PYTHON:-$(dirname "$HARNESS")/python}
 BASE_DIR=${BASE_DIR:-/tmp/base}
 SUMMARY=${GITHUB_STEP_SUMMARY:-/dev/null}
 NOT_GATED=4
@@ -51,9 +55,68 @@ if ! git diff --quiet "$BASE" HEAD -- "$POLICY"; then
   say '```'
 fi
 
+eval_set_of() {  # CONFIG: the folder its eval_set names, as written (relative to the repository)
+  "$PYTHON" -c 'import sys, yaml; v = (yaml.safe_load(open(sys.argv[1])) or {}).get("eval_set"); print(v or "")' "$1"
+}
+EVAL_SET=$(eval_set_of "$BASE_DIR/$CONFIG") || exit 2
+EVAL_SET=${EVAL_SET#./}
+EVAL_SET=${EVAL_SET%/}
+if [ -z "$EVAL_SET" ]; then
+  say "## Gate: bad input: the base commit's $CONFIG names no eval_set"
+  exit 2
+fi
+SET=()  # the --eval-set of both runs: the base commit's folder, when the repository holds it
+if git cat-file -e "$BASE:$EVAL_SET" 2>/dev/null; then
+  SET=(--eval-set "$BASE_DIR/$EVAL_SET")
+  PR_SET=$(eval_set_of "$CONFIG") || exit 2
+  PR_SET=${PR_SET#./}
+  PR_SET=${PR_SET%/}
+  if [ "$PR_SET" != "$EVAL_SET" ]; then
+    say "Note: this change's \`$CONFIG\` names the eval set \`$PR_SET\`; both runs replay the base commit's \`$EVAL_SET\` (the change applies once merged)."
+  elif ! git diff --quiet "$BASE" HEAD -- "$EVAL_SET"; then
+    say "Note: this change edits the eval set \`$EVAL_SET\`; both runs replay the base commit's (the edit applies once merged). Files that differ:"
+    say ""
+    say '```'
+    git diff --stat=100 "$BASE" HEAD -- "$EVAL_SET" | tee -a "$SUMMARY"
+    "$PYTHON" - "$BASE_DIR/$EVAL_SET" "$EVAL_SET" <<'PY' | tee -a "$SUMMARY"
+# Sessions, labelled turns and qrels (session, turn, document, grade: a changed grade is one removed
+# and one added) of the base's eval set and this one's.
+import json, pathlib, sys
+from harness.evalset.folder import SPLIT_FILES
+def keys(root):
+    out = {"sessions": set(), "labelled turns": set(), "turns with qrels": set(), "qrels": set()}
+    for name in SPLIT_FILES.values():
+        f = pathlib.Path(root) / name
+        for line in (f.read_text(encoding="utf-8").splitlines() if f.is_file() else []):
+            try:
+                s = json.loads(line)
+            except ValueError:
+                continue
+            sid = s.get("session_id") if isinstance(s, dict) else None
+            out["sessions"].add(sid)
+            for i, t in enumerate(s.get("turns") or []):
+                lab = t.get("labels") if isinstance(t, dict) else None
+                if isinstance(lab, dict):
+                    key = (sid, t.get("turn_index") or i + 1)
+                    out["labelled turns"].add(key)
+                    qrels = {(*key, d, g) for d, g in (lab.get("qrels") or {}).items()}
+                    out["turns with qrels"] |= {key} if qrels else set()
+                    out["qrels"] |= qrels
+    return out
+base, head = keys(sys.argv[1]), keys(sys.argv[2])
+for what in base:
+    print(f"{what}: {len(base[what])} in the base, {len(head[what])} here: "
+          f"{len(head[what] - base[what])} added, {len(base[what] - head[what])} removed")
+PY
+    say '```'
+  fi
+else
+  say "Note: the eval set \`$EVAL_SET\` is not part of the base commit; both runs read it as it is on disk here."
+fi
+
 ERR=$(mktemp)
 run() {  # CONFIG RUN_ID: 0 or 1 (failed turns past the run's max_error_rate) go on to the gate
-  "$HARNESS" run "$1" --run-id "$2" --no-progress --llm-cache "$MODE" ${CAP:+--max-cost-usd "$CAP"} \
+  "$HARNESS" run "$1" --run-id "$2" ${SET[@]+"${SET[@]}"} --no-progress --llm-cache "$MODE" ${CAP:+--max-cost-usd "$CAP"} \
     2> >(tee -a "$ERR" >&2)
   local code=$?
   [ $code -le 1 ] && return 0

@@ -6,11 +6,12 @@ is there. The script runs here in a scratch repository with a stand-in for the h
 that records how it was called."""
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, write_set
 
 STUB = """#!/usr/bin/env bash
 echo "$*" >> "$STUB_LOG"
@@ -30,7 +31,8 @@ def scratch(tmp_path: Path, policy_after: str) -> tuple[Path, str]:
     git(repo, "init", "-q")
     git(repo, "config", "user.email", "t@example.invalid")
     git(repo, "config", "user.name", "t")
-    (repo / "configs/prompt-gate.yaml").write_text("name: prompt-gate\n")
+    (repo / "configs/prompt-gate.yaml").write_text("name: prompt-gate\neval_set: eval_sets/tiny\n")
+    write_set(repo / "eval_sets/tiny")
     (repo / "configs/prompt-gate-policy.yaml").write_text(RULES)
     git(repo, "add", ".")
     git(repo, "commit", "-qm", "base")
@@ -46,7 +48,8 @@ def run_script(tmp_path: Path, repo: Path, base: str, mode: str, key: str = "", 
     stub.chmod(0o755)
     summary = tmp_path / "summary.md"
     e = {**os.environ, "BASE": base, "MODE": mode, "HARNESS": str(stub), "BASE_DIR": str(tmp_path / "base"),
-         "STUB_LOG": str(tmp_path / "calls.log"), "GITHUB_STEP_SUMMARY": str(summary), "OPENAI_API_KEY": key, **env}
+         "PYTHON": sys.executable, "STUB_LOG": str(tmp_path / "calls.log"), "GITHUB_STEP_SUMMARY": str(summary),
+         "OPENAI_API_KEY": key, **env}
     p = subprocess.run(["bash", str(ROOT / "scripts/eval_gate.sh")], cwd=repo, env=e, capture_output=True, text=True,
                        timeout=60)
     calls = (tmp_path / "calls.log").read_text().splitlines() if (tmp_path / "calls.log").exists() else []
@@ -64,6 +67,7 @@ def test_a_pull_request_that_empties_the_rules_is_gated_by_the_base_policy(tmp_p
     runs = [c for c in calls if c.startswith("run ")]
     assert runs[0].startswith(f"run {tmp_path / 'base'}/configs/prompt-gate.yaml --run-id base")
     assert runs[1].startswith("run configs/prompt-gate.yaml --run-id pr") and "--llm-cache replay" in runs[1]
+    assert all(f"--eval-set {tmp_path / 'base'}/eval_sets/tiny " in r for r in runs)  # the base commit's eval set
 
 
 def test_a_prompt_change_without_a_key_is_not_gated_and_not_a_verdict(tmp_path):

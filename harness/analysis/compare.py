@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import BadInput
-from harness.analysis.evidence import EvidenceError, Incomplete, check_run, label_differences, lost_turns
+from harness.analysis.evidence import (EvidenceError, Incomplete, check_run, eval_set_files_differ, label_differences,
+                                       lost_turns)
 from harness.run.folder import RunData
 from harness.metrics.registry import Metric, UnknownMetric, is_coverage, on_request, resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
@@ -42,6 +43,7 @@ def check_same_evalset(runs: list[RunData], allow_different: bool) -> None:
         if (es.name, es.version, es.hash) != (first.name, first.version, first.hash) and not allow_different:
             raise CompareError(f"{runs[0].name} uses eval set {first.name} {first.version} ({str(first.hash)[:12]}), "
                                f"{r.name} uses {es.name} {es.version} ({str(es.hash)[:12]}); "
+                               f"{eval_set_files_differ(first, es, runs[0].name, r.name)}"
                                "comparing them is refused unless --allow-different-evalsets")
         differ = None if allow_different else label_differences(runs[0], r)
         if differ:

@@ -103,6 +103,20 @@ def _plain(v):
     return v.tolist() if hasattr(v, "tolist") else v
 
 
+def eval_set_files_differ(a, b, name_a: str, name_b: str) -> str:
+    """Which files of two runs' eval sets (harness.run.record.EvalSetRef) differ, in words ending in
+    "; ", from the per-file hashes their manifests record (older manifests: said so); "" when the
+    two hashes agree."""
+    if a.hash == b.hash:
+        return ""
+    fa, fb = a.files, b.files
+    if not fa or not fb:
+        return "the eval-set hash differs (per-file hashes not recorded); "
+    said = [f"{n} ({'changed' if n in fa and n in fb else 'only in ' + (name_a if n in fa else name_b)})"
+            for n in sorted(set(fa) | set(fb)) if fa.get(n) != fb.get(n)]
+    return f"the eval-set files that differ: {', '.join(said)}; "
+
+
 def label_differences(base: RunData, cand: RunData) -> str | None:
     """Where two runs of one eval set disagree on the labels of the splits both hold (a labels
     snapshot edited, or two copies of the eval set under one hash), in words; None when they agree."""

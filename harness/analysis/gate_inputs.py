@@ -5,6 +5,7 @@ record per arm (infrastructure). Everything wrong here is bad input (GateUsageEr
 exit 2) or infrastructure (a list of reasons: exit 3); nothing here passes or fails a check."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from harness.analysis.compare import RunData, check_same_evalset, load_run, why_missing
@@ -163,11 +164,19 @@ def _coverage(base: RunData, cand: RunData, pairs: list[Pair], policy: Policy) -
 
 
 def scope(base: RunData) -> str:
-    """What the verdict covers, in words: sessions, turns, splits and repeats of the baseline."""
+    """What the verdict covers, in words: sessions, turns (and how many of them have a relevant
+    document in their qrels, when not all: ranking metrics compare only those), splits and
+    repeats of the baseline."""
     f = base.evidence.finals
-    splits = sorted(set(base.labels.loc[base.labels["session_id"].isin(set(f["session_id"])), "split"])) \
-        if "split" in base.labels else []
-    return (f"{f['session_id'].nunique()} sessions, {len(f.drop_duplicates(['session_id', 'turn_index']))} turns"
+    lab = base.labels
+    splits = sorted(set(lab.loc[lab["session_id"].isin(set(f["session_id"])), "split"])) if "split" in lab else []
+    turns = f.drop_duplicates(["session_id", "turn_index"])
+    relevant = lab["qrels"].map(lambda q: any(g >= 1 for g in json.loads(q).values())) if "qrels" in lab else True
+    judged = lab.loc[lab.get("qrels_measured", True) & relevant, ["session_id", "turn_index"]].astype(
+        {"turn_index": "int64"})
+    n_judged = len(turns[["session_id", "turn_index"]].astype({"turn_index": "int64"}).merge(judged))
+    return (f"{f['session_id'].nunique()} sessions, {len(turns)} turns"
+            + (f" ({n_judged} with a relevant document in their qrels)" if n_judged < len(turns) else "")
             + (f", split(s) {', '.join(map(str, splits))}" if splits else "")
             + f", {base.manifest.repeats} repeat(s)")
 

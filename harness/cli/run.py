@@ -28,7 +28,9 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
         llm_cache: Optional[str] = typer.Option(None, "--llm-cache", help="the LLM cache mode for this run, over the "
                                                 "config's llm.cache.mode: readwrite | replay | refresh | off"),
         max_cost_usd: Optional[float] = typer.Option(None, "--max-cost-usd", min=0, help="what this run may spend on "
-                                                     "requests the cache does not answer, over llm.max_cost_usd")):
+                                                     "requests the cache does not answer, over llm.max_cost_usd"),
+        eval_set: Optional[Path] = typer.Option(None, "--eval-set", help="the eval-set folder to replay, over the "
+                                                "config's eval_set (recorded in the manifest's config)")):
     """Replay every (arm, session, labelled turn) of a config; write a run folder under runs/."""
     from harness.evalset.load import load_eval_set
     from harness.llm.ledger import BudgetExceeded
@@ -37,7 +39,7 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
     from harness.run.replay import new_run_id
     from harness.run.shard import parse_shard
 
-    cfg, raw, run_dir = _config(config, resume, run_id, repeats, llm_cache, max_cost_usd)
+    cfg, raw, run_dir = _config(config, resume, run_id, repeats, llm_cache, max_cost_usd, eval_set)
     sh = parse_shard(shard) if shard else None
     if resume and not sh:
         sh_m = read_manifest(resume).shard
@@ -91,16 +93,21 @@ def _end_of_run(out: Path, max_error_rate: float) -> int:
 
 
 def _config(config: Path | None, resume: Path | None, run_id: str | None, repeats: int | None,
-            llm_cache: str | None, max_cost_usd: float | None = None):
+            llm_cache: str | None, max_cost_usd: float | None = None, eval_set: Path | None = None):
     """(config, raw config, run folder or None) of `harness run`: from the file, or the manifest of
-    the run to resume; --repeats, --llm-cache and --max-cost-usd written into the raw config (the
-    manifest says what ran)."""
+    the run to resume; --repeats, --llm-cache, --max-cost-usd and --eval-set written into the raw
+    config (the manifest says what ran)."""
     from harness.config import load_config, parse_config, with_overrides
+    from harness.evalset.folder import CORPUS, INFO, is_eval_set
     from harness.llm.cache import MODES
     from harness.run.replay import resume_config
 
     if llm_cache is not None and llm_cache not in MODES:
         fail(f"--llm-cache {llm_cache!r}: expected one of {', '.join(MODES)}")
+    if eval_set is not None and resume:
+        fail("--eval-set: a resumed run replays the eval set its manifest records; leave --eval-set out")
+    if eval_set is not None and not is_eval_set(eval_set):
+        fail(f"--eval-set {eval_set}: not an eval-set folder (it holds neither {INFO} nor {CORPUS})")
     if resume:
         raw, source, where = resume_config(resume), RunFolder(resume).read_manifest().config_dir, \
             RunFolder(resume).manifest_path
@@ -110,7 +117,7 @@ def _config(config: Path | None, resume: Path | None, run_id: str | None, repeat
         _, raw = load_config(config)
         source, where = None, config
     raw = with_overrides(raw, {"repeats": repeats or None, "llm.cache.mode": llm_cache or None,
-                               "llm.max_cost_usd": max_cost_usd})
+                               "llm.max_cost_usd": max_cost_usd, "eval_set": str(eval_set) if eval_set else None})
     text = Path(where).read_text(encoding="utf-8") if not resume else None
     cfg = parse_config(raw, where, text, source_dir=source)
     _check_measures(cfg.metrics.measures, where, text)

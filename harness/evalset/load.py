@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -51,6 +51,7 @@ class EvalSet:
     sessions: list[Session]  # every split, in file order
     split_of: dict[str, str]  # session_id -> split
     content_hash: str
+    file_hashes: dict[str, str] = field(default_factory=dict)  # file name -> sha256 of its bytes, as hashed
 
     @property
     def name(self) -> str:
@@ -219,7 +220,8 @@ def load_eval_set(path: str | Path) -> EvalSet:
     if problems:
         raise EvalSetError(problems)
     assert info is not None
-    return EvalSet(root, info, docs, sessions, split_of, _content_hash(contents))
+    return EvalSet(root, info, docs, sessions, split_of, _content_hash(contents),
+                   {n: hashlib.sha256(b).hexdigest() for n, b in contents.items()})
 
 
 def _check_session(s: Session, docs: dict, info: EvalSetInfo | None, fname: str, no: int, problems: list[Problem]):

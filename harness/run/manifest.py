@@ -71,7 +71,7 @@ def eval_set_ref(es, path: str, splits: list[str] | None) -> EvalSetRef:
     """The eval set a run answers, as its manifest records it."""
     return EvalSetRef(name=es.info.name, version=es.info.version, hash=es.content_hash, path=path,
                       splits=splits or sorted(set(es.split_of.values())), pooled_corpus=es.info.pooled_corpus,
-                      written_here=es.info.written_here)
+                      written_here=es.info.written_here, files=es.file_hashes or None)
 
 
 def for_replay(rp, status: str, index=None, counts: dict | None = None, started: str | None = None) -> Manifest:

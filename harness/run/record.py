@@ -26,6 +26,9 @@ class EvalSetRef(_Part):
     splits: list[str] = Field(default_factory=list)
     pooled_corpus: bool = False
     written_here: bool = False
+    # file name -> sha256 of each eval-set file the hash covers, so a refusal of two hashes can name
+    # the files that differ; absent in manifests written before it was recorded
+    files: dict[str, str] | None = None
 
 
 class IndexInfo(_Part):
