@@ -146,7 +146,7 @@ def test_a_part_keeps_statistics_for_the_columns_that_name_a_row_only(tmp_path):
 
 
 def _row_by_loop(key: TurnKey, result: ArmResult) -> dict:
-    """The row as the loop over COLUMNS built it before `_row` was written out (the reference)."""
+    """The row as a plain loop over COLUMNS builds it (the reference for `_row`)."""
     if result.ms.total is None:
         result.ms.total = result.ms.stages()
     out = {}

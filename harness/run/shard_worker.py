@@ -50,7 +50,6 @@ def main(task: WorkerTask, report, lifeline, spend_pool, parents_ends=None, es=N
     if parents_ends is not None:
         leave_the_parent(parents_ends)
 
-    pyarrow_without_pandas()
     _watch(lifeline)
     outcome = _replay(task, report, spend_pool, es)
     try:
@@ -58,23 +57,18 @@ def main(task: WorkerTask, report, lifeline, spend_pool, parents_ends=None, es=N
         report.close()
     except (KeyboardInterrupt, OSError):  # a stop that came as the replay ended; a parent gone
         pass
-    leave(0 if outcome[0] == "ok" else 1)
+    if outcome[0] != "ok":
+        sys.exit(1)  # multiprocessing's bootstrap makes it the exit code
 
 
 def leave_the_parent(ends) -> None:
     """In a forked worker, let go of what is the parent's: its ends of the workers' pipes (a worker
     holding the sending end of its own lifeline, or of another worker's, would keep it open after
-    the parent died), its exit handlers and its objects' finalizers (`leave` runs the exit
-    handlers, which would otherwise run the parent's here too: remove a folder the parent still
-    uses, as a test session's shared embedding cache), and the size of its thread pools."""
-    import atexit
-    import weakref
-
+    the parent died) and the size of its thread pools. The parent's exit handlers and finalizers
+    never run here: a forked multiprocessing child ends with os._exit, and cleans up its own
+    (the index) explicitly."""
     for conn in ends:
         conn.close()
-    atexit._clear()  # this copy's; the parent's own are untouched
-    weakref.finalize._registry.clear()
-    weakref.finalize._registered_with_atexit = False  # this process's first finalizer registers anew
     native_threads_as_told()
 
 
@@ -91,24 +85,6 @@ def native_threads_as_told() -> None:
             if (v := os.environ.get(var, "").strip()).isdigit() and int(v) > 0}
     if told:
         threadpool_limits(limits=told)
-
-
-def leave(code: int) -> None:
-    """Exit without taking the interpreter down piece by piece: the exit handlers run (the index's
-    engine closed and its folder removed, multiprocessing's clean-up), the output is flushed, and
-    the process ends. Freeing every object and module one by one took 0.4-0.6 s after the replay,
-    which the run waited for; everything the worker wrote is complete and renamed into place by then."""
-    import atexit
-
-    try:
-        atexit._run_exitfuncs()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):  # closed or gone: nothing to flush
-                pass
-        os._exit(code)
 
 
 _replaying = threading.Event()  # set while the replay runs: a stop from the parent interrupts it then only
@@ -164,40 +140,13 @@ def run(task: WorkerTask, report, spend_pool, es=None) -> Path:
     if rp.roles.spend is not None:
         rp.roles.spend.share(spend_pool, task.index)
     index = build_index(rp.es, rp.cfg.index)
-    _go.wait()
-    if _stopped.is_set():
-        raise Stopped("stopped before replaying: another worker failed")
-    return rp.run(index)
-
-
-class _NoPandas:
-    """A finder that says pandas is not installed (sys.meta_path, for one look only)."""
-
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name == "pandas" or name.startswith("pandas."):
-            raise ImportError("pandas is not imported in a replay's worker")
-        return None
-
-
-def pyarrow_without_pandas() -> None:
-    """Keep pyarrow from importing pandas (0.4 s of CPU) in a process that has not imported it: its
-    first array from Python values imports pandas only to ask whether the values are a pandas object,
-    which none can be before pandas is imported. So pyarrow is told once that pandas is not there;
-    whatever needs pandas later (to_pandas, reading a Parquet file) imports it as before, and from
-    then on pyarrow works with it as usual. A worker's replay writes its traces with no pandas."""
-    if "pandas" in sys.modules:
-        return
-    import pyarrow as pa
-
-    shim = getattr(pa.lib, "_pandas_api", None)
-    if shim is None:  # another pyarrow: leave it as it is
-        return
-    sys.meta_path.insert(0, _NoPandas)
     try:
-        shim.have_pandas  # noqa: B018  (pyarrow's one attempt at importing pandas, answered "not installed")
+        _go.wait()
+        if _stopped.is_set():
+            raise Stopped("stopped before replaying: another worker failed")
+        return rp.run(index)
     finally:
-        sys.meta_path.remove(_NoPandas)
+        index.close()  # its engine's folder: a forked worker runs no exit handler
 
 
 def share_of(total: int, n: int, i: int) -> int:

@@ -92,24 +92,32 @@ def _key_json(v) -> str:
     return text
 
 
-def _row_source(columns) -> str:
-    """The source of `_row`: one dict display naming every column (COLUMNS, in order), each value
-    read by attribute, the JSON columns serialised (TurnKey's once per arm: `_key_json`). Written
-    out once, as dataclasses writes its __init__, because the loop over COLUMNS it replaces took a
-    microsecond a column, fifty columns a row (tests/test_trace_parts.py holds the loop and
-    compares)."""
-    items = []
-    for column, cls, name, sub, _, as_json in columns:
-        v = ("key." if cls is TurnKey else "result.") + name + ("." + sub if sub else "")
-        if as_json:
-            v = f"(None if (v := {v}) is None else {'_key_json' if cls is TurnKey else 'to_json'}(v))"
-        items.append(f"    {column!r}: {v},")
-    return "def _row(key, result):\n  return {\n" + "\n".join(items) + "\n  }\n"
+def _getter(columns, cls, as_json: bool) -> tuple[tuple[str, ...], operator.attrgetter]:
+    """The names of one row class's columns that are (or are not) JSON, and one getter that reads
+    them all as a tuple."""
+    chosen = [(column, name + ("." + sub if sub else "")) for column, c, name, sub, _, j in columns
+              if c is cls and bool(j) == as_json]
+    get = operator.attrgetter(*(path for _, path in chosen))
+    return tuple(c for c, _ in chosen), (get if len(chosen) > 1 else lambda obj: (get(obj),))  # one name: no tuple
 
 
-_ROW_SCOPE = {"_key_json": _key_json, "to_json": to_json}
-exec(_row_source(COLUMNS), _ROW_SCOPE)  # noqa: S102 (column names from the dataclasses above, not input)
-_row = _ROW_SCOPE["_row"]
+_KEY_PLAIN, _KEY_JSON_COLS = _getter(COLUMNS, TurnKey, False), _getter(COLUMNS, TurnKey, True)
+_RESULT_PLAIN, _RESULT_JSON_COLS = _getter(COLUMNS, ArmResult, False), _getter(COLUMNS, ArmResult, True)
+
+
+def _row(key: TurnKey, result: ArmResult) -> dict:
+    """Every column (COLUMNS) read by attribute, the JSON columns serialised (TurnKey's once per
+    arm: `_key_json`)."""
+    (kp, kg), (kj, kjg), (rp, rg), (rj, rjg) = _KEY_PLAIN, _KEY_JSON_COLS, _RESULT_PLAIN, _RESULT_JSON_COLS
+    out = dict(zip(kp, kg(key)))
+    out.update(zip(rp, rg(result)))
+    out.update((c, None if v is None else _key_json(v)) for c, v in zip(kj, kjg(key)))
+    out.update((c, None if v is None else to_json(v)) for c, v in zip(rj, rjg(result)))
+    return dict(zip(_NAMES, _IN_ORDER(out)))  # in the schema's order
+
+
+_NAMES = tuple(c[0] for c in COLUMNS)
+_IN_ORDER = operator.itemgetter(*_NAMES)
 
 
 def row(key: TurnKey, result: ArmResult) -> dict:
