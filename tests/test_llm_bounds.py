@@ -5,6 +5,7 @@ counted per role; `fields:` asks the model for some fields and takes the rest of
 import asyncio
 
 import pytest
+from pydantic import BaseModel
 
 from harness.config import ConfigError, load_config
 from harness.errors import BadInput
@@ -68,9 +69,16 @@ def test_bounds_ask_less_than_the_fields_accept_so_offline_values_still_validate
 
 
 def test_an_endpoint_bound_applies_only_where_no_field_bounds():
-    s = strict_schema(RewriteOutput, max_string_length=90, max_items=2)
+    s = strict_schema(RewriteOutput, max_string_length=90, max_items=1)
     assert s["properties"]["standalone"]["maxLength"] == 150  # the field's own bound
-    assert s["$defs"]["Clarify"]["properties"]["options"]["maxItems"] == 3
+    assert s["$defs"]["Clarify"]["properties"]["options"]["maxItems"] == 2
+
+    class Free(BaseModel):  # a model of one's own without bounds: the endpoint's apply
+        text: str
+        tags: list[str]
+
+    f = strict_schema(Free, max_string_length=90, max_items=1)["properties"]
+    assert f["text"]["maxLength"] == 90 and f["tags"]["maxItems"] == 1 and f["tags"]["items"]["maxLength"] == 90
 
 
 def roles(base_url: str, tmp_path, **ep) -> Roles:

@@ -47,7 +47,7 @@ SERVICE_HINTS = [(re.compile(p, re.I), h) for p, h in [
 STANDALONE_CHARS = 400  # the standalone query a model (or an offline method) may write
 # what a model is asked to write (the strict schema's bounds, harness/llm/schema.py): a query, an
 # identifier or a value, a few of each; tighter than what the fields accept offline
-ASK_QUERY, ASK_NAME, ASK_KEEP, ASK_VARIANTS, ASK_FILTERS = 150, 40, 5, 3, 4
+ASK_QUERY, ASK_NAME, ASK_KEEP, ASK_VARIANTS, ASK_FILTERS = 150, 40, 5, 2, 4
 
 
 class FilterProposal(BaseModel):
