@@ -287,11 +287,12 @@ def _embedder_problems(spec: dict) -> list[tuple[tuple, str]]:
 
 
 def _check_prompts(cfg: RunConfig, p, text: str | None) -> None:
-    """Every role's prompt found (a packaged name or a file beside the config), and every
-    endpoint's base_url with its ${VARIABLES} expanded."""
+    """Every role's prompt found (a packaged name or a file beside the config), its `fields:`
+    fields of its reply, and every endpoint's base_url with its ${VARIABLES} expanded."""
     import os
 
     from harness.roles.prompts import PromptError, load_prompt
+    from harness.roles.fields import field_problems
 
     problems = []
     places = [(("llm", "roles"), cfg.llm.roles)] + [(("arms", plan.at, "llm"), plan.llm)
@@ -301,6 +302,7 @@ def _check_prompts(cfg: RunConfig, p, text: str | None) -> None:
             ep.base_url = os.path.expandvars(ep.base_url)
             if "$" in ep.base_url:
                 problems.append((at + (role, "base_url"), f"{ep.base_url!r}: an environment variable it names is not set"))
+        problems += [(at + (role,) + loc, m) for loc, m in field_problems(role, ep.fields)]
         if role == "judge":
             continue
         try:

@@ -139,7 +139,8 @@ class BaseArm:
         manifest keeps them): the offline rewrite's `method` when an LLM writes the rewrite."""
         from harness.roles.base import OFFLINE
 
-        if "method" in type(self.params).model_fields and self.backends().get("rewrite", OFFLINE) != OFFLINE:
+        asks_all = getattr(self.roles, "fields", lambda role: None)("rewrite") is None  # else method writes the rest
+        if "method" in type(self.params).model_fields and self.backends().get("rewrite", OFFLINE) != OFFLINE and asks_all:
             return {"method"}
         return set()
 

@@ -130,7 +130,9 @@ class RewriteFamily(BaseArm):
             r = await search_turn()
             r.fallback_reason, question = fallback, ctx.turn.user
         else:
-            notes: list[str] = []
+            # a rewrite asked for fewer fields (`fields:`): which ones the offline method wrote
+            notes: list[str] = [f"rewrite: {', '.join(o.offline_fields)} from the offline method {p.method}"
+                                for o in outcomes[-1:] if getattr(o, "offline_fields", ())]
             fallbacks: list[str] = []
             # the identifier guard holds for every issued query, variants included
             qs = [restore_identifiers(q, {}, out.must_keep) for q in await self.queries(ctx, out, outcomes, notes)]

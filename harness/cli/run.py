@@ -66,6 +66,7 @@ def _end_of_run(out: Path, max_error_rate: float) -> int:
     3 when more than half of the turns replayed now failed (infrastructure), 1 when an arm's share
     of failed turns is above the config's max_error_rate, else 0."""
     from harness.run.integrity import failures
+    from harness.llm.failures import llm_failures_line
 
     folder = RunFolder(out)
     man = folder.read_manifest()
@@ -85,6 +86,8 @@ def _end_of_run(out: Path, max_error_rate: float) -> int:
                   + escape(", ".join(f"{f.label} {f.rate:.1%}" for f in over))
                   + " (the run config's max_error_rate; the traces record every error). Exit 1.", highlight=False)
         code = 1
+    if line := llm_failures_line(counts):
+        err.print(f"[yellow]failed LLM calls:[/yellow] {escape(line)}", highlight=False, soft_wrap=True)
     failed = sum(f.failed for f in fails)
     console.print(f"run: {counts.get('turns', 0)} turns replayed, "
                   + (f"{failed} failed" if fails else "no failed turn")

@@ -32,6 +32,7 @@ from openai.types.chat import ChatCompletion
 
 from harness.errors import BadInput
 from harness.llm.endpoint import EndpointConfig  # noqa: F401  (the client's endpoint; defined without the SDK)
+from harness.llm.failures import CUT, cut_error
 from harness.llm.cache import LLMCache, canonical_json, key_of_json, prompt_hash
 from harness.llm.ledger import TIME_BUDGET, CallRecord, RoleTimeout, SpendCap, StopRun, cost_usd, in_budget, load_prices
 from harness.llm.schema import response_format
@@ -267,10 +268,12 @@ class LLMClient:
                 rec.error = _err(e)
                 return StructuredResult(None, rec, raw_text)
             self._account(rec, call)
-            value, raw_text, rec.error = _parse(call.completion, schema)
+            value, raw_text, rec.error = _parse(call.completion, schema, ep.max_tokens)
             if value is not None:
                 self._keep(call, first, rec.repair_reason)
                 return StructuredResult(value, rec, raw_text)
+            if rec.error.startswith(CUT):  # never cached, never repaired: the model would run on again
+                return StructuredResult(None, rec, raw_text)
             if attempt == 0:  # one repair attempt: show the model its reply and the problem
                 first, rec.repairs, rec.repair_reason = call, 1, rec.error
             body = {**body, "messages": messages + [
@@ -320,11 +323,14 @@ def _add_usage(rec: CallRecord, u) -> None:
     rec.cached_tokens += cached or 0
 
 
-def _parse(completion: ChatCompletion, schema: type[BaseModel]):
-    """(value or None, reply text, error or None) of a completion against the role's schema."""
+def _parse(completion: ChatCompletion, schema: type[BaseModel], max_tokens: int):
+    """(value or None, reply text, error or None) of a completion against the role's schema; a
+    reply stopped at max_tokens is cut, whether or not its text parses."""
     if not completion.choices:
         return None, None, "empty choices"
     raw = completion.choices[0].message.content or ""
+    if completion.choices[0].finish_reason == "length":
+        return None, raw, cut_error(completion.usage.completion_tokens if completion.usage else None, max_tokens)
     try:
         return schema.model_validate(json.loads(raw)), raw, None
     except json.JSONDecodeError as e:

@@ -1,14 +1,32 @@
 """Strict JSON schemas from pydantic models for `response_format: json_schema, strict: true`:
 every object closed (additionalProperties false) and every property required (optional
-values are nullable). `max_string_length` adds maxLength to strings and `max_items` maxItems to
-lists, for servers such as llama.cpp that enforce the schema with a grammar (a model that never
-stops would otherwise run to max_tokens and cut the JSON)."""
+values are nullable). A role's output model bounds what a model is asked to write, field by
+field (`bound`: maxLength, maxItems, the items' maxLength), tighter than what the field
+accepts, so a server that enforces the schema with a grammar (llama.cpp's json-schema-to-grammar
+turns maxLength into `char{0,N}` and maxItems into a bounded repetition) stops a small model
+before it runs to max_tokens. An endpoint's `max_string_length` / `max_items` bound what no
+field bounds (an override for an unbounded model of one's own)."""
 from __future__ import annotations
 
 import copy
 import functools
 
 from pydantic import BaseModel
+
+
+def bound(max_length: int | None = None, max_items: int | None = None, item_max_length: int | None = None):
+    """A field's `json_schema_extra`: what a model is asked for (maxLength of a string; maxItems
+    of a list and maxLength of its string items), declared beside the field it bounds."""
+
+    def extra(schema: dict) -> None:
+        if max_length is not None:
+            schema["maxLength"] = max_length
+        if max_items is not None:
+            schema["maxItems"] = max_items
+        if item_max_length is not None and isinstance(schema.get("items"), dict):
+            schema["items"]["maxLength"] = item_max_length
+
+    return extra
 
 
 def strict_schema(model: type[BaseModel], max_string_length: int | None = None, max_items: int | None = None) -> dict:

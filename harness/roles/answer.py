@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from harness.llm.schema import bound
 from harness.roles.text import best_sentences
+
+ASK_ANSWER, ASK_DOCS, ASK_ID = 400, 3, 40  # what a model is asked to write (the strict schema's bounds)
 
 ABSTAIN = {"en": "I find nothing on this in the knowledge base.",
            "de": "Dazu finde ich nichts in der Wissensdatenbank."}
 
 
 class AnswerOutput(BaseModel):
-    answer: str = Field(max_length=2000)
-    doc_ids: list[str]
+    answer: str = Field(max_length=2000, json_schema_extra=bound(ASK_ANSWER))
+    doc_ids: list[str] = Field(json_schema_extra=bound(max_items=ASK_DOCS, item_max_length=ASK_ID))
     abstained: bool
 
 

@@ -15,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.corpus.memo import Reused
 from harness.llm.cache import LLMCache
 from harness.llm.endpoint import EndpointConfig
-from harness.llm.ledger import CallRecord, SpendCap, check_priced, load_prices
+from harness.llm.failures import count_key, kind_of
+from harness.llm.ledger import CallRecord, RoleTimeout, SpendCap, check_priced, load_prices
+from harness.roles.fields import instruction, merged as _merged, subset as _subset
 from harness.roles.prompts import Prompt, load_prompt
 from harness.workers import off_loop
 
@@ -25,6 +27,9 @@ OFFLINE = "offline"
 
 class RoleEndpoint(EndpointConfig):
     prompt: str | None = None  # a packaged prompt ("grade.v1") or a file ("prompts/grade.md"); default ROLE.v1
+    # the fields of the role's reply the model writes (None: all); the rest from its offline
+    # implementation (harness/roles/fields.py; checked against the role's output by the config)
+    fields: list[str] | None = None
 
 
 class CacheConfig(BaseModel):
@@ -62,6 +67,7 @@ class Outcome:
     record: CallRecord | None = None
     fallback: str | None = None
     ms: float = 0.0
+    offline_fields: tuple[str, ...] = ()  # a role asked for fewer fields: the ones its offline implementation wrote
 
 
 @dataclass
@@ -81,13 +87,15 @@ class Roles:
     def __post_init__(self):
         run = self.run or self
         if run is self:
-            self.pinned: dict[tuple, Prompt] = {}  # (role, prompt) -> its prompt, pinned for the run
+            self.pinned: dict[tuple, Prompt] = {}  # (role, prompt, fields) -> its prompt, pinned for the run
+            self.failures: dict[str, int] = {}  # llm_failed.ROLE.KIND -> calls, every arm's (harness/llm/failures.py)
             self.pool: dict[tuple, Any] = {}  # (role, endpoint) -> its client, for every arm of the run
             self.semaphore, self.cache = None, None
             self.prices = load_prices(self.config.prices)
             self.spend = SpendCap(self.config.max_cost_usd) if self.config.max_cost_usd is not None else None
         else:
             self.pinned, self.pool, self.prices, self.spend = run.pinned, run.pool, run.prices, run.spend
+            self.failures = run.failures
         if not self.config.roles:
             self.semaphore, self.cache = run.semaphore, run.cache
             return
@@ -124,10 +132,19 @@ class Roles:
         this run: a prompt file edited while the run goes on changes neither its calls nor its
         arm ids, so the traces, the manifest and the requests name the same prompt."""
         ep = self.config.roles.get(role)
-        key = (role, ep.prompt if ep and ep.prompt else f"{role}.v1")
+        fields = tuple(ep.fields) if ep and ep.fields else None
+        key = (role, ep.prompt if ep and ep.prompt else f"{role}.v1", fields)
         if key not in self.pinned:
-            self.pinned[key] = load_prompt(key[1], self.base_dir)
+            p = load_prompt(key[1], self.base_dir)
+            if fields:  # the prompt names the fields asked for: its hash (and the arm id) too
+                p = Prompt(p.name, p.text + instruction(fields), p.path)
+            self.pinned[key] = p
         return self.pinned[key]
+
+    def fields(self, role: str) -> tuple[str, ...] | None:
+        """The fields a role's model is asked for, when its endpoint names fewer than all."""
+        ep = self.config.roles.get(role)
+        return tuple(ep.fields) if ep and ep.fields else None
 
     def prompts(self, roles) -> dict[str, str]:
         """`name@hash` of the prompt of each of `roles` that calls an LLM (offline roles have none)."""
@@ -158,8 +175,24 @@ class Roles:
             if isinstance(value, Reused):  # another arm of the run asked the same: what it cost then, a copy
                 value, ms = value.value.model_copy(deep=True), value.ms
             return Outcome(value, OFFLINE, ms=ms)
-        res = await client.structured(role, self.prompt(role).text, user, schema, seed=seed)
+        asked = self.fields(role)
+        ask = schema if asked is None else _subset(schema, asked)
+        try:
+            res = await client.structured(role, self.prompt(role).text, user, ask, seed=seed)
+        except RoleTimeout:
+            self._failed(role, "timeout")
+            raise
         if res.value is None:
+            self._failed(role, res.record.error)
             return Outcome(None, client.name, res.record, fallback=f"{role} failed: {res.record.error}",
                            ms=res.record.latency_ms)
-        return Outcome(res.value, client.name, res.record, ms=res.record.latency_ms)
+        if asked is None:
+            return Outcome(res.value, client.name, res.record, ms=res.record.latency_ms)
+        rest, _ = await off_loop(self.workers, offline)  # the fields the model was not asked for
+        rest = rest.value.model_copy(deep=True) if isinstance(rest, Reused) else rest
+        return Outcome(_merged(res.value, rest, asked), client.name, res.record, ms=res.record.latency_ms,
+                       offline_fields=tuple(f for f in type(rest).model_fields if f not in asked))
+
+    def _failed(self, role: str, error: str | None) -> None:
+        key = count_key(role, kind_of(error))
+        self.failures[key] = self.failures.get(key, 0) + 1

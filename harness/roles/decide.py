@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from harness.guards.identifiers import find_identifiers
+from harness.llm.schema import bound
 from harness.roles import attributes
 from harness.roles.state import CompactState
 from harness.roles.text import within
@@ -17,13 +18,14 @@ NEEDS_REWRITE = {"reference", "ellipsis", "ordinal", "changed_constraint", "topi
 
 
 REASON_CHARS = 300
+ASK_REASON = 100  # what a model is asked to write (the strict schema's bound)
 
 
 class Decision(BaseModel):
     turn_class: Literal["reference", "ellipsis", "ordinal", "changed_constraint", "topic_switch", "identifier",
                         "vague_application", "self_contained"]
     needs_rewrite: bool
-    reason: str = Field(max_length=REASON_CHARS)
+    reason: str = Field(max_length=REASON_CHARS, json_schema_extra=bound(ASK_REASON))
 
 
 ORDINAL = re.compile(r"\b(first|second|third|fourth|fifth|last|1st|2nd|3rd|4th|erste[nmrs]?|zweite[nmrs]?|"

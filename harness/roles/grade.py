@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from harness.corpus.support import Support
+from harness.llm.schema import bound
 from harness.roles.text import salient_terms, terms, uncarried, within
 
 Z_MIN = 6.81  # chosen on handbook-de's main split by scripts/calibrate_grader.py (top_k=3)
@@ -18,12 +19,13 @@ BELOW = 10  # how far below `top_k` the offline grader looks for them
 
 
 REASON_CHARS, QUERY_CHARS = 400, 300  # what a grader (model or offline) may write
+ASK_REASON, ASK_QUERY = 120, 150  # what a model is asked to write (the strict schema's bounds)
 
 
 class GradeOutput(BaseModel):
     sufficient: bool
-    reason: str = Field(max_length=REASON_CHARS)
-    new_query: str = Field(max_length=QUERY_CHARS)
+    reason: str = Field(max_length=REASON_CHARS, json_schema_extra=bound(ASK_REASON))
+    new_query: str = Field(max_length=QUERY_CHARS, json_schema_extra=bound(ASK_QUERY))
 
 
 def _graded(sufficient: bool, reason: str, new_query: str) -> GradeOutput:

@@ -9,11 +9,14 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, Field, PrivateAttr
 
+from harness.llm.schema import bound
+
 PRF_DEPTH = 3
+ASK_PASSAGE = 400  # what a model is asked to write: a short passage (the strict schema's bound)
 
 
 class HydeOutput(BaseModel):
-    passage: str = Field(max_length=1500)
+    passage: str = Field(max_length=1500, json_schema_extra=bound(ASK_PASSAGE))
     _vector: np.ndarray | None = PrivateAttr(default=None)  # offline: the feedback vector itself
 
     @property

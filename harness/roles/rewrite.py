@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from harness.corpus.memo import Reused, shared
 from harness.guards.identifiers import find_identifiers
+from harness.llm.schema import bound
 from harness.roles import attributes
 from harness.roles.decide import ORDINAL, WORD, Decision, decide_offline, ordinal_index
 from harness.roles.state import CompactState, ShownItem
@@ -44,25 +45,28 @@ SERVICE_HINTS = [(re.compile(p, re.I), h) for p, h in [
 
 
 STANDALONE_CHARS = 400  # the standalone query a model (or an offline method) may write
+# what a model is asked to write (the strict schema's bounds, harness/llm/schema.py): a query, an
+# identifier or a value, a few of each; tighter than what the fields accept offline
+ASK_QUERY, ASK_NAME, ASK_KEEP, ASK_VARIANTS, ASK_FILTERS = 150, 40, 5, 2, 4
 
 
 class FilterProposal(BaseModel):
-    field: str = Field(max_length=64)
+    field: str = Field(max_length=64, json_schema_extra=bound(ASK_NAME))
     op: str = Field(pattern="^(eq|gte|lte|in)$")
     value: str | float | int | bool | list[str | float | int]
 
 
 class Clarify(BaseModel):
-    question: str = Field(max_length=300)
-    options: list[str]
+    question: str = Field(max_length=300, json_schema_extra=bound(ASK_QUERY))
+    options: list[str] = Field(json_schema_extra=bound(max_items=ASK_VARIANTS, item_max_length=ASK_NAME))
 
 
 class RewriteOutput(BaseModel):
-    standalone: str = Field(max_length=STANDALONE_CHARS)
-    must_keep: list[str]
-    filters: list[FilterProposal]
+    standalone: str = Field(max_length=STANDALONE_CHARS, json_schema_extra=bound(ASK_QUERY))
+    must_keep: list[str] = Field(json_schema_extra=bound(max_items=ASK_KEEP, item_max_length=ASK_NAME))
+    filters: list[FilterProposal] = Field(json_schema_extra=bound(max_items=ASK_FILTERS))
     confidence: float = Field(ge=0, le=1)
-    variants: list[str]
+    variants: list[str] = Field(json_schema_extra=bound(max_items=ASK_VARIANTS, item_max_length=ASK_QUERY))
     clarify: Clarify | None
 
 

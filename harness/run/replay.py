@@ -292,6 +292,7 @@ class Replay:
                 await asyncio.gather(*(lane() for _ in range(min(self.lanes, len(jobs)))))
         finally:
             counts["http_calls"] = self.roles.http_calls()
+            counts.update(self.roles.failures)  # llm_failed.ROLE.KIND: failed LLM calls per role and kind
             if self.roles.spend is not None:
                 counts["llm_spent_usd"] = round(self.roles.spend.spent, 6)
             await self.roles.aclose()

@@ -27,7 +27,8 @@ is ``json_schema``/``json_object``, else ``srv.script.default_reply``
 Faults (``FAULTS``): ``"429"`` (``Retry-After: srv.retry_after``),
 ``"429_no_retry_after"``, ``"500"``, ``"hang"`` (sleep ``srv.hang_seconds``, then
 reply), ``"reset"`` (TCP RST), ``"invalid_json"`` (content/arguments cut off),
-``"bad_schema"`` (valid JSON, wrong fields/types), ``"empty_choices"``.
+``"bad_schema"`` (valid JSON, wrong fields/types), ``"empty_choices"``, ``"length"`` (the reply
+as scripted, with ``finish_reason: length``: a model cut at max_tokens).
 ``set_faults(*kinds, rate=1.0, seed=None, times=None, retry_after=None,
 hang_seconds=None)`` hits every POST (``invalid_json``/``bad_schema`` alter chat
 replies only; ``empty_choices`` also empties embedding ``data``); ``set_faults()``
@@ -60,7 +61,7 @@ from harness.errors import BadInput
 
 __all__ = ["FAULTS", "Recorded", "Rule", "Script", "TestServer", "prompt_hash"]
 
-FAULTS = ("429", "429_no_retry_after", "500", "hang", "reset", "invalid_json", "bad_schema", "empty_choices")
+FAULTS = ("429", "429_no_retry_after", "500", "hang", "reset", "invalid_json", "bad_schema", "empty_choices", "length")
 Reply = Any  # str | dict | list[dict] | Callable[[dict], str | dict | list]
 
 
@@ -342,7 +343,7 @@ class TestServer:
         out = message["content"] or " ".join(c["function"]["arguments"] for c in message.get("tool_calls", []))
         prompt_tokens = sum(len(t.split()) for t in _texts(req))
         completion_tokens = len(out.split())
-        finish = "tool_calls" if "tool_calls" in message else "stop"
+        finish = "tool_calls" if "tool_calls" in message else "length" if kind == "length" else "stop"
         choices = [] if kind == "empty_choices" else [
             {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}]
         return web.json_response({
