@@ -73,3 +73,30 @@ def test_a_capability_lost_across_a_named_change_of_kind_fails(tmp_path):
     v = json.loads((tmp_path / "g/gate.json").read_text())
     lost = [x for x in v["results"] if x["label"] == REWRITE and x["metric"] == "entitlement_violations"]
     assert lost and all(x["status"] == "fail" and "no longer declares proposes_filters" in x["detail"] for x in lost)
+
+
+def test_a_metrics_table_swapped_under_its_stamp_is_rescored(tmp_path):
+    import pyarrow.parquet as pq
+
+    cand = copy_run(tmp_path / "cand")
+    t, m = traces(cand), manifest(cand)
+    rid = next(a["arm_id"] for a in m["arms"] if a["label"] == REWRITE)
+    sel = t["is_final"] & (t["arm_id"] == rid)
+    t.loc[sel, "ranking"] = pd.Series([[]] * int(sel.sum()), index=t.index[sel], dtype=object)  # recall gone
+    write_traces(cand, t)
+    assert invoke("metrics", cand).exit_code == 0
+    meta = pq.read_schema(cand / "metrics.parquet").metadata  # the candidate's stamp, on the baseline's values
+    pq.write_table(pq.read_table(BASELINE / "metrics.parquet").replace_schema_metadata(meta), cand / "metrics.parquet")
+    r = gate(tmp_path / "g", BASELINE, cand)
+    assert r.exit_code == 1, r.output
+    assert "metrics.parquet's values are not the ones its stamp certifies" in out(r)
+
+
+def test_evidence_copied_under_a_new_run_id_is_named(tmp_path):
+    cand = copy_run(tmp_path / "cand")
+    m = manifest(cand)
+    m["run_id"] = m["run_id"] + "-copy"
+    write_manifest(cand, m)
+    r = gate(tmp_path / "g", BASELINE, cand)
+    assert r.exit_code == 0, r.output
+    assert "evidence is byte-identical to the baseline" in out(r) and "-copy" in out(r)
