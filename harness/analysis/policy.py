@@ -28,7 +28,7 @@ from harness.yamlpos import line_of, located, read_yaml, validation_problems
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # .inf/.nan are bad input
 
 
 class Check(Strict):
