@@ -1,10 +1,7 @@
 """Defaults more than one layer reads, defined once: the ranking metrics' settings of a run (a run
 config's `metrics:`, and what a manifest without them means) and the name of the metric the judge
-role gives, and the statistics config (alpha, resamples, permutations). Light on purpose (pydantic
-only): gate and compare import it."""
+role gives. Light on purpose (pydantic only): gate and compare import it."""
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,22 +26,3 @@ def metric_settings(recorded: dict | None) -> dict:
     """A run's metric settings as its manifest records them; a setting the manifest lacks (it was
     written before the setting existed, or there are none) is the default."""
     return {**MetricsConfig().model_dump(), **(recorded or {})}
-
-
-@dataclass(frozen=True)
-class StatsConfig:
-    """The statistics every comparison uses (harness/metrics/stats.py), one home for terminal, gate
-    and report: the level `alpha` (two-sided CIs at 1 - alpha, marks where Holm p < alpha), the
-    bootstrap's `n_resamples`, the sign-flip test's Monte Carlo `n_permutations` (the test is exact,
-    every sign pattern enumerated, up to `exact_max_sessions` sessions), the `power` of the smallest
-    detectable difference, and the `seed` of every draw."""
-
-    alpha: float = 0.05
-    n_resamples: int = 5000
-    n_permutations: int = 20000
-    exact_max_sessions: int = 20
-    power: float = 0.8
-    seed: int = 0
-
-
-STATS = StatsConfig()

@@ -18,8 +18,7 @@ from harness.metrics.registry import Metric, UnknownMetric, is_coverage, on_requ
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.run.armset import changes
-from harness.defaults import STATS
-from harness.metrics.stats import TurnMeans, compare_arms, describe_p, holm, holm_family
+from harness.metrics.stats import TurnMeans, compare_arms, holm
 
 
 class CompareError(BadInput, ValueError):
@@ -144,16 +143,16 @@ class Split(TurnMeans):
         return self.rows_of(metric, "A:" + pair.baseline.arm_id), self.rows_of(metric, "B:" + pair.candidate.arm_id)
 
 
-def compare_pair(base: RunData, cand: RunData, pair: Pair, metric: str, segment: str, n_resamples: int = STATS.n_resamples,
-                 seed: int = STATS.seed, alpha: float = STATS.alpha, split: Split | None = None, direction: str | None = None,
+def compare_pair(base: RunData, cand: RunData, pair: Pair, metric: str, segment: str, n_resamples: int = 5000,
+                 seed: int = 0, alpha: float = 0.05, split: Split | None = None, direction: str | None = None,
                  n_permutations: int | None = None) -> dict:
     """`split`: `Split(base, cand)`, when the caller compares the pair on several metrics or segments
     (its turn means and segments are then computed once); `n_permutations` of the randomization test,
-    STATS.n_permutations unless given."""
+    `n_resamples` unless given."""
     split = Split(base, cand) if split is None else split
     df = compare_arms(split, metric, "A:" + pair.baseline.arm_id, ["B:" + pair.candidate.arm_id],
                       segment_keys=split.keys(segment), n_resamples=n_resamples,
-                      n_permutations=n_permutations or STATS.n_permutations, seed=seed, alpha=alpha, direction=direction)
+                      n_permutations=n_permutations or n_resamples, seed=seed, alpha=alpha, direction=direction)
     row = df.iloc[0].to_dict()  # one row per candidate, its smallest detectable change (mde) included
     row.update({"metric": metric, "segment": segment, "label": pair.label, "baseline_arm": pair.baseline.arm_id,
                 "candidate_arm": pair.candidate.arm_id, "changes": "; ".join(pair.changes),
@@ -205,15 +204,12 @@ def _finish(rows: list[dict], notes: list[str]) -> Comparison:
     for part in (cov, ~cov):
         if part.any():
             out.loc[part, "p_holm"] = holm(out.loc[part, "p"].tolist())
-            out.loc[part, "holm_family"] = holm_family(int(out.loc[part, "p"].notna().sum()),
-                                                       "every coverage figure of this table" if part is cov else
-                                                       "every metric × segment × arm pair of this table")
     return Comparison(out, list(dict.fromkeys(notes)))
 
 
 def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arms: list[str] | None = None,
                  pairs: list[str] | None = None, allow_different_evalsets: bool = False,
-                 n_resamples: int = STATS.n_resamples, seed: int = STATS.seed, allow_partial: bool = False) -> Comparison:
+                 n_resamples: int = 5000, seed: int = 0, allow_partial: bool = False) -> Comparison:
     """Each run against the first, arm pair by arm pair (pairing by label). An incomplete run is
     refused unless `allow_partial` (then the notes say which runs are partial)."""
     if len(paths) < 2:
@@ -235,7 +231,7 @@ def _load(path: Path, allow_partial: bool) -> RunData:
 
 def compare_data(runs: list[RunData], metrics: list[str], segments: list[str], arms: list[str] | None = None,
                  pairs: list[str] | None = None, allow_different_evalsets: bool = False,
-                 n_resamples: int = STATS.n_resamples, seed: int = STATS.seed, n_permutations: int | None = None) -> Comparison:
+                 n_resamples: int = 5000, seed: int = 0, n_permutations: int | None = None) -> Comparison:
     """compare_runs on loaded, scored runs."""
     check_same_evalset(runs, allow_different_evalsets)
     ms = _checked(runs, metrics, segments, arms)
@@ -256,7 +252,7 @@ def compare_data(runs: list[RunData], metrics: list[str], segments: list[str], a
 
 
 def compare_within(path: Path, reference: str, metrics: list[str], segments: list[str], arms: list[str] | None = None,
-                   n_resamples: int = STATS.n_resamples, seed: int = STATS.seed, allow_partial: bool = False) -> Comparison:
+                   n_resamples: int = 5000, seed: int = 0, allow_partial: bool = False) -> Comparison:
     """The arms of one run against its `reference` arm (a label or id), on any segment."""
     run = _load(path, allow_partial)
     ms = _checked([run], metrics, segments, arms)
@@ -291,8 +287,8 @@ def _pairing(base: RunData, cand: RunData, pairs: list[str] | None):
 
 
 COLUMNS = ["candidate_run", "label", "metric", "direction", "segment", "n_turns", "n_sessions", "n_unmeasured",
-           "mean_ref", "mean_arm", "diff", "ci_lo", "ci_hi", "p", "p_holm", "p_floor", "holm_family", "wins", "ties",
-           "losses", "mde", "changes", "baseline_arm", "candidate_arm"]
+           "mean_ref", "mean_arm", "diff", "ci_lo", "ci_hi", "p", "p_holm", "wins", "ties", "losses", "mde",
+           "changes", "baseline_arm", "candidate_arm"]
 
 
 def wtl_header(direction: str) -> str:
@@ -304,16 +300,12 @@ def to_markdown(c: Comparison, base_name: str) -> str:
     lines = [f"# Comparison against {base_name}", "",
              "W/T/L counts turns where the candidate is better / equal / worse by the metric's direction "
              "(for metrics without one: higher / equal / lower).", "",
-             "p is the sign-flip test of the comparison alone; pHolm is adjusted over "
-             + "; ".join(dict.fromkeys(df["holm_family"].dropna())) + "; ≤ marks a p at the test's resolution limit.", "",
-             "| run | arm | metric | segment | n | baseline | candidate | diff | 95% CI | p | pHolm | W/T/L |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| run | arm | metric | segment | n | baseline | candidate | diff | 95% CI | p (Holm) | W/T/L |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in df.itertuples():
         arrow = {"higher": "↑", "lower": "↓"}.get(r.direction, "")
         lines.append(f"| {r.candidate_run} | {r.label} | {r.metric}{arrow} | {r.segment} | {r.n_turns} | {r.mean_ref:.3f} | "
-                     f"{r.mean_arm:.3f} | {r.diff:+.3f} | [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] | "
-                     f"{describe_p(r.p, r.n_sessions, short=True)} | "
-                     f"{describe_p(r.p, r.n_sessions, short=True, adjusted=r.p_holm)} | "
+                     f"{r.mean_arm:.3f} | {r.diff:+.3f} | [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] | {r.p_holm:.4f} | "
                      f"{r.wins}/{r.ties}/{r.losses} |")
     changed = df.drop_duplicates("label")
     changed = changed[changed["changes"].astype(str) != ""]

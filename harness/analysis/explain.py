@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.gate import underpowered
 from harness.analysis.gate_inputs import prepare
 from harness.analysis.policy import Policy
-from harness.metrics.power import min_detectable_drop
 from harness.metrics.segments import segment_keys
 from harness.run.folder import RunData
 
@@ -40,31 +38,8 @@ def _row(kind: str, i: int, item, pair, prep: dict, need: int) -> dict:
     seen = len(b & c) if b is not None else len(c)
     will = "n/a: no turn measures it here" if not c and kind != "rule" else \
         "compared" if seen >= need else f"insufficient data ({seen} < {need} sessions)"
-    detectable = baseline_mde(base, pair.baseline.arm_id, m.name, seg) if kind == "rule" else None
-    if detectable is not None and seen >= need:
-        will = f"{will}; {_power(item, detectable, len(b))}"
     return {**out, "baseline": None if b is None else len(b), "candidate": len(c),
-            "both": None if b is None else seen, "will": will, "detectable": detectable}
-
-
-def baseline_mde(run: RunData, arm_id: str, metric: str, segment: str) -> float:
-    """The smallest detectable difference of a rule from the baseline alone: min_detectable_drop of its
-    turn means (repeats averaged) in the segment, as the gate computes it over the paired turns."""
-    pt = run.per_turn
-    rows = pt[(pt["arm_id"] == arm_id) & (pt["metric"] == metric) & pt["value"].notna()]
-    inside = pd.MultiIndex.from_arrays([rows["session_id"], rows["turn_index"]]).isin(
-        list(segment_keys(run.labels, segment)))
-    means = rows[inside].groupby(["session_id", "turn_index"])["value"].mean().rename("a").reset_index()
-    return min_detectable_drop(means)
-
-
-def _power(rule, mde: float, n_sessions: int) -> str:
-    """A rule's power in words, before anything runs."""
-    if mde != mde:
-        return "smallest detectable difference: not estimable"
-    weak = underpowered(mde, n_sessions, rule.max_drop) if rule.test == "noninferiority" else None
-    return weak.replace("insufficient data:", "will be insufficient data unless the CI clears the margin:") if weak \
-        else f"smallest detectable difference {mde:.4f} ≤ max_drop {rule.max_drop}"
+            "both": None if b is None else seen, "will": will}
 
 
 def explain(baseline: Path, candidate: Path, policy: Policy, pairs: list[str] | None = None) -> dict:

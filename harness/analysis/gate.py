@@ -22,20 +22,16 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.compare import CompareError, RunData, Split, compare_pair
-from harness.metrics.pvalue import describe_p
 from harness.analysis.evidence import lost_turns
 from harness.analysis.gate_inputs import SECTIONS, applies, infrastructure, prepare
 from harness.analysis.gate_report import moved_turns, to_markdown, write_outputs
 from harness.analysis.pairing import Pair
 from harness.analysis.policy import GateUsageError, Policy, load_policy
 from harness.analysis.pool_warnings import judged_warnings
-from harness.defaults import STATS
-from harness.metrics.power import sessions_needed
 from harness.metrics.segments import SegmentError, segment_keys
 
 PASS, REGRESSION, USAGE, INFRA = 0, 1, 2, 3
 VERDICT = {PASS: "pass", REGRESSION: "regression", INFRA: "infrastructure"}
-INSUFFICIENT = "insufficient data"  # exit 1 as a regression (the documented contract), never called one
 MEANING = {PASS: "pass", REGRESSION: "regression or insufficient data", USAGE: "bad input",
            INFRA: "infrastructure"}
 __all__ = ["SECTIONS", "evaluate", "evaluate_to", "gate", "prepare"]
@@ -81,17 +77,6 @@ def _insufficient(out: dict, n: int, need: int, where: str) -> dict:
             "detail": f"insufficient data: {n} session(s) measured {where} (min_sessions {need})"}
 
 
-def underpowered(mde: float, n_sessions: int, margin: float) -> str | None:
-    """Why a noninferiority rule cannot be decided on this set, when its smallest detectable difference
-    exceeds the margin: 'insufficient data: this set can show a drop of at most …'; None when it can."""
-    if not (mde == mde and mde > margin):
-        return None
-    need = sessions_needed(mde, n_sessions, margin)
-    return (f"insufficient data: this set can show a drop of at most {mde:.4f} with {n_sessions} sessions "
-            f"(smallest detectable at power {STATS.power:.0%}; max_drop {margin}); about {need} sessions would be "
-            "needed")
-
-
 def _worse_or_better(change: float) -> str:
     """A direction-adjusted change in words: 'worse by 0.12', 'better by 0.03', 'unchanged'."""
     return "unchanged" if abs(change) < 5e-5 else f"{'worse' if change < 0 else 'better'} by {abs(change):.4f}"
@@ -110,8 +95,7 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
     change, lo = sign * diff, min(sign * row["ci_lo"], sign * row["ci_hi"])  # lo: the worst end of the CI
     need = rule.min_sessions or policy.min_sessions
     out = {"kind": "rule", "name": name, "label": pair.label, "metric": m.name, "segment": rule.segment,
-           "direction": direction, "diff": diff, "ci": [row["ci_lo"], row["ci_hi"]], "p": row["p"], "p_floor": row["p_floor"],
-           "p_text": describe_p(row["p"], int(row.get("n_sessions") or 0)), "mde": row["mde"],
+           "direction": direction, "diff": diff, "ci": [row["ci_lo"], row["ci_hi"]], "p": row["p"], "mde": row["mde"],
            "n_sessions": n_s, "n_turns": int(row.get("n_turns") or 0), "changes": pair.changes}
     if n_s < need or math.isnan(diff):
         return _insufficient(out, n_s, need, "in both runs")
@@ -120,17 +104,10 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
     if rule.test == "noninferiority":
         ok = lo >= -rule.max_drop
         why = f"{said}, at worst {_worse_or_better(lo)} ({'within' if ok else 'beyond'} the allowed drop {rule.max_drop})"
-        best = max(sign * row["ci_lo"], sign * row["ci_hi"])
-        weak = underpowered(row["mde"], n_s, rule.max_drop)
-        if weak and not ok and best >= -rule.max_drop:  # not shown worse than the margin, and it could not be
-            return _lost({**out, "status": "insufficient", "ok": False, "detail": f"{weak} ({why})"}, base, cand,
-                         pair, policy, split)
-        why += f"; {weak}" if weak and ok else ""
     else:
         p_one = row["p"] / 2 if change < 0 else 1.0
         ok = not (-change > rule.max_drop and p_one < rule.alpha)
-        why = (f"{said} vs allowed drop {rule.max_drop}, one-sided p {p_one:.4f} vs alpha {rule.alpha} "
-               f"(two-sided p {describe_p(row['p'], n_s)})")
+        why = f"{said} vs allowed drop {rule.max_drop}, one-sided p {p_one:.4f} vs alpha {rule.alpha}"
     return _lost({**out, "status": "pass" if ok else "fail", "ok": bool(ok), "detail": why}, base, cand, pair, policy,
                  split)
 
@@ -197,10 +174,7 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[st
     gated = [r["segment"] for r in results if r["status"] != "n/a"]  # coverage on the segments the policy gates
     warnings = warnings + judged_warnings(base, cand, pairs, gated)
     status = INFRA if infra else (REGRESSION if not all(r["ok"] for r in results) else PASS)
-    failed = [r for r in results if not r["ok"]]
-    word = INSUFFICIENT if status == REGRESSION and all(r["status"] == "insufficient" for r in failed) \
-        else VERDICT[status]
-    return {"status": status, "verdict": word, "baseline": base.name, "candidate": cand.name,
+    return {"status": status, "verdict": VERDICT[status], "baseline": base.name, "candidate": cand.name,
             "pairs": [{"label": p.label, "baseline_arm": p.baseline.arm_id, "candidate_arm": p.candidate.arm_id,
                        "how": p.how, "changes": p.changes} for p in pairs],
             "not_compared": prep["not_compared"], "evidence": prep["evidence"], "scope": prep["scope"],

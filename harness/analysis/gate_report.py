@@ -14,9 +14,8 @@ import pandas as pd
 from harness.metrics.segments import segment_keys
 from harness.metrics.stats import paired_frame
 
-ICON = {"pass": "✅ pass", "regression": "❌ regression", "infrastructure": "⚠️ infrastructure",
-        "insufficient data": "❔ insufficient data"}
-STATUS = {"pass": "pass", "fail": "**FAIL**", "insufficient": "**insufficient data**", "n/a": "n/a"}
+ICON = {"pass": "✅ pass", "regression": "❌ regression", "infrastructure": "⚠️ infrastructure"}
+STATUS = {"pass": "pass", "fail": "**FAIL**", "insufficient": "**FAIL** (insufficient data)", "n/a": "n/a"}
 
 
 def moved_turns(pt: pd.DataFrame, base, pair, metric: str, segment: str, direction: str, n: int = 10) -> list[dict]:
@@ -33,14 +32,6 @@ def moved_turns(pt: pd.DataFrame, base, pair, metric: str, segment: str, directi
     top = top[top["worse"] > 0].sort_values(["worse", "session_id", "turn_index"], ascending=[False, True, True]).head(n)
     return [{"session_id": str(r.session_id), "turn_index": int(r.turn_index), "baseline": float(r.a),
              "candidate": float(r.b)} for r in top.itertuples()]
-
-
-def _ci_p(r: dict) -> str:
-    """A rule's CI and raw p, as compare and the report print the same comparison."""
-    if r.get("kind") != "rule" or r.get("ci") is None:
-        return "—"
-    lo, hi = r["ci"]
-    return f"[{lo:+.4f}, {hi:+.4f}], p {r.get('p_text', '—')}"
 
 
 def _mde(r: dict) -> str:
@@ -64,11 +55,9 @@ def to_markdown(v: dict) -> str:
         how = "" if p["how"] == "label" else f" (paired by {p['how']})"
         lines.append(f"- {p['label']}{how}: " + ("; ".join(p["changes"]) if p["changes"] else "no change in parameters or models"))
     lines += [""] + [f"- ⚠️ {w}" for w in v.get("warnings", [])] + [f"- ⚠️ {msg}" for msg in v["infrastructure"]]
-    lines += ["", "| check | result | 95% CI, p | detail | smallest detectable change |", "|---|---|---|---|---|"]
+    lines += ["", "| check | result | detail | smallest detectable change |", "|---|---|---|---|"]
     for r in v["results"]:
-        lines.append(f"| {r['name']} | {STATUS[r['status']]} | {_ci_p(r)} | {r['detail']} | {_mde(r)} |")
-    lines += ["", "A rule's p is its comparison's own sign-flip test (no Holm: each rule decides alone; "
-              "≤ marks the test's resolution limit)."]
+        lines.append(f"| {r['name']} | {STATUS[r['status']]} | {r['detail']} | {_mde(r)} |")
     for r in v["results"]:
         if r.get("moved"):
             lines += ["", f"Turns that moved most, {r['name']} ({r.get('direction')} is better):", "",

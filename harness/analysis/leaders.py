@@ -16,12 +16,15 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.evidence import EvidenceError, check_run
-from harness.analysis.verdict import ALPHA, N_PERMUTATIONS, N_RESAMPLES, evalset_of, mark
+from harness.analysis.verdict import ALPHA, N_RESAMPLES, evalset_of, mark
 from harness.metrics.registry import headline, judged, resolve
 from harness.metrics.stats import compare_arms, holm
 from harness.run.folder import RunData
 
 EPS = 1e-12
+# as `harness compare`: the randomization test draws as many sign flips as the bootstrap resamples
+# (a run's answer holds a few dozen comparisons at most: p can reach 1/5001, Holm's alpha stays in reach)
+N_PERMUTATIONS = N_RESAMPLES
 STATS = ("diff", "ci_lo", "ci_hi", "p", "n_turns", "n_sessions", "n_unmeasured")
 
 

@@ -22,7 +22,6 @@ from harness.analysis.policy import GateUsageError, Policy, load_policy
 from harness.analysis.pool_warnings import judged_warnings
 from harness.metrics.aggregate import turn_values
 from harness.metrics.registry import coverage as pool_coverage, headline, judged, resolve
-from harness.defaults import STATS
 from harness.metrics.segments import TURN_SEGMENTS, segment_keys
 from harness.run.folder import RunData, RunFolder
 from harness.analysis.evidence import EvidenceError, check_run, coverage, describe_gaps
@@ -30,7 +29,11 @@ from harness.analysis.evidence import EvidenceError, check_run, coverage, descri
 # shown apart, never counted as regressions: timings and spend depend on the machine, its load and
 # the day (the manifests record where each run was timed); a policy's budgets judge them
 OPERATIONAL_METRICS = ("latency_total_ms", "cost_usd", "llm_calls")
-ALPHA, N_RESAMPLES, N_PERMUTATIONS = STATS.alpha, STATS.n_resamples, STATS.n_permutations  # harness/defaults.py
+ALPHA = 0.05  # a cell is marked when its Holm-adjusted p is below this
+N_RESAMPLES = 5000  # bootstrap resamples of each CI
+# permutations of each randomization test: p can be as small as 1/20001, so Holm across a block of
+# up to ~1000 comparisons can still reach ALPHA (with 5000 it could not past ~250)
+N_PERMUTATIONS = 20000
 EPS = 1e-12
 CELL = ("diff", "ci_lo", "ci_hi", "p", "p_holm", "n_turns", "n_sessions", "n_unmeasured", "mean_ref", "mean_arm")
 
@@ -174,7 +177,6 @@ def _cell(r: dict) -> dict:
         v = None if v is None or pd.isna(v) else float(v)
         out[k] = int(v) if v is not None and k in COUNTS else v
     out["mark"] = mark(r["direction"], r["diff"], r["p_holm"])
-    out["holm_family"] = r.get("holm_family")
     return out
 
 

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.defaults import STATS
 from harness.metrics.registry import headline
 from harness.metrics.segments import parse_segment, segment_keys
-from harness.metrics.stats import TurnMeans, compare_arms, holm, holm_family, oracle_gap_closed
+from harness.metrics.stats import TurnMeans, compare_arms, holm, oracle_gap_closed
 
 DEFAULT_SEGMENTS = ("all", "turn_index>=2")
 
 
 def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list, reference: str | None = None,
-                 metrics=None, segments=DEFAULT_SEGMENTS, n_resamples: int = STATS.n_resamples, seed: int = STATS.seed,
+                 metrics=None, segments=DEFAULT_SEGMENTS, n_resamples: int = 2000, seed: int = 0,
                  settings: dict | None = None) -> pd.DataFrame:
     """`arms`: the run's arms (harness.run.armset.ArmInfo); the reference is `reference` (an arm id)
     or the arm that declares the `reference` capability; the oracle gap is measured to the arm
@@ -45,7 +44,7 @@ def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list, refer
             if m not in measured:
                 continue
             df = compare_arms(means, m, ref, others, segment_keys=key_set, n_resamples=n_resamples,
-                              n_permutations=STATS.n_permutations, seed=seed)
+                              n_permutations=n_resamples, seed=seed)
             if df.empty:
                 continue
             df = df.assign(segment=seg.name)
@@ -59,7 +58,6 @@ def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list, refer
         return pd.DataFrame()
     out = pd.concat(frames, ignore_index=True)
     out["p_holm"] = holm(out["p"].tolist())  # across every comparison of this table
-    out["holm_family"] = holm_family(int(out["p"].notna().sum()), "every metric × segment × arm of this run")
     # cost per recall point relative to the reference: extra USD per turn per +1 point of headline recall
     cost = per_turn[per_turn["metric"] == "cost_usd"].groupby("arm_id")["value"].mean()
     rec = out[(out["metric"] == recall) & (out["segment"] == "all")].set_index("arm")["diff"]

@@ -1,6 +1,6 @@
 """Each arm's own spread, for the report's plot bands and headline: per metric and turn bucket
 (1, 2, 3, 4+, and all turns) the mean of the arm's per-turn values (repeats averaged, unmeasured
-turns left out) with a session-level bootstrap CI at 1 - STATS.alpha. No pairing: this is one arm's uncertainty;
+turns left out) with a session-level bootstrap 95% CI. No pairing: this is one arm's uncertainty;
 differences between arms are the paired comparisons' (harness.metrics.paired). Computed by the
 scoring step into the run folder (its `spread` table); the report only reads it."""
 from __future__ import annotations
@@ -8,20 +8,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.defaults import STATS
 from harness.metrics.aggregate import groups, turn_values
 from harness.metrics.registry import headline, judged
 from harness.metrics.segments import BUCKETS, bucket
 from harness.metrics.stats import bootstrap_of_sums, session_sums
 
 COLUMNS = ["arm_id", "metric", "bucket", "mean", "lo", "hi", "n", "n_sessions"]
+N_RESAMPLES = 1000
 
 
 def _point(sessions: np.ndarray, values: np.ndarray, n_resamples: int) -> tuple[float, float, float, int]:
     """(mean, lo, hi, sessions) of one group's per-turn values (with their session ids, in the
     table's row order): a session bootstrap."""
     sums, counts = session_sums(sessions, values)
-    mean, lo, hi = bootstrap_of_sums(sums, counts, n_resamples, STATS.alpha, STATS.seed)
+    mean, lo, hi = bootstrap_of_sums(sums, counts, n_resamples, 0.05, 0)
     return float(mean), float(lo), float(hi), len(sums)
 
 
@@ -30,7 +30,7 @@ def spread_metrics(settings: dict | None) -> list[str]:
     return headline(settings) + judged()
 
 
-def spread_table(per_turn: pd.DataFrame, metrics=None, n_resamples: int = STATS.n_resamples,
+def spread_table(per_turn: pd.DataFrame, metrics=None, n_resamples: int = N_RESAMPLES,
                  settings: dict | None = None) -> pd.DataFrame:
     """One row per arm, metric and bucket ("1", "2", "3", "4+", "all") that has a measured turn;
     `metrics`: spread_metrics(settings) unless given."""

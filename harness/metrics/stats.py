@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
-from harness.defaults import STATS
-from harness.metrics.power import min_detectable_drop
-from harness.metrics.pvalue import at_floor, describe_p, is_exact, p_floor  # noqa: F401 (one import for callers)
 from harness.run.folder import TURN_COLUMNS
 
 PER_TURN_COLUMNS = [c for c in TURN_COLUMNS if c != "unmeasured"]  # what the statistics read of the metrics file
@@ -169,8 +167,8 @@ def _blocks(n_rows: int, n_cols: int) -> Iterable[int]:
         done += step
 
 
-def session_bootstrap_ci(frame: pd.DataFrame, n_resamples: int = STATS.n_resamples, alpha: float = STATS.alpha,
-                         seed: int = STATS.seed) -> tuple[float, float, float]:
+def session_bootstrap_ci(frame: pd.DataFrame, n_resamples: int = 10000, alpha: float = 0.05,
+                         seed: int = 0) -> tuple[float, float, float]:
     """Mean difference over turns (b - a) with a paired, session-level percentile bootstrap CI.
 
     Each resample draws ``S`` sessions with replacement out of the ``S`` sessions in
@@ -183,8 +181,8 @@ def session_bootstrap_ci(frame: pd.DataFrame, n_resamples: int = STATS.n_resampl
     return bootstrap_of_sums(*_session_sums(frame), n_resamples, alpha, seed)
 
 
-def bootstrap_of_sums(sums: np.ndarray, counts: np.ndarray, n_resamples: int = STATS.n_resamples,
-                      alpha: float = STATS.alpha, seed: int = STATS.seed) -> tuple[float, float, float]:
+def bootstrap_of_sums(sums: np.ndarray, counts: np.ndarray, n_resamples: int = 10000, alpha: float = 0.05,
+                      seed: int = 0) -> tuple[float, float, float]:
     """session_bootstrap_ci of the per-session sums and turn counts (`session_sums`)."""
     n_sessions = len(sums)
     if n_sessions == 0:
@@ -201,44 +199,34 @@ def bootstrap_of_sums(sums: np.ndarray, counts: np.ndarray, n_resamples: int = S
     return (mean_diff, float(lo), float(hi))
 
 
-def session_randomization_test(frame: pd.DataFrame, n_permutations: int = STATS.n_permutations,
-                               seed: int = STATS.seed) -> float:
-    """Two-sided paired sign-flip test with sessions as the unit: under the null the two arms are
-    exchangeable within a session, so a whole session's differences may change sign. Statistic
-    ``T = sum_s e_s * D_s / N`` (``D_s`` the session's sum of b - a). Exact (all ``2^S`` sign
-    patterns, ``p = #{|T_e| >= |T_obs|} / 2^S``) up to ``STATS.exact_max_sessions`` sessions, else
-    Monte Carlo ``p = (1 + #{|T_perm| >= |T_obs|}) / (1 + n_permutations)``. Identical arms give
-    ``p = 1.0``; NaN for an empty frame. docs/statistics.md."""
+def session_randomization_test(frame: pd.DataFrame, n_permutations: int = 10000,
+                               seed: int = 0) -> float:
+    """Two-sided paired randomization (sign-flip) test with sessions as the unit.
+
+    Under the null hypothesis the two arms are exchangeable within each session, so the
+    sign of a whole session's differences may be flipped (all its turns together).
+    Statistic: mean difference over turns, ``T = sum_s e_s * D_s / N`` with ``D_s`` the
+    session's sum of (b - a), ``N`` the number of turns and ``e_s`` in {-1, +1}.
+    ``p = (1 + #{|T_perm| >= |T_obs|}) / (1 + n_permutations)`` (a tiny relative tolerance
+    absorbs floating-point noise in the comparison). Identical arms give ``p = 1.0``.
+    NaN for an empty frame.
+    """
     return randomization_of_sums(_session_sums(frame)[0], n_permutations, seed)
 
 
-def _exact_patterns(n_sessions: int) -> Iterable[np.ndarray]:
-    """Every one of the 2^n sign patterns over n sessions, in blocks of rows of +-1."""
-    bits = np.arange(n_sessions, dtype=np.int64)
-    start = 0
-    for step in _blocks(2 ** n_sessions, n_sessions):
-        k = np.arange(start, start + step, dtype=np.int64)
-        yield ((k[:, None] >> bits) & 1).astype(np.int8) * 2 - 1
-        start += step
-
-
-def randomization_of_sums(sums: np.ndarray, n_permutations: int = STATS.n_permutations,
-                          seed: int = STATS.seed) -> float:
+def randomization_of_sums(sums: np.ndarray, n_permutations: int = 10000, seed: int = 0) -> float:
     """session_randomization_test of the per-session sums of differences (`session_sums`)."""
     n_sessions = len(sums)
     if n_sessions == 0:
         return math.nan
     observed = abs(float(sums.sum()))
     tol = 1e-12 * max(1.0, float(np.abs(sums).sum()))
-    if is_exact(n_sessions):
-        hits = sum(int(np.count_nonzero(np.abs(signs @ sums) >= observed - tol))
-                   for signs in _exact_patterns(n_sessions))
-        return hits / 2 ** n_sessions
     rng = np.random.default_rng(seed)
     hits = 0
     for step in _blocks(n_permutations, n_sessions):
         signs = rng.integers(0, 2, size=(step, n_sessions), dtype=np.int8) * 2 - 1
-        hits += int(np.count_nonzero(np.abs(signs @ sums) >= observed - tol))
+        perm = np.abs(signs @ sums)
+        hits += int(np.count_nonzero(perm >= observed - tol))
     return (1 + hits) / (1 + n_permutations)
 
 
@@ -259,11 +247,6 @@ def holm(p_values: list[float]) -> list[float]:
     scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
     out[order] = np.maximum.accumulate(scaled)
     return out.tolist()
-
-
-def holm_family(m: int, over: str) -> str:
-    """What a Holm p was adjusted over, said beside it: 'pHolm over 24 comparisons: every metric …'."""
-    return f"pHolm over {m} comparison{'s' if m != 1 else ''}: {over}"
 
 
 def wins_ties_losses(frame: pd.DataFrame, tol: float = 1e-12, direction: str = "higher") -> tuple[int, int, int]:
@@ -290,6 +273,30 @@ def oracle_gap_closed(ref_mean: float, arm_mean: float, oracle_mean: float,
     return (float(arm_mean) - float(ref_mean)) / gap
 
 
+def min_detectable_drop(frame: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Smallest mean change this eval set can detect (two-sided level ``alpha``, given power).
+
+    ``MDE = (z_{1-alpha/2} + z_{power}) * sd_session / sqrt(n_sessions)`` where ``sd_session``
+    is the sample standard deviation (ddof=1) of the BASELINE's (``a``) per-session means over
+    the paired turns: how much sessions differ from one another, which a change must stand out
+    from. (The spread of the differences would say nothing for two identical runs.) Normal
+    approximation; assumes independent sessions of roughly equal length and a change whose
+    per-session effect varies about as much as the baseline's sessions do. NaN ("not
+    estimable") with fewer than 2 sessions or no spread between them.
+    """
+    if frame.empty:
+        return math.nan
+    means = frame.groupby("session_id", sort=False)["a"].mean().to_numpy(float)
+    n = len(means)
+    if n < 2:
+        return math.nan
+    sd = float(np.std(means, ddof=1))
+    if not sd > 0:
+        return math.nan
+    z = NormalDist().inv_cdf
+    return (z(1 - alpha / 2) + z(power)) * sd / math.sqrt(n)
+
+
 def between_repeat_spread(per_turn: pd.DataFrame, metric: str, arm: str) -> float:
     """Mean over turns of the standard deviation (ddof=1) of the measured repeats of a turn.
 
@@ -312,14 +319,14 @@ def between_repeat_spread(per_turn: pd.DataFrame, metric: str, arm: str) -> floa
 
 
 COMPARE_COLUMNS = ["metric", "direction", "reference", "arm", "n_turns", "n_sessions", "n_unmeasured",
-                   "mean_ref", "mean_arm", "diff", "ci_lo", "ci_hi", "p", "p_holm", "p_floor",
+                   "mean_ref", "mean_arm", "diff", "ci_lo", "ci_hi", "p", "p_holm",
                    "wins", "ties", "losses", "mde"]
 
 
 def compare_arms(per_turn: pd.DataFrame | TurnMeans, metric: str, reference: str = "original",
-                 candidates: Iterable[str] = (), segment_keys=None, n_resamples: int = STATS.n_resamples,
-                 n_permutations: int = STATS.n_permutations, alpha: float = STATS.alpha,
-                 power: float = STATS.power, seed: int = STATS.seed, tol: float = 1e-12, direction: str | None = None) -> pd.DataFrame:
+                 candidates: Iterable[str] = (), segment_keys=None, n_resamples: int = 10000,
+                 n_permutations: int = 10000, alpha: float = 0.05, power: float = 0.8,
+                 seed: int = 0, tol: float = 1e-12, direction: str | None = None) -> pd.DataFrame:
     """One row per candidate arm compared with ``reference`` on ``metric``.
 
     ``per_turn``: the per-turn table, or its :class:`TurnMeans` when the caller compares on several
@@ -357,7 +364,6 @@ def compare_arms(per_turn: pd.DataFrame | TurnMeans, metric: str, reference: str
                      "n_sessions": len(sums),
                      "n_unmeasured": unmeasured.either, "mean_ref": mean_ref,
                      "mean_arm": mean_arm, "diff": diff, "ci_lo": lo, "ci_hi": hi, "p": p,
-                     "p_floor": p_floor(len(sums), n_permutations),
                      "wins": wins, "ties": ties, "losses": losses,
                      "mde": min_detectable_drop(frame, alpha, power)})
     out = pd.DataFrame(rows, columns=[c for c in COMPARE_COLUMNS if c != "p_holm"])

@@ -15,8 +15,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness.defaults import STATS
-from harness.metrics.pvalue import describe_p
 from harness.run.record import Manifest
 from harness.report.fit import Col, Fitted, Wrapped, table
 from harness.report.table import TURN_SEGMENTS, bucket, coinciding_text
@@ -28,7 +26,7 @@ ARM = Col("arm", wrap=True)
 # the paired columns: label, metric, segment, difference and CI always; the others left out of a
 # narrow console in this order
 PAIRED = [ARM, Col("metric"), Col("segment"), Col("n", right=True, drop=3), Col("diff", right=True),
-          Col("95% CI", right=True), Col("p (pHolm)", right=True, drop=4), Col("W/T/L", right=True, drop=2)]
+          Col("95% CI", right=True), Col("p", right=True, drop=4), Col("W/T/L", right=True, drop=2)]
 GAP = Col("gap", right=True, drop=1)
 
 
@@ -102,10 +100,9 @@ def _paired_row(label: str, metric: str, r, gap=None) -> dict:
     measured` when no turn was (never `nan`)."""
     row = {"arm": escape(label), "metric": metric, "segment": short_segment(r.segment)}
     if not r.n_turns:
-        return {**row, "n": "0", "diff": "n/a", "95% CI": "not measured", "p (pHolm)": "—", "W/T/L": "—", "gap": "—"}
+        return {**row, "n": "0", "diff": "n/a", "95% CI": "not measured", "p": "—", "W/T/L": "—", "gap": "—"}
     return {**row, "n": f"{r.n_turns}/{r.n_sessions}s", "diff": f"{r.diff:+.3f}",
-            "95% CI": f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", "p": f"{describe_p(r.p, r.n_sessions, short=True)} "
-                                                           f"({describe_p(r.p, r.n_sessions, short=True, adjusted=r.p_holm)})",
+            "95% CI": f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", "p": f"{r.p_holm:.3f}",
             "W/T/L": f"{r.wins}/{r.ties}/{r.losses}" + (" (up/tie/down)" if getattr(r, "direction", "") == "none" else ""),
             "gap": "—" if gap is None or gap != gap else f"{gap:.0%}"}
 
@@ -117,14 +114,8 @@ def paired(pt, labels: dict[str, str], run: str | None = None) -> Fitted | None:
     where = f" ({run})" if run else ""
     rows = [_paired_row(labels.get(r.arm, r.arm), r.metric, r, getattr(r, "oracle_gap_closed", None))
             for r in pt.itertuples()]
-    return fitted(f"paired vs {ref}{where}: session bootstrap 95% CI, sign-flip p (Holm), W/T/L by direction; "
-                  f"{_family(pt)}", [*PAIRED, GAP], rows)
-
-
-def _family(df: pd.DataFrame) -> str:
-    """The Holm family of a table's p and what a bound (≤) means, for its title."""
-    fam = "; ".join(dict.fromkeys(df["holm_family"].dropna())) if "holm_family" in df else "pHolm over this table"
-    return f"{fam}; ≤ = at the limit of {STATS.n_permutations:,} permutations"
+    return fitted(f"paired vs {ref}{where}: session bootstrap 95% CI, randomization p (Holm), W/T/L by direction",
+                  [*PAIRED, GAP], rows)
 
 
 def compare_tables(df: pd.DataFrame, what: str) -> list[Fitted]:
@@ -134,7 +125,7 @@ def compare_tables(df: pd.DataFrame, what: str) -> list[Fitted]:
     for run, sub in df.groupby("candidate_run", sort=False):
         rows = [_paired_row(r.label, r.metric + {"higher": "↑", "lower": "↓"}.get(r.direction, ""), r)
                 for r in sub.itertuples()]
-        out.append(fitted(f"{run} {what} (W/T/L by each metric's direction; {_family(df)})", PAIRED, rows))
+        out.append(fitted(f"{run} {what} (W/T/L by each metric's direction)", PAIRED, rows))
     return out
 
 

@@ -2,15 +2,13 @@
 run's reference arm per metric and segment), formatted; significant rows classed better/worse."""
 from __future__ import annotations
 
-from harness.defaults import STATS
-from harness.metrics.pvalue import describe_p
 from harness.report.format import fmt, missing
 from harness.report.load import ReportRun
 
 
 def row(run: ReportRun, r: dict) -> dict:
     lo, hi, p_holm = r.get("ci_lo"), r.get("ci_hi"), r.get("p_holm")
-    sig = not missing(p_holm) and p_holm < STATS.alpha and not missing(lo) and not missing(hi) and (lo > 0 or hi < 0)
+    sig = not missing(p_holm) and p_holm < 0.05 and not missing(lo) and not missing(hi) and (lo > 0 or hi < 0)
     gap = r.get("oracle_gap_closed")
     return {
         "metric": r.get("metric"), "segment": r.get("segment"),
@@ -20,10 +18,8 @@ def row(run: ReportRun, r: dict) -> dict:
         "mean_ref": fmt(r.get("mean_ref")), "mean_arm": fmt(r.get("mean_arm")),
         "diff": "—" if missing(r.get("diff")) else f"{r['diff']:+.3f}",
         "ci": "—" if missing(lo) else f"[{lo:+.3f}, {hi:+.3f}]",
-        "p": "—" if missing(r.get("p")) else describe_p(r["p"], int(r.get("n_sessions") or 0), short=True),
-        "p_holm": "—" if missing(p_holm) else describe_p(r["p"], int(r.get("n_sessions") or 0), short=True,
-                                                         adjusted=p_holm),
-        "holm_family": r.get("holm_family") or "",
+        "p": "—" if missing(r.get("p")) else f"{r['p']:.4f}",
+        "p_holm": "—" if missing(p_holm) else f"{p_holm:.4f}",
         "wtl": f"{r.get('wins')}/{r.get('ties')}/{r.get('losses')}",
         "mde": fmt(r.get("mde")), "gap": "—" if missing(gap) else f"{gap:.0%}",
         "cls": (("better" if r["diff"] * (-1 if r.get("direction") == "lower" else 1) > 0 else "worse")
@@ -34,7 +30,4 @@ def row(run: ReportRun, r: dict) -> dict:
 def build(run: ReportRun) -> dict:
     """{present: the run has a comparisons table, rows}."""
     c = run.table("comparisons")
-    rows = [] if c is None else [row(run, r) for r in c.to_dict("records")]
-    family = "; ".join(dict.fromkeys(r["holm_family"] for r in rows if r["holm_family"]))
-    return {"present": c is not None, "rows": rows, "family": family, "alpha": STATS.alpha,
-            "n_permutations": f"{STATS.n_permutations:,}", "exact_max": STATS.exact_max_sessions}
+    return {"present": c is not None, "rows": [] if c is None else [row(run, r) for r in c.to_dict("records")]}

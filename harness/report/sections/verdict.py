@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.metrics.pvalue import describe_p
 from harness.report.format import missing, scrub
 from harness.report.load import ReportRun
 
@@ -38,9 +37,7 @@ def _cell(metric: dict, c: dict | None, row_n: tuple | None) -> dict:
     means = "" if missing(c["mean_ref"]) else f"baseline {c['mean_ref']:.{d}f} → candidate {c['mean_arm']:.{d}f}; "
     return {"present": True, "metric": metric["name"], "cls": c["mark"], "diff": _signed(c["diff"], d),
             "ci": "—" if missing(c["ci_lo"]) else f"[{_signed(c['ci_lo'], d)}, {_signed(c['ci_hi'], d)}]",
-            "p_holm": "—" if missing(c["p_holm"]) else
-            f"{describe_p(c['p'], c['n_sessions'], short=True)} (pHolm "
-            f"{describe_p(c['p'], c['n_sessions'], short=True, adjusted=c['p_holm'])})",
+            "p_holm": "—" if missing(c["p_holm"]) else f"{c['p_holm']:.3f}",
             "title": f"{means}{n[0]} turns / {n[1]} sessions paired",
             "n": None if n == row_n else f"n={n[0]} / {n[1]}s", "unmeasured": c["n_unmeasured"] or 0}
 
@@ -107,7 +104,7 @@ def operational(op: dict | None) -> dict | None:
                 cells.append({"text": "—", "n": ""})
                 continue
             ci = "" if missing(c["ci_lo"]) else f"[{_signed(c['ci_lo'], d)}, {_signed(c['ci_hi'], d)}]"
-            cells.append({"text": _signed(c["diff"], d), "n": f"{ci} p {describe_p(c['p'], c['n_sessions'], short=True)}" if c["p_holm"] is not None
+            cells.append({"text": _signed(c["diff"], d), "n": f"{ci} p {c['p_holm']:.3f}" if c["p_holm"] is not None
                           else ci})
         rows.append({"label": r["label"], "changed": r["changed"], "cells": cells})
     return {"metrics": op["metrics"], "rows": rows, "timed": [_timed(k, v) for k, v in op["timed"].items()]}
