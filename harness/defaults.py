@@ -6,7 +6,6 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 JUDGED_METRIC = "faithfulness"  # what the judge role gives (harness/roles/judge.py, metrics/families/judged.py)
-RELEVANCY_METRIC = "answer_relevancy"  # Ragas's response relevancy, also the judge role's (same homes)
 
 
 class MetricsConfig(BaseModel):

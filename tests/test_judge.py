@@ -30,17 +30,12 @@ STATEMENTS = ["Employees get 30 days of holiday per year.", "Leftover days must 
               "Employees get a bonus."]
 
 
-def schema_name(req: dict) -> str:
-    """The reply model the judge asked for (instructor's JSON_SCHEMA mode names it in response_format)."""
-    return ((req.get("response_format") or {}).get("json_schema") or {}).get("name", "")
-
-
 def is_statements(req: dict) -> bool:
-    return schema_name(req) == "StatementGeneratorOutput"
+    return "StatementGeneratorOutput" in req["messages"][0]["content"]
 
 
 def is_verdicts(req: dict) -> bool:
-    return schema_name(req) == "NLIStatementOutput"
+    return "NLIStatementOutput" in req["messages"][0]["content"]
 
 
 def verdicts(req: dict) -> dict:
@@ -57,8 +52,6 @@ def script(srv: TestServer) -> None:
     srv.add_rule({"statements": STATEMENTS}, when=lambda r: is_statements(r) and "30 days" in r["messages"][-1]["content"])
     srv.add_rule({"statements": ["The M8 hex bolt 4711-32 is stainless steel A2."]}, when=is_statements)
     srv.add_rule(verdicts, when=is_verdicts)
-    srv.add_rule({"question": "How many holiday days do I get?", "noncommittal": 0},
-                 when=lambda r: schema_name(r) == "AnswerRelevanceOutput")
 
 
 # the loopback-only guard is session-wide in tests/conftest.py
@@ -112,9 +105,9 @@ def make_run(tmp_path: Path, srv: TestServer | None, **judge) -> Path:
     return run
 
 
-def judgments(run: Path, metric: str = "faithfulness") -> dict:
+def judgments(run: Path) -> dict:
     t = pq.read_table(run / JUDGMENTS).to_pylist()
-    return {(r["arm_id"], r["session_id"], r["turn_index"]): r for r in t if r["metric"] == metric}
+    return {(r["arm_id"], r["session_id"], r["turn_index"]): r for r in t}
 
 
 def test_faithfulness_through_our_client(tmp_path, srv):
@@ -135,7 +128,7 @@ def test_faithfulness_through_our_client(tmp_path, srv):
 
     # what Ragas sent: instructor JSON mode, the schema in the system message
     reqs = [r.json for r in srv.requests if r.path.endswith("/chat/completions")]
-    assert all(r["response_format"]["type"] == "json_schema" and r["model"] == "judge-model" for r in reqs)
+    assert all(r["response_format"] == {"type": "json_object"} and r["model"] == "judge-model" for r in reqs)
     assert not any("tools" in r for r in reqs)
     extract = [r for r in reqs if is_statements(r) and "30 days" in r["messages"][-1]["content"]]
     nli = [r for r in reqs if is_verdicts(r) and STATEMENTS[0] in r["messages"][-1]["content"]]
@@ -159,7 +152,7 @@ def test_broken_judge_is_unmeasured(tmp_path, srv):
     r = cli("judge", run)
     assert r.exit_code == 0, r.output
     line = next(x for x in r.output.splitlines() if x.startswith("judge: "))
-    assert "faithfulness: 3 of 4 answer(s) judged" in line and "1 failed: invalid reply (1)" in line
+    assert "1 unmeasured" in line
     j = judgments(run)
     broken = j[("rewrite", "s1", 2)]
     assert broken["value"] is None and broken["status"].startswith("error")
@@ -190,7 +183,7 @@ def test_cache_second_run_zero_calls_refresh_asks_again(tmp_path, srv):
     assert judgments(run) == first
     before = srv.calls
     judge_run(run, refresh=True)
-    assert srv.calls - before >= calls  # the judge asked again (Ragas's 3 same relevancy requests: all sent now)
+    assert srv.calls - before == calls  # the judge asked again
     assert judgments(run) == first
 
 

@@ -271,20 +271,6 @@ def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh"
         raise typer.Exit(3)
 
 
-KAPPA_PAIRS = 30  # fewer labelled pairs than this: a kappa too uncertain to read
-
-
-def _kappa(folder) -> None:
-    """Cohen's kappa of the LLM's grades against people's on the labelled pairs it graded, with N."""
-    from harness.metrics.qrels import agreement
-
-    a = agreement(folder.table("agreement"))
-    if a is None:
-        return
-    few = f"; only {a.n} pair(s): too few for a kappa to say much (>= {KAPPA_PAIRS}: --sample)" if a.n < KAPPA_PAIRS else ""
-    console.print(a.line() + few, highlight=False, markup=False)
-
-
 def _relevance(run_dir: Path, ep, refresh: bool, grade_map: str, **kw) -> None:
     """`harness judge RUN --relevance`: label the holes, score again (with the qrels the run was scored
     with), say what to run next; exit 3 when most calls failed or the step stopped."""
@@ -299,7 +285,6 @@ def _relevance(run_dir: Path, ep, refresh: bool, grade_map: str, **kw) -> None:
     console.print(summary.line(), highlight=False, markup=False)
     if RunFolder(run_dir).parts():
         _metrics(run_dir, quiet=True, steps=False)
-        _kappa(RunFolder(run_dir))
     if summary.model is not None:
         say(f"score with them: harness metrics {run_dir} --qrels human+llm")
     if summary.stopped:

