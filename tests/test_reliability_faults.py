@@ -30,7 +30,8 @@ from tests.test_reliability_helpers import loopback_only  # noqa: F401  (autouse
 TURNS = 25  # labelled turns of the slice's test split
 FAULT_NOTE = {"429": "RateLimitError 429", "429_no_retry_after": "RateLimitError 429",
               "500": "InternalServerError 500", "hang": "APITimeoutError", "reset": "APIConnectionError",
-              "invalid_json": "invalid JSON", "bad_schema": "schema violation", "empty_choices": "empty choices"}
+              "invalid_json": "invalid JSON", "bad_schema": "schema violation", "empty_choices": "empty choices",
+              "length": "cut at max_tokens"}
 COMPARED = ["issued_queries", "lanes", "ranking", "answer", "answer_doc_ids", "abstained", "verdict", "applied_filters",
             "proposed_filters", "filter_violations", "must_keep", "clarify", "turn_class"]
 KEY = ["arm_id", "repeat", "session_id", "turn_index"]
