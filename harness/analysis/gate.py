@@ -45,12 +45,10 @@ def _na(kind: str, name: str, pair: Pair, m, segment: str = "all", why: str | No
 
 
 def _dropped(kind: str, name: str, pair: Pair, m, segment: str) -> dict | None:
-    """A failed check when the candidate's arm, the same kind of arm as the baseline's, no longer
-    declares a capability the metric needs and the baseline's did: its metric is not measured, and
-    what is not measured cannot pass. (Another kind of arm, e.g. an imported run paired with
-    `original`, is shown n/a, its change of kind named among the pair's changes.)"""
-    if not m.applies_to(pair.baseline.capabilities) or m.applies_to(pair.candidate.capabilities) \
-            or pair.baseline.name != pair.candidate.name:
+    """A failed check when the candidate's arm (of any kind: a pair named across kinds too) no
+    longer declares a capability the metric needs and the baseline's did: its metric is not
+    measured, and what is not measured cannot pass."""
+    if not m.applies_to(pair.baseline.capabilities) or m.applies_to(pair.candidate.capabilities):
         return None
     gone = sorted(set(m.needs) - set(pair.candidate.capabilities))
     return {"kind": kind, "name": name, "status": "fail", "ok": False, "label": pair.label, "metric": m.name,
