@@ -104,11 +104,19 @@ def content_hash(pieces: Iterable[pa.Table]) -> str:
     return out.hexdigest()[:32]
 
 
+def certify(st: dict, tables: dict[str, Iterable[pa.Table]]) -> dict:
+    """The stamp `st` completed with the tables it certifies (name: the table, or the pieces it is
+    written in; `metrics` among them): which tables beside the metrics were written, and the
+    content hash of each one's values. The one way a stamp comes to cover a table."""
+    content = {name: content_hash(pieces) for name, pieces in tables.items()}
+    return {**st, "tables": sorted(n for n in content if n != "metrics"), "content": content}
+
+
 def _content_changes(folder: RunFolder, st: dict) -> list[str]:
     """Tables whose values are not the ones their stamp certifies."""
     content = st.get("content")
-    if content is None:
-        return [f"{METRICS}'s stamp carries no content hash (scored before the harness recorded one)"]
+    if content is None or "metrics" not in content:
+        return [f"{METRICS}'s stamp carries no content hash of its values (scored before the harness recorded one)"]
     out = []
     for name, file in {"metrics": METRICS, **TABLES}.items():
         p = folder.path / file

@@ -20,7 +20,7 @@ from harness.metrics.compute import MetricsResult, compute_metrics, metrics_piec
 from harness.metrics.families.answers import abstention_table
 from harness.metrics.families.guards import filter_fields_table
 from harness.metrics.paired import paired_table
-from harness.metrics.provenance import content_hash, metadata, read_stamp, stamp
+from harness.metrics.provenance import certify, metadata, read_stamp, stamp
 from harness.metrics.qrels import HUMAN, agreement_table, check_qrels, scored_labels
 from harness.metrics.spread import spread_table
 from harness.run.folder import RunFolder, RunFolderError
@@ -85,9 +85,8 @@ def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None)
     tables = {"comparisons": comparisons, "abstention": abstention, "filter_fields": filters, "coinciding": same,
               "spread": spread_table(res.per_turn, settings=settings),
               "agreement": agreement_table(folder)}
-    content = {n: content_hash([pa.Table.from_pandas(df, preserve_index=False)]) for n, df in tables.items() if len(df)}
-    content["metrics"] = content_hash(metrics_pieces(res))  # the values each table holds, certified by its stamp
-    meta = metadata({**st, "tables": sorted(n for n, df in tables.items() if len(df)), "content": content})
+    written = {n: [pa.Table.from_pandas(df, preserve_index=False)] for n, df in tables.items() if len(df)}
+    meta = metadata(certify(st, {"metrics": metrics_pieces(res), **written}))  # a table gone or edited shows too
     path = write_metrics(folder.path, res, meta)
     for name, df in tables.items():
         _write(folder, name, df, meta)
