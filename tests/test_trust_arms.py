@@ -38,8 +38,8 @@ def test_an_oracle_under_the_label_of_a_system_arm_is_refused(tmp_path):
                       "lane=hybrid)", params, ["expected_filters", "reference_rewrite"])
     r = gate(tmp_path / "g", BASELINE, cand)
     assert r.exit_code == 2, r.output
-    assert "'rewrite' of" in out(r) and "an oracle" not in out(r)
-    assert "oracle (reads expected_filters, reference_rewrite) arm" in out(r) and "never gated as a system arm" in out(r)
+    assert "'rewrite' of b2b is a rewrite arm and 'rewrite' of cand an oracle (reads expected_filters, " \
+        "reference_rewrite) arm" in out(r) and "never gated as a system arm" in out(r)
     r = gate(tmp_path / "g2", BASELINE, cand, POLICY, "--pair",
              "rewrite=rewrite")
     assert r.exit_code == 2 and "never gated as a system arm" in out(r), r.output

@@ -73,16 +73,21 @@ def look_alike(b: str, c: str) -> str | None:
             + ", ".join(f"{_char(x)} vs {_char(y)}" for x, y in diff) + " (rename one, or pair them with --pair)")
 
 
+def _a(kind: str) -> str:
+    return ("an " if kind[:1].lower() in "aeiou" else "a ") + kind
+
+
 def same_kind(b: ArmInfo, c: ArmInfo, how: str, base_name: str, cand_name: str) -> None:
     """Refuse a pair whose arms are not of one kind: under one label always, and an arm reading
     reference labels against one that does not even when named."""
     if b.reads_labels != c.reads_labels:
         ref = c if c.reads_labels else b
-        raise PairingError(f"{b.label!r} of {base_name} is a {b.kind} arm and {c.label!r} of {cand_name} a {c.kind} "
-                           f"arm: {ref.name} reads the turns' reference labels ({', '.join(sorted(ref.reads_labels))}), "
-                           "an upper bound, never gated as a system arm. Compare it with an arm of its kind")
+        reads = ", ".join(sorted(ref.reads_labels))
+        raise PairingError(f"{b.label!r} of {base_name} is {_a(b.kind)} arm and {c.label!r} of {cand_name} "
+                           f"{_a(c.kind)} arm: {ref.name} reads the turns' reference labels ({reads}), an upper "
+                           "bound, never gated as a system arm. Compare it with an arm of its kind")
     if how != "named" and b.kind != c.kind:
-        raise PairingError(f"label {b.label!r} names a {b.kind} arm in {base_name} and a {c.kind} arm in "
+        raise PairingError(f"label {b.label!r} names {_a(b.kind)} arm in {base_name} and {_a(c.kind)} arm in "
                            f"{cand_name}: a change of kind under one label is another arm, not a change of it. "
                            "Give the new arm its own label, or pair them on purpose with --pair BASELINE=CANDIDATE")
 
