@@ -124,7 +124,7 @@ def seal(run: Path, llm_failed: float = 0.0) -> Path:
     turn of every arm and repeat (with an error where its `error_rate` value is 1, an LLM call that
     failed on the first `llm_failed` share of each arm's rows), status complete, and its tables
     stamped as computed from the folder as it is now. Call it again after editing the folder by hand."""
-    from harness.metrics.provenance import metadata, stamp
+    from harness.metrics.provenance import certify, metadata, stamp
     from harness.run.folder import METRICS, TABLES, RunFolder
     from harness.run.integrity import completeness
     from harness.run.traces import rows_to_table
@@ -149,10 +149,11 @@ def seal(run: Path, llm_failed: float = 0.0) -> Path:
     pq.write_table(rows_to_table(rows), run / "traces" / "part-00000-sealed00.parquet")
     folder = RunFolder(run)
     man = folder.read_manifest()
-    meta = metadata(stamp(folder, man, completeness(folder, man)))
-    for p in [run / METRICS, *[run / n for n in TABLES.values()]]:
-        if p.is_file():
-            t = pq.read_table(p)
-            extra = {k.encode(): v.encode() for k, v in meta.items()}
-            pq.write_table(t.replace_schema_metadata({**(t.schema.metadata or {}), **extra}), p)
+    files = {"metrics": run / METRICS, **{name: run / f for name, f in TABLES.items()}}
+    tables = {name: pq.read_table(p) for name, p in files.items() if p.is_file()}
+    # the stamp certifies the values written by hand, as scoring's certifies those it computes
+    meta = metadata(certify(stamp(folder, man, completeness(folder, man)), {n: [t] for n, t in tables.items()}))
+    extra = {k.encode(): v.encode() for k, v in meta.items()}
+    for name, t in tables.items():
+        pq.write_table(t.replace_schema_metadata({**(t.schema.metadata or {}), **extra}), files[name])
     return run

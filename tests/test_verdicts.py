@@ -247,7 +247,8 @@ def test_an_imported_run_is_gated_without_query_metrics(tmp_path):
     r = gate(tmp_path, BASELINE, tmp_path / "runs/ext", warn, "--pair", "original=ext")
     v = json.loads((tmp_path / "gate/gate.json").read_text())
     floor = [x for x in v["results"] if "identifier_preservation" in x["name"]]
-    assert floor and all(x["status"] == "n/a" for x in floor)
+    assert floor and all(x["status"] == "n/a" and "ext is an imported run file (rankings only)" in x["detail"]
+                         for x in floor)
     # the missing query is a first turn with no ranking: the shipped policy's first-turn rules catch it
     failed = {(x["metric"], x["segment"]) for x in v["results"] if x["status"] == "fail"}
     assert r.exit_code == 1 and failed == {("recall@10", "turn_index=1"), ("ndcg@10", "turn_index=1")}, r.output

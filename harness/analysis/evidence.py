@@ -24,7 +24,7 @@ from harness.errors import BadInput
 from harness.metrics.provenance import freshness
 from harness.metrics.segments import segment_keys
 from harness.run.folder import NotARunFolder, NotScored, RunData, RunFolder, RunFolderError
-from harness.run.integrity import Completeness, completeness, final_keys
+from harness.run.integrity import Completeness, completeness, final_keys, inputs
 from harness.run.traces import TraceError
 
 SHOW = 3  # sessions named in a message
@@ -95,6 +95,20 @@ def check_run(path: str | Path, complete: bool = True, scored: bool = True, resc
         raise EvidenceError(str(e)) from None
     data.evidence = Evidence(done, finals, rescored, stale, llm_labels_said(data.folder))
     return data
+
+
+def same_evidence(base: RunData, cand: RunData) -> str | None:
+    """Two runs whose evidence is byte for byte one (the same trace parts, labels and judgments by
+    content hash) under two run ids, in words; None otherwise. A replay writes its run id into every
+    trace row, so two replays never share a trace part: one folder is a copy of the other."""
+    ib, ic = inputs(base.folder, base.manifest), inputs(cand.folder, cand.manifest)
+    if not ib["traces"] or sorted(ib["traces"].values()) != sorted(ic["traces"].values()):
+        return None
+    if any(ib.get(k) != ic.get(k) for k in ib if k not in ("traces", "manifest")):
+        return None
+    return (f"the candidate {cand.name}'s evidence is byte-identical to the baseline {base.name}'s (the same trace "
+            f"parts, labels and judgments by content hash) under another run id ({cand.manifest.run_id}, "
+            f"{base.manifest.run_id}): one folder is a copy of the other, and this verdict compares a run with itself")
 
 
 # --- the labels both runs were scored with ----------------------------------------------------------

@@ -29,6 +29,7 @@ from harness.analysis.pairing import Pair
 from harness.analysis.policy import GateUsageError, Policy, load_policy
 from harness.analysis.pool_warnings import judged_warnings
 from harness.metrics.segments import SegmentError, segment_keys
+from harness.run.armset import EXTERNAL
 
 PASS, REGRESSION, USAGE, INFRA = 0, 1, 2, 3
 VERDICT = {PASS: "pass", REGRESSION: "regression", INFRA: "infrastructure"}
@@ -45,14 +46,16 @@ def _na(kind: str, name: str, pair: Pair, m, segment: str = "all", why: str | No
 
 
 def _dropped(kind: str, name: str, pair: Pair, m, segment: str) -> dict | None:
-    """A failed check when the candidate's arm, the same kind of arm as the baseline's, no longer
-    declares a capability the metric needs and the baseline's did: its metric is not measured, and
-    what is not measured cannot pass. (Another kind of arm, e.g. an imported run paired with
-    `original`, is shown n/a, its change of kind named among the pair's changes.)"""
-    if not m.applies_to(pair.baseline.capabilities) or m.applies_to(pair.candidate.capabilities) \
-            or pair.baseline.name != pair.candidate.name:
+    """A failed check when the candidate's arm (of any kind: a pair named across kinds too) no
+    longer declares a capability the metric needs and the baseline's did: its metric is not
+    measured, and what is not measured cannot pass. An imported run file (rankings only, paired
+    on purpose) records no more than its rankings: the check is n/a, and says so."""
+    if not m.applies_to(pair.baseline.capabilities) or m.applies_to(pair.candidate.capabilities):
         return None
     gone = sorted(set(m.needs) - set(pair.candidate.capabilities))
+    if pair.candidate.capabilities == EXTERNAL:
+        return _na(kind, name, pair, m, segment, f"n/a: {pair.candidate.label} is an imported run file (rankings "
+                   f"only): {m.name} needs {', '.join(gone)}, which no imported run records")
     return {"kind": kind, "name": name, "status": "fail", "ok": False, "label": pair.label, "metric": m.name,
             "segment": segment, "direction": m.direction,
             "detail": f"the candidate's arm no longer declares {', '.join(gone)}, which {m.name} needs and the "

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from harness.analysis.compare import RunData, check_same_evalset, load_run, why_missing
-from harness.analysis.evidence import coverage, describe_gaps
+from harness.analysis.evidence import coverage, describe_gaps, same_evidence
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.analysis.policy import GateUsageError, Policy
 from harness.metrics.registry import on_request
@@ -194,6 +194,8 @@ def prepare(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[str
     if (base.manifest.run_id, base.manifest.started) == (cand.manifest.run_id, cand.manifest.started):
         warnings.append(f"the candidate {cand.name} is the baseline {base.name} itself (same run id and start): this "
                         "verdict compares a run with itself")
+    elif copied := same_evidence(base, cand):
+        warnings.append(copied)
     evidence = [n for r in (base, cand) for n in r.evidence.notes(r.name)] + \
         [f"failed turns: {x}" for x in failed_turns([base, cand])]
     return {"base": base, "cand": cand, "pairs": pairs, "warnings": warnings, "chosen": chosen,

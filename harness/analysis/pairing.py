@@ -4,9 +4,14 @@ Arms pair by label (harness.run.armset): the same label in both runs is the same
 read it, whatever its parameters or models now are; each pair shows what changed between them
 (`last_n 4 → 1`). An arm whose label has no partner pairs with the arm of the same canonical id
 in the other run, if there is one. Named pairs (`--pair`, a policy's `pairs:`) come first and
-take labels or ids. Whatever stays unpaired is named: callers refuse (gate) or warn (compare)."""
+take labels or ids. Whatever stays unpaired is named: callers refuse (gate) or warn (compare).
+
+What an arm is belongs to its identity: two arms of one label but of different kinds (registered
+names, or the turn labels they read: `armset.ArmInfo.kind`) are refused, and an arm that reads
+reference labels (the oracle) never pairs with one that does not, named or not."""
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 
 from harness.errors import BadInput
@@ -50,7 +55,41 @@ class Pairing:
         if self.only_candidate:
             parts.append(f"{len(self.only_candidate)} candidate label(s) without a partner in {base_name}: "
                          + ", ".join(self.only_candidate))
+        parts += [x for b in self.only_baseline for c in self.only_candidate if (x := look_alike(b, c))]
         return "; ".join(parts)
+
+
+def _char(ch: str) -> str:
+    return f"{ch!r} U+{ord(ch):04X} {unicodedata.name(ch, '?')}"
+
+
+def look_alike(b: str, c: str) -> str | None:
+    """Two labels that differ in a character or two of one length (a Cyrillic е for a Latin e), in
+    words naming the code points; None otherwise."""
+    diff = [(x, y) for x, y in zip(b, c) if x != y] if len(b) == len(c) else []
+    if not diff or len(diff) > 2 or len(b) < 3:
+        return None
+    return (f"baseline {b!r} and candidate {c!r} look alike but differ: "
+            + ", ".join(f"{_char(x)} vs {_char(y)}" for x, y in diff) + " (rename one, or pair them with --pair)")
+
+
+def _a(kind: str) -> str:
+    return ("an " if kind[:1].lower() in "aeiou" else "a ") + kind
+
+
+def same_kind(b: ArmInfo, c: ArmInfo, how: str, base_name: str, cand_name: str) -> None:
+    """Refuse a pair whose arms are not of one kind: under one label always, and an arm reading
+    reference labels against one that does not even when named."""
+    if b.reads_labels != c.reads_labels:
+        ref = c if c.reads_labels else b
+        reads = ", ".join(sorted(ref.reads_labels))
+        raise PairingError(f"{b.label!r} of {base_name} is {_a(b.kind)} arm and {c.label!r} of {cand_name} "
+                           f"{_a(c.kind)} arm: {ref.name} reads the turns' reference labels ({reads}), an upper "
+                           "bound, never gated as a system arm. Compare it with an arm of its kind")
+    if how != "named" and b.kind != c.kind:
+        raise PairingError(f"label {b.label!r} names {_a(b.kind)} arm in {base_name} and {_a(c.kind)} arm in "
+                           f"{cand_name}: a change of kind under one label is another arm, not a change of it. "
+                           "Give the new arm its own label, or pair them on purpose with --pair BASELINE=CANDIDATE")
 
 
 def find_arm(arms: list[ArmInfo], name: str, run: str) -> ArmInfo:
@@ -86,6 +125,7 @@ def pair_arms(base: list[ArmInfo], cand: list[ArmInfo], named: dict[str, str] | 
         if b.arm_id in used_b or c.arm_id in used_c:
             raise PairingError(f"named pair {b_name}={c_name}: {b.label if b.arm_id in used_b else c.label} "
                                "is already in another named pair")
+        same_kind(b, c, "named", base_name, cand_name)
         pairs.append(Pair(b, c, "named", changes(b, c)))
         used_b.add(b.arm_id)
         used_c.add(c.arm_id)
@@ -100,6 +140,7 @@ def pair_arms(base: list[ArmInfo], cand: list[ArmInfo], named: dict[str, str] | 
             c, how = by_id.get(b.arm_id), "id"
         if c is None or c.arm_id in used_c:
             continue
+        same_kind(b, c, how, base_name, cand_name)
         pairs.append(Pair(b, c, how, changes(b, c)))
         used_b.add(b.arm_id)
         used_c.add(c.arm_id)

@@ -101,6 +101,7 @@ class BaseArm:
     uses: ClassVar[tuple[str, ...]] = ()  # the LLM roles this arm calls
     # what the arm can do (harness.run.armset.CAPABILITIES); metrics that need more are n/a for it
     base_capabilities: ClassVar[frozenset[str]] = frozenset({"ranking", "queries", "replayed"})
+    reads_labels: ClassVar[frozenset[str]] = frozenset()  # turn labels it reads (armset.LABEL_FIELDS): never a system arm
 
     def __init__(self, roles=None, label: str | None = None, **kwargs):
         """`roles`: the arm's own (the run's, or its own endpoints over them: Roles.for_arm), fixed
@@ -124,6 +125,7 @@ class BaseArm:
         """The arm's entry in the manifest."""
         out = {"arm_id": self.arm_id, "arm": self.name, "label": self.label, "params": self.params.model_dump(),
                "backends": self.backends(), "prompts": self.prompts(), "capabilities": sorted(self.capabilities)}
+        out.update({"reads_labels": sorted(self.reads_labels)} if self.reads_labels else {})
         if self.hits_per_round is not None:
             out["hits_per_round"] = self.hits_per_round
         return out

@@ -11,6 +11,7 @@ class Oracle(SingleQueryArm):
 
     not_applicable = "no reference rewrite"
     base_capabilities = SingleQueryArm.base_capabilities | {"oracle"}
+    reads_labels = frozenset({"reference_rewrite", "expected_filters"})
 
     def query(self, ctx: TurnContext):
         lab = ctx.turn.labels

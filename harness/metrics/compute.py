@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -135,22 +136,31 @@ def typed_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def write_metrics(run_dir: Path, res: MetricsResult, metadata: dict[str, str] | None = None,
-                  chunk_rows: int = 1_000_000) -> Path:
-    """The run folder's metrics: aggregate rows (kind=aggregate), then per-turn rows (kind=turn),
-    built and written a million rows at a time (one concatenated copy of everything doubles the
-    memory of a 100,000-turn run). `metadata`: added to the file's schema (scoring's stamp)."""
+def metrics_pieces(res: MetricsResult, chunk_rows: int = 1_000_000) -> Iterator[pa.Table]:
+    """The metrics table as written, a piece at a time: aggregate rows (kind=aggregate), then
+    per-turn rows (kind=turn) a million at a time, every piece of the first piece's schema."""
     agg = res.aggregates.assign(kind="aggregate", session_id=None, turn_index=None, repeat=None, value=None, unmeasured=None)
     pt = res.per_turn
+    schema = None
+    for start in [None, *range(0, len(pt), chunk_rows)]:
+        part = agg if start is None else pt.iloc[start:start + chunk_rows].assign(
+            kind="turn", segment=None, mean=None, p50=None, p95=None, n=None, n_unmeasured=None,
+            n_sessions=None, repeat_sd=None)
+        t = pa.Table.from_pandas(typed_metrics_frame(part), preserve_index=False)
+        schema = schema or t.schema
+        yield t.cast(schema) if not t.schema.equals(schema) else t
+
+
+def write_metrics(run_dir: Path, res: MetricsResult, metadata: dict[str, str] | None = None,
+                  chunk_rows: int = 1_000_000) -> Path:
+    """The run folder's metrics (`metrics_pieces`), built and written a million rows at a time (one
+    concatenated copy of everything doubles the memory of a 100,000-turn run). `metadata`: added
+    to the file's schema (scoring's stamp)."""
     folder = RunFolder(run_dir)
     with folder.metrics_writer() as tmp:
         writer = None
         try:
-            for start in [None, *range(0, len(pt), chunk_rows)]:
-                part = agg if start is None else pt.iloc[start:start + chunk_rows].assign(
-                    kind="turn", segment=None, mean=None, p50=None, p95=None, n=None, n_unmeasured=None,
-                    n_sessions=None, repeat_sd=None)
-                t = pa.Table.from_pandas(typed_metrics_frame(part), preserve_index=False)
+            for t in metrics_pieces(res, chunk_rows):
                 if writer is None:
                     extra = {k.encode(): v.encode() for k, v in (metadata or {}).items()}
                     writer = pq.ParquetWriter(tmp, t.schema.with_metadata({**(t.schema.metadata or {}), **extra}))

@@ -4,9 +4,11 @@ Scoring writes into the schema metadata of every table it writes (the metrics an
 them) one stamp: the content hashes of its inputs (trace parts, labels, judgments, ratings,
 the manifest's arms and settings, the eval set's hash: harness.run.integrity.inputs), the version
 of the scoring code (a hash of the modules that compute the values), whether the run was complete,
-which tables it wrote, and when it was scored. A reader compares the stamp with the folder as it is now (`freshness`):
+which tables it wrote, the content hash of each table's values (`content`, over the data and not
+the stamp, the same for any chunking or write of one table), and when it was scored. A reader compares the stamp with the folder as it is now (`freshness`):
 tables whose inputs or code changed since, tables from two scorings mixed, or no stamp at all are
-stale, and every reason is named.
+stale, and so are tables whose values are not the ones the stamp certifies (a table replaced under
+its stamp); every reason is named.
 
 What a stamp is not: a signature. It catches tables that no longer match their folder (traces
 edited or added after scoring, a scoring interrupted between two tables, an older harness), not a
@@ -20,6 +22,11 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from harness.run.folder import LABELS, METRICS, TABLES, RunFolder, RunFolderError
 from harness.run.integrity import Completeness, inputs
@@ -47,6 +54,82 @@ def code_version() -> str:
         for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
             h.update(str(f.relative_to(PACKAGE)).encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
+
+
+class _Column:
+    """The content hash of one column fed piece by piece: validity, lengths and values as streams,
+    so that the same values give the same hash however they are chunked."""
+
+    def __init__(self):
+        self.valid, self.sizes, self.values = hashlib.sha256(), hashlib.sha256(), hashlib.sha256()
+
+    def update(self, arr: pa.Array) -> None:
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary_decode()
+        self.valid.update(pc.is_valid(arr).to_numpy(zero_copy_only=False).tobytes())
+        if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type) or pa.types.is_boolean(arr.type):
+            self.values.update(pc.fill_null(arr, False if pa.types.is_boolean(arr.type) else 0)
+                               .to_numpy(zero_copy_only=False).tobytes())
+            return
+        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+            items = [v.encode() for v in pc.fill_null(arr, "").to_pylist()]
+        else:  # lists, structs, timestamps: their values as JSON
+            items = [json.dumps(v, sort_keys=True, default=str).encode() for v in arr.to_pylist()]
+        self.sizes.update(b"".join(len(v).to_bytes(8, "little") for v in items))
+        self.values.update(b"".join(items))
+
+    def digest(self) -> bytes:
+        return self.valid.digest() + self.sizes.digest() + self.values.digest()
+
+
+def _type_name(t: pa.DataType) -> str:
+    """A type's name without the list's field name (`item` in memory, `element` read from Parquet)."""
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"list<{_type_name(t.value_type)}>"
+    return str(t)
+
+
+def content_hash(pieces: Iterable[pa.Table]) -> str:
+    """The hash of a table's values (column names, types and data; never its schema metadata, so
+    the stamp it sits in is left out), given as one table or the pieces it is written in."""
+    cols: dict[str, tuple[str, _Column]] = {}
+    for piece in pieces:
+        for name, col in zip(piece.column_names, piece.columns):
+            h = cols.setdefault(name, (_type_name(col.type), _Column()))[1]
+            for chunk in col.chunks:
+                h.update(chunk)
+    out = hashlib.sha256()
+    for name, (typ, h) in cols.items():
+        out.update(name.encode() + b"\0" + typ.encode() + b"\0" + h.digest())
+    return out.hexdigest()[:32]
+
+
+def certify(st: dict, tables: dict[str, Iterable[pa.Table]]) -> dict:
+    """The stamp `st` completed with the tables it certifies (name: the table, or the pieces it is
+    written in; `metrics` among them): which tables beside the metrics were written, and the
+    content hash of each one's values. The one way a stamp comes to cover a table."""
+    content = {name: content_hash(pieces) for name, pieces in tables.items()}
+    return {**st, "tables": sorted(n for n in content if n != "metrics"), "content": content}
+
+
+def _content_changes(folder: RunFolder, st: dict) -> list[str]:
+    """Tables whose values are not the ones their stamp certifies."""
+    content = st.get("content")
+    if content is None or "metrics" not in content:
+        return [f"{METRICS}'s stamp carries no content hash of its values (scored before the harness recorded one)"]
+    out = []
+    for name, file in {"metrics": METRICS, **TABLES}.items():
+        p = folder.path / file
+        if name in content and p.is_file():
+            try:
+                now = content_hash([pq.read_table(p)])
+            except (OSError, pa.ArrowException) as e:
+                out.append(f"{file} cannot be read ({e})")
+                continue
+            if now != content[name]:
+                out.append(f"{file}'s values are not the ones its stamp certifies (content hash {content[name][:12]} "
+                           f"when scored, {now[:12]} now): the table was edited or replaced after scoring")
+    return out
 
 
 def stamp(folder: RunFolder, manifest: dict, done: Completeness) -> dict:
@@ -123,6 +206,7 @@ def freshness(folder: RunFolder, manifest: dict | None = None) -> Freshness:
                                 "harness recorded it)"])
     man = manifest if manifest is not None else folder.read_manifest()
     reasons = input_changes(st.get("inputs") or {}, inputs(folder, man))
+    reasons += _content_changes(folder, st)
     if st.get("code") != code_version():
         reasons.append(f"the scoring code changed since scoring (then {st.get('code')}, now {code_version()})")
     for name in st.get("tables") or []:

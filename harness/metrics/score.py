@@ -12,14 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 
 from harness.defaults import metric_settings
 from harness.metrics.coinciding import coinciding_arms
-from harness.metrics.compute import MetricsResult, compute_metrics, write_metrics
+from harness.metrics.compute import MetricsResult, compute_metrics, metrics_pieces, write_metrics
 from harness.metrics.families.answers import abstention_table
 from harness.metrics.families.guards import filter_fields_table
 from harness.metrics.paired import paired_table
-from harness.metrics.provenance import metadata, read_stamp, stamp
+from harness.metrics.provenance import certify, metadata, read_stamp, stamp
 from harness.metrics.qrels import HUMAN, agreement_table, check_qrels, scored_labels
 from harness.metrics.spread import spread_table
 from harness.run.folder import RunFolder, RunFolderError
@@ -84,7 +85,8 @@ def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None)
     tables = {"comparisons": comparisons, "abstention": abstention, "filter_fields": filters, "coinciding": same,
               "spread": spread_table(res.per_turn, settings=settings),
               "agreement": agreement_table(folder)}
-    meta = metadata({**st, "tables": sorted(n for n, df in tables.items() if len(df))})  # a table gone shows too
+    written = {n: [pa.Table.from_pandas(df, preserve_index=False)] for n, df in tables.items() if len(df)}
+    meta = metadata(certify(st, {"metrics": metrics_pieces(res), **written}))  # a table gone or edited shows too
     path = write_metrics(folder.path, res, meta)
     for name, df in tables.items():
         _write(folder, name, df, meta)

@@ -24,6 +24,10 @@ CAPABILITIES = {
     "oracle": "uses the labels' reference rewrite: an upper bound",
 }
 EXTERNAL = frozenset({"ranking"})  # an imported run file: a ranking and nothing else
+# the turn labels an arm may declare it reads (BaseArm.reads_labels); an arm reading any is a reference
+LABEL_FIELDS = {"reference_rewrite": "the labels' reference rewrite", "expected_filters": "the labels' expected filters"}
+# what an arm recorded before manifests carried `reads_labels` read, by the capability it declared
+LEGACY_READS = {"oracle": frozenset({"reference_rewrite", "expected_filters"})}
 
 
 def _value(v) -> str:
@@ -45,6 +49,12 @@ class ArmInfo:
     hits_per_round: int | None = None
     label: str = ""
     given_label: str | None = None  # the label the manifest records (the config's, or derived at run time)
+    reads_labels: frozenset = frozenset()  # turn labels the arm reads (LABEL_FIELDS): a reference, not a system
+
+    @property
+    def kind(self) -> str:
+        """What the arm is, for pairing: its registered name, and `reading LABELS` when it reads labels."""
+        return self.name + (f" (reads {', '.join(sorted(self.reads_labels))})" if self.reads_labels else "")
 
     def settings(self) -> dict[str, str]:
         """Parameters and role models as strings, in declaration order (models last)."""
@@ -76,10 +86,12 @@ def _legacy_capabilities(entry: dict) -> tuple[frozenset, int | None]:
 def arm_info(entry: dict) -> ArmInfo:
     caps, k = (frozenset(entry["capabilities"]), entry.get("hits_per_round")) if "capabilities" in entry \
         else _legacy_capabilities(entry)
+    reads = frozenset(entry["reads_labels"]) if "reads_labels" in entry else \
+        frozenset().union(*[LEGACY_READS.get(c, frozenset()) for c in caps])
     return ArmInfo(arm_id=entry["arm_id"], name=entry.get("arm") or entry["arm_id"].split("(")[0],
                    params=dict(entry.get("params") or {}), backends=dict(entry.get("backends") or {}),
                    prompts=dict(entry.get("prompts") or {}),
-                   capabilities=caps, hits_per_round=k, given_label=entry.get("label"))
+                   capabilities=caps, hits_per_round=k, given_label=entry.get("label"), reads_labels=reads)
 
 
 def derive_labels(arms: list[ArmInfo]) -> dict[str, str]:
@@ -122,8 +134,8 @@ def changes(a: ArmInfo, b: ArmInfo) -> list[str]:
     """What differs from arm `a` to arm `b`: `last_n 4 → 1`, `model offline → gpt-4o-mini`."""
     da, db = a.settings(), b.settings()
     out = []
-    if a.name != b.name:
-        out.append(f"arm {a.name} → {b.name}")
+    if a.kind != b.kind:
+        out.append(f"arm {a.kind} → {b.kind}")
     for k in dict.fromkeys([*da, *db]):
         if da.get(k) != db.get(k):
             out.append(f"{k} {da.get(k, '(none)')} → {db.get(k, '(none)')}")
