@@ -31,22 +31,27 @@ def sample(run_dir: Path, n: int = typer.Option(100, "--n"), seed: int = typer.O
 def trec_eval_cmd(qrels: Path, run_file: Path,
                   complete: bool = typer.Option(False, "-c", help="score queries missing from the run as 0"),
                   measure: list[str] = typer.Option([], "-m", help="ranking measures, as the registry or trec_eval "
-                                                    "spells them (P_10, map, recip_rank, ndcg_cut_10; default: those "
+                                                    "spells them (P_10, P.5,10, map, recip_rank, ndcg_cut_10, all_trec: "
+                                                    "those of trec_eval's all_trec it has; default: those "
                                                     "of the default metric settings, recall@5/10/20, ndcg@10, mrr@10, "
                                                     "judged@10, holes@10, holes_relevant_elsewhere@10)"),
                   per_query: bool = typer.Option(False, "-q", help="print every query's values as well as the means "
                                                  "(trec_eval's -q)"),
                   judged_only: bool = typer.Option(False, "-J", "--judged-only", help="condensed scoring (trec_eval's "
                                                    "-J): documents without a judgment removed before the cutoff")):
-    """Score a TREC run against TREC qrels with the harness's metric code, in trec_eval's layout."""
-    from harness.analysis.trec_eval import coverage_note, format_trec, trec_eval
+    """Score a TREC run against TREC qrels with the harness's metric code, in trec_eval's layout and under trec_eval's
+    measure names where trec_eval has the measure (P_10, recip_rank), so the output diffs with trec_eval's."""
+    from harness.analysis.trec_eval import NUM_Q, coverage_note, expand, format_trec, trec_eval
     from harness.metrics.registry import ranking_names
 
     for p in (qrels, run_file):
         if not p.exists():
             fail(f"{p}: no such file")
-    df = trec_eval(qrels, run_file, list(measure) or ranking_names(None), complete, judged_only)
-    print(format_trec(df, per_query))
+    names, lacking = expand(list(measure))
+    df = trec_eval(qrels, run_file, names or ranking_names(None), complete, judged_only)
+    print(format_trec(df, per_query, num_q=not names or NUM_Q in names))
+    if lacking:
+        say(f"note: all_trec: not computed here: {', '.join(lacking)}", stderr=True)
     if (note := coverage_note(df)) is not None:
         err.print(f"note: {note}", highlight=False, markup=False)
 
