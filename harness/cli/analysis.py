@@ -70,7 +70,8 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
             allow_different_evalsets: bool = typer.Option(False, "--allow-different-evalsets"),
             allow_partial: bool = typer.Option(False, "--allow-partial", help="compare runs with planned turns "
                                                "missing (killed, unfinished), marked partial"),
-            out: Path = typer.Option(Path("reports/compare"), "--out", "-o", help="folder for compare.md and compare.csv")):
+            out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder for compare.md and compare.csv "
+                                               "(default: reports/compare/ and a folder named for the runs)")):
     """Per-metric, per-segment paired differences with CIs, Holm-corrected p-values, wins/ties/losses by each
     metric's direction. Runs pair arms by label; labels without a partner are named. Runs must be complete (unless
     --allow-partial); stale tables are scored again first, and it says so."""
@@ -90,6 +91,8 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
         c = compare_runs(runs, list(metric), list(segment), list(arm) or None, list(pair) or None,
                          allow_different_evalsets, allow_partial=allow_partial)
     df = c.table
+    out = out or _compare_folder(runs, reference)
+    replaced = (out / "compare.md").exists()
     out.mkdir(parents=True, exist_ok=True)
     df.reindex(columns=[x for x in COLUMNS if x in df.columns]).to_csv(out / "compare.csv", index=False)
     (out / "compare.md").write_text(to_markdown(c, runs[0].name), encoding="utf-8")
@@ -103,9 +106,18 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
              for seg in sorted(set(df.loc[df["n_turns"] == 0, "segment"]))]
     for line in under(tables, said):
         console.print(line)
-    say(f"saved: {out / 'compare.md'}, {out / 'compare.csv'}")
+    say(f"{'replaced' if replaced else 'saved'}: {out / 'compare.md'}, {out / 'compare.csv'}")
     console.print(compare_ending(df, reference or runs[0].name), highlight=False, markup=False,
                   soft_wrap=True)  # one line: the tail of a CI log
+
+
+def _compare_folder(runs: list[Path], reference: str | None) -> Path:
+    """reports/compare/ and a folder named for what is compared (`A_vs_B`, `A_arms_vs_REF`), so
+    one comparison never replaces another's tables."""
+    import re
+
+    names = [Path(r).resolve().name for r in runs] + ([f"arms_vs_{reference}"] if reference else [])
+    return Path("reports/compare") / re.sub(r"[^A-Za-z0-9._=-]+", "-", ("_" if reference else "_vs_").join(names))
 
 
 @app.command()
