@@ -332,3 +332,13 @@ def test_trec_eval_says_which_queries_of_the_qrels_the_run_lacks(tmp_path):
     assert "-c: 1 of the qrels' 3 queries" in r.output and "num_q                 \tall\t3" in r.output
     (tmp_path / "r").write_text("a Q0 d1 1 2.0 t\nb Q0 d5 1 2.0 t\nc Q0 d3 1 1.0 t\n", encoding="utf-8")
     assert "lacks" not in run_cli(str(tmp_path / "q"), str(tmp_path / "r"), "-m", "P_1").output
+
+
+def test_trec_eval_names_printed_are_the_ones_the_registry_reads():
+    """What trec-eval prints for a measure (analysis/trec_eval.TREC_EVAL) reads back as that
+    measure (registry ALIASES), for every cutoff form."""
+    from harness.analysis.trec_eval import TREC_EVAL, trec_name
+
+    for name in TREC_EVAL:
+        concrete = name.replace("@k", "@10")
+        assert resolve(trec_name(concrete)).name == concrete, name

@@ -20,7 +20,7 @@ import pandas as pd
 from harness.errors import BadInput
 from harness.importers.trec import ranked, read_trec_qrels, read_trec_run
 from harness.metrics.families.ir import score_rankings
-from harness.metrics.registry import LIST_COMMAND, lookup, on_request, resolve, trec_name
+from harness.metrics.registry import LIST_COMMAND, lookup, on_request, resolve
 
 
 def condensed(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -77,6 +77,24 @@ def coverage_note(df: pd.DataFrame) -> str | None:
         return f"-c: {n} of the qrels' {of} queries with a relevant document are missing from the run, scored 0 in the means"
     return (f"the run lacks {n} of the qrels' {of} queries with a relevant document: left out of the means and of "
             "num_q, as trec_eval does; -c scores them as 0")
+
+
+# trec_eval's own spelling of each measure it has, by the registry's name (`_k` carries the
+# cutoff): what trec-eval prints. Here, not in the registry, whose module is part of the scoring
+# code's hash; the registry reads these spellings too (ALIASES), a test keeps them the same measure.
+TREC_EVAL = {"precision@k": "P_k", "map@k": "map_cut_k", "ndcg@k": "ndcg_cut_k", "recall@k": "recall_k",
+             "success@k": "success_k", "unjudged@k": "unj_k", "mrr": "recip_rank", "rprec": "Rprec", "map": "map",
+             "bpref": "bpref", "ndcg": "ndcg"}
+
+
+def trec_name(name: str) -> str | None:
+    """trec_eval's name of a canonical metric name (`precision@10` -> `P_10`), None when trec_eval
+    has no such measure (`mrr@10`, `judged@10`)."""
+    stem, at, k = name.partition("@")
+    if at:
+        spelled = TREC_EVAL.get(f"{stem}@k")
+        return None if spelled is None or not k.isdigit() else spelled[:-1] + k
+    return TREC_EVAL.get(name)
 
 
 _CUTS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)

@@ -125,32 +125,17 @@ class UnknownMetric(BadInput, ValueError):
     """A metric name the registry does not know (exit 2)."""
 
 
-# trec_eval's own spelling of each measure it has (what it prints, so `harness trec-eval` output
-# diffs with trec_eval's); `_k` carries the cutoff. ALIASES takes trec_eval's names from here.
-TREC_EVAL = {"precision@k": "P_k", "map@k": "map_cut_k", "ndcg@k": "ndcg_cut_k", "recall@k": "recall_k",
-             "success@k": "success_k", "unjudged@k": "unj_k", "mrr": "recip_rank", "rprec": "Rprec", "map": "map",
-             "bpref": "bpref", "ndcg": "ndcg"}
-
 # Other tools' spellings of the ranking measures, in this one place: trec_eval's (P_10,
 # map_cut_10, ndcg_cut_10, recall_10, success_10, unj_10, recip_rank, Rprec), ir_measures' (P@10,
 # AP, AP@10, Rprec, Bpref, nDCG@10, RR, R@10, Success@10, Judged@10) and ranx's (r-precision,
 # hit_rate@10). Matched ignoring case; `_k` and `@k` carry the cutoff. trec_eval's unj_k is the
 # share of the top k without a judgment over k, so it is `unjudged@k`, never judged@k.
 ALIASES = {
-    **{spelled.lower(): name for name, spelled in TREC_EVAL.items() if spelled.lower() != name},
-    "p@k": "precision@k", "ap@k": "map@k", "ap": "map", "r@k": "recall@k", "hit_rate@k": "success@k",
-    "rr": "mrr", "rr@k": "mrr@k", "r-prec": "rprec", "r-precision": "rprec",
+    "p_k": "precision@k", "p@k": "precision@k", "map_cut_k": "map@k", "ap@k": "map@k", "ap": "map",
+    "ndcg_cut_k": "ndcg@k", "recall_k": "recall@k", "r@k": "recall@k", "success_k": "success@k",
+    "hit_rate@k": "success@k", "unj_k": "unjudged@k", "recip_rank": "mrr", "rr": "mrr", "rr@k": "mrr@k",
+    "rprec": "rprec", "r-prec": "rprec", "r-precision": "rprec",
 }
-
-
-def trec_name(name: str) -> str | None:
-    """trec_eval's name of a canonical metric name (`precision@10` -> `P_10`), None when trec_eval
-    has no such measure (`mrr@10`, `judged@10`)."""
-    stem, at, k = name.partition("@")
-    if at:
-        spelled = TREC_EVAL.get(f"{stem}@k")
-        return None if spelled is None or not k.isdigit() else spelled[:-1] + k
-    return TREC_EVAL.get(name)
 
 
 def canonical(name: str) -> str:
