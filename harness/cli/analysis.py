@@ -165,7 +165,9 @@ def _explain(baseline: Path, candidate: Path, policy: Path, pairs: list[str]) ->
     rows = [{**{k: escape("—" if r[k] is None else str(r[k])) for k in keys},
              "would be": escape(f"{r['will']} (needs {r['need']} sessions)")} for r in x["rows"]]
     t = fitted(f"{policy.name} on {x['baseline']} → {x['candidate']}: the sessions each check would see",
-               [Col(c, wrap=c not in ("check", "metric", "segment")) for c in (*keys, "would be")], rows)
+               [Col(c, right=c in ("baseline", "candidate", "both"), wrap=c in ("check", "metric", "label", "would be"),
+                   drop={"baseline": 1, "candidate": 2}.get(c, 0))
+                for c in (*keys, "would be")], rows)  # a cell breaks only between words (harness.report.fit)
     for n in ([f"not compared (coverage: subset): {x['not_compared']}"] if x["not_compared"] else []) + \
             x["evidence"] + x["warnings"]:
         say(f"note: {n}")
