@@ -96,11 +96,16 @@ class RunConfig(Strict):
     max_error_rate: float = Field(default=0.01, ge=0, le=1)
     llm: "LLMConfig" = Field(default_factory=_llm_default)  # roles without an endpoint run offline
     _source_dir: str | None = PrivateAttr(default=None)  # the config file's folder: prompt files are relative to it
+    _eval_set_note: str | None = PrivateAttr(default=None)  # eval_set found the old way only (resolve_eval_set)
     _arms: tuple | None = PrivateAttr(default=None)  # (the arm specs, [ArmPlan]): checked once
 
     @property
     def source_dir(self) -> str | None:
         return self._source_dir
+
+    @property
+    def eval_set_note(self) -> str | None:
+        return self._eval_set_note
 
     def configured_arms(self) -> list["ArmPlan"]:
         """The plan of every arm and grid point (ArmPlan), checked once: when the config was checked
@@ -163,7 +168,36 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None,
     cfg._source_dir = source_dir or (str(Path(p).resolve().parent) if str(p) != "<config>" else None)
     cfg._arms = (json.dumps(cfg.arms, sort_keys=True, default=str), built)
     _check_prompts(cfg, p, text)
+    resolve_eval_set(cfg, p, text)
     return cfg
+
+
+def resolve_eval_set(cfg: RunConfig, p, text: str | None) -> None:
+    """`eval_set:` read from the config's folder, as prompt files are (cfg.eval_set then says it from
+    the working folder). A path found only from the working folder (how configs written before this
+    rule spell it) is kept, with a note naming the spelling from the config's folder; a path found
+    neither way is left for the loader, which says so (`missing_eval_set`)."""
+    import os
+
+    given = Path(cfg.eval_set)
+    if cfg.source_dir is None or given.is_absolute():
+        return
+    here = Path(cfg.source_dir) / given
+    if here.is_dir():
+        cfg.eval_set = os.path.relpath(here) if Path.cwd() in here.resolve().parents else str(here.resolve())
+    elif given.is_dir():
+        new = os.path.relpath(given.resolve(), cfg.source_dir)
+        cfg._eval_set_note = located(p, text, [(("eval_set",), f"{given} is found from the working folder only; paths "
+                                                               f"in a config are read from its folder: write {new}")])
+
+
+def missing_eval_set(cfg: RunConfig, p, text: str | None) -> ConfigError | None:
+    """The error, at the config's `eval_set:` line, when its path is no folder either way."""
+    if Path(cfg.eval_set).is_dir():
+        return None
+    where = f"its folder, {cfg.source_dir}" if cfg.source_dir else "the working folder"
+    return ConfigError(located(p, text, [(("eval_set",), f"{cfg.eval_set}: not a folder (paths in a config are "
+                                                         f"read from {where})")]))
 
 
 def _run_roles(raw: dict) -> dict:

@@ -1,6 +1,7 @@
 """Commands of the run stage: run, merge, judge, and the scoring step (metrics)."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -100,7 +101,7 @@ def _config(config: Path | None, resume: Path | None, run_id: str | None, repeat
     """(config, raw config, run folder or None) of `harness run`: from the file, or the manifest of
     the run to resume; --repeats, --llm-cache, --max-cost-usd and --eval-set written into the raw
     config (the manifest says what ran)."""
-    from harness.config import load_config, parse_config, with_overrides
+    from harness.config import load_config, missing_eval_set, parse_config, with_overrides
     from harness.evalset.folder import CORPUS, INFO, is_eval_set
     from harness.llm.cache import MODES
     from harness.run.replay import resume_config
@@ -119,10 +120,17 @@ def _config(config: Path | None, resume: Path | None, run_id: str | None, repeat
     else:
         _, raw = load_config(config)
         source, where = None, config
+    # --eval-set is a path from the working folder; the config says it from its own folder
+    given = None if not eval_set else str(eval_set) if eval_set.is_absolute() or not config else \
+        os.path.relpath(eval_set.resolve(), config.resolve().parent)
     raw = with_overrides(raw, {"repeats": repeats or None, "llm.cache.mode": llm_cache or None,
-                               "llm.max_cost_usd": max_cost_usd, "eval_set": str(eval_set) if eval_set else None})
+                               "llm.max_cost_usd": max_cost_usd, "eval_set": given})
     text = Path(where).read_text(encoding="utf-8") if not resume else None
     cfg = parse_config(raw, where, text, source_dir=source)
+    if (e := missing_eval_set(cfg, where, text)) is not None:
+        raise e
+    if cfg.eval_set_note:
+        say(f"note: {cfg.eval_set_note}", stderr=True)
     _check_measures(cfg.metrics.measures, where, text)
     return cfg, raw, resume or (Path(cfg.runs_dir) / run_id if run_id else None)
 
