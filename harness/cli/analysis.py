@@ -235,6 +235,23 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
     say(f"report: {path}")
 
 
+@app.command()
+def show(run_dir: Path, session: str, turn: Optional[int] = typer.Argument(None, help="the turn index (default: the "
+                                                                                   "session's first labelled turn)"),
+         arms: Optional[str] = typer.Option(None, "--arms", help="only these arms, comma-separated (labels or ids)")):
+    """One turn of a run, arm by arm: the queries each issued (per round), its filters, its top 5 with their
+    relevance grades, its answer or abstention, what failed, its headline metric values. The drill-down of the
+    report, in a terminal."""
+    from harness.report.fit import Wrapped
+    from harness.report.show import lines, turn_view
+
+    if not RunFolder(run_dir).is_run():
+        fail(f"{run_dir}: not a run folder")
+    view = turn_view(run_dir, session, turn, [a.strip() for a in arms.split(",") if a.strip()] if arms else None)
+    for line in lines(view):
+        console.print(Wrapped(line), highlight=False)
+
+
 @list_app.command("metrics")
 def list_metrics():
     """Every registered metric: name (k is any cutoff), kind, direction, unit, the arms it applies to, and what it
