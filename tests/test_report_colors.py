@@ -47,3 +47,24 @@ def test_no_plot_by_turn_index_when_every_turn_is_turn_1():
     """The handbook's every turn is turn 1: its 'by turn index' plot was dots on one x position."""
     plot, sentence = metrics.plot_or_sentence(_run(HANDBOOK, turns=(1, 1, 1)), "recall@10")
     assert plot is None and "Every labelled turn of this run is turn 1" in sentence
+
+
+def _series(n: int) -> list[dict]:
+    pts = lambda j: [{"bucket": b, "mean": 0.5 + 0.01 * j, "lo": 0.4, "hi": 0.6, "n": 10} for b in ("1", "2", "3")]  # noqa: E731
+    return [{"label": f"arm{j}", "color_index": j, "points": pts(j)} for j in range(n)]
+
+
+def test_many_overlapping_bands_are_split_into_small_multiples():
+    """Four or more arms' CI bands on b2b overlapped into one smear: past OVERLAID arms, one panel
+    per arm, each titled by its label in its colour, on one shared y axis."""
+    from harness.report.colors import COLORS
+    from harness.report.plots import OVERLAID, metric_by_turn, turn_figure
+
+    few = turn_figure(_series(OVERLAID), ["1", "2", "3"], "recall@10", "t", True)
+    assert len(few.axes) == 1
+    many = turn_figure(_series(8), ["1", "2", "3"], "recall@10", "t", True)
+    shown = [ax for ax in many.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in shown] == [f"arm{j}" for j in range(8)]
+    assert all(ax.title.get_color() == COLORS[j] for j, ax in enumerate(shown))
+    assert len({ax.get_ylim() for ax in shown}) == 1
+    assert metric_by_turn(_series(8), ["1", "2", "3"], "recall@10", "t", True)  # draws
