@@ -141,6 +141,40 @@ def with_overrides(raw: dict, overrides: dict[str, Any]) -> dict:
     return out
 
 
+def command_line_sets(raw: dict, items: list[str]) -> dict:
+    """The raw config with each `KEY=VALUE` of `harness run --set` applied: KEY dotted, an arm by its
+    `label:` or else its name (`arms.corrective.top_k=5`), VALUE read as YAML (`5`, `[1, 3]`); then
+    checked as the file's keys are (parse_config). Malformed, or an arm it lacks: ConfigError."""
+    import yaml
+    out = json.loads(json.dumps(raw))
+    for item in items:
+        key, eq, text = item.partition("=")
+        path = key.strip().split(".")
+        if not eq or "" in path:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with a dotted KEY (arms.corrective.top_k=5)")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {item!r}: the value is not YAML: {getattr(e, 'problem', e)}") from None
+        node = out
+        if path[0] == "arms" and len(path) > 2:
+            arms = out["arms"] if isinstance(out.get("arms"), list) else []
+            names = [a.get("label") or a.get("name") if isinstance(a, dict) else a for a in arms]
+            hits = [i for i, n in enumerate(names) if n == path[1]]
+            if len(hits) != 1:
+                why = "names no arm of the config" if not hits else f"names {len(hits)} arms: give one a label:"
+                raise ConfigError(f"--set {item!r}: {path[1]!r} {why}{did_you_mean(path[1], names)} "
+                                  f"(its arms: {', '.join(map(str, names))})")
+            arms[hits[0]] = arms[hits[0]] if isinstance(arms[hits[0]], dict) else {"name": arms[hits[0]]}
+            node, path = arms[hits[0]], path[2:]
+        for k in path[:-1]:
+            if not isinstance(node.setdefault(k, {}), dict):
+                raise ConfigError(f"--set {item!r}: {k} is a value, not a mapping of settings")
+            node = node[k]
+        node[path[-1]] = value
+    return out
+
+
 def load_config(path: str | Path) -> tuple[RunConfig, dict]:
     p = Path(path)
     raw, text = read_yaml(p, ConfigError)

@@ -76,3 +76,38 @@ def test_a_grade_of_the_wrong_type_is_refused_with_file_and_line(tmp_path, grade
     r = CliRunner().invoke(app, ["eval-set", "validate", str(es)])
     assert r.exit_code == 2 and "sessions.jsonl:2" in r.output
     shutil.rmtree(es)
+
+
+def _set_config(tmp_path):
+    es = write_set(tmp_path / "set")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"name: t\neval_set: {es}\narms:\n  - original\n  - {{name: original, depth: 20, label: shallow}}\n"
+                   f"runs_dir: {tmp_path / 'runs'}\n")
+    return cfg
+
+
+def test_set_overrides_a_key_and_the_manifest_records_it(tmp_path):
+    """`harness run CONFIG --set arms.LABEL.PARAM=VALUE` (issue 44, item 6): arms by label or name,
+    the value read as YAML, the config that ran (with the override) in the manifest."""
+    from harness.run.manifest import read_manifest
+
+    cfg = _set_config(tmp_path)
+    r = _run(cfg, "--run-id", "s", "--set", "arms.original.depth=50", "--set", "arms.shallow.depth=5", "--set", "seed=3")
+    assert r.exit_code == 0, r.output
+    man = read_manifest(tmp_path / "runs/s")
+    assert man.config["arms"] == [{"name": "original", "depth": 50}, {"name": "original", "depth": 5, "label": "shallow"}]
+    assert man.config["seed"] == 3
+    assert {a["params"]["depth"] for a in man.arms} == {50, 5}
+
+
+@pytest.mark.parametrize("item, said", [
+    ("arms.orignal.depth=50", "'orignal' names no arm of the config; did you mean 'original'?"),
+    ("arms.original.dpth=50", "arms.0.dpth: Extra inputs are not permitted; did you mean 'depth'?"),
+    ("arms.original.depth=abc", "arms.0.depth: Input should be a valid integer"),
+    ("concurrency=0", "concurrency: Input should be greater than or equal to 1"),
+    ("depth", "expected KEY=VALUE"),
+])
+def test_a_wrong_set_exits_2_with_what_is_wrong(tmp_path, item, said):
+    r = _run(_set_config(tmp_path), "--set", item)
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert said in " ".join(r.output.split())
