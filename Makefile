@@ -42,7 +42,7 @@ sweep: setup
 
 compare: setup  # make compare A=runs/X B=runs/Y: B's arms against A's, paired by label
 	@test -n "$(A)" -a -n "$(B)" || { echo "make compare: set A= and B= (run folders), e.g. make compare A=runs/baselines/b2b B=runs/X"; exit 2; }
-	$(BIN)/harness compare $(A) $(B) -o reports/compare
+	$(BIN)/harness compare $(A) $(B)  # into reports/compare/X_vs_Y
 
 # make exits 2 whenever a command fails: the last line says what `harness gate` exited with (CI calls harness gate)
 gate: setup  # make gate BASELINE=runs/baselines/b2b CANDIDATE=runs/X [POLICY=configs/gate.yaml]

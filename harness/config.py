@@ -96,11 +96,16 @@ class RunConfig(Strict):
     max_error_rate: float = Field(default=0.01, ge=0, le=1)
     llm: "LLMConfig" = Field(default_factory=_llm_default)  # roles without an endpoint run offline
     _source_dir: str | None = PrivateAttr(default=None)  # the config file's folder: prompt files are relative to it
+    _eval_set_note: str | None = PrivateAttr(default=None)  # eval_set found the old way only (resolve_eval_set)
     _arms: tuple | None = PrivateAttr(default=None)  # (the arm specs, [ArmPlan]): checked once
 
     @property
     def source_dir(self) -> str | None:
         return self._source_dir
+
+    @property
+    def eval_set_note(self) -> str | None:
+        return self._eval_set_note
 
     def configured_arms(self) -> list["ArmPlan"]:
         """The plan of every arm and grid point (ArmPlan), checked once: when the config was checked
@@ -136,6 +141,40 @@ def with_overrides(raw: dict, overrides: dict[str, Any]) -> dict:
     return out
 
 
+def command_line_sets(raw: dict, items: list[str]) -> dict:
+    """The raw config with each `KEY=VALUE` of `harness run --set` applied: KEY dotted, an arm by its
+    `label:` or else its name (`arms.corrective.top_k=5`), VALUE read as YAML (`5`, `[1, 3]`); then
+    checked as the file's keys are (parse_config). Malformed, or an arm it lacks: ConfigError."""
+    import yaml
+    out = json.loads(json.dumps(raw))
+    for item in items:
+        key, eq, text = item.partition("=")
+        path = key.strip().split(".")
+        if not eq or "" in path:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with a dotted KEY (arms.corrective.top_k=5)")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {item!r}: the value is not YAML: {getattr(e, 'problem', e)}") from None
+        node = out
+        if path[0] == "arms" and len(path) > 2:
+            arms = out["arms"] if isinstance(out.get("arms"), list) else []
+            names = [a.get("label") or a.get("name") if isinstance(a, dict) else a for a in arms]
+            hits = [i for i, n in enumerate(names) if n == path[1]]
+            if len(hits) != 1:
+                why = "names no arm of the config" if not hits else f"names {len(hits)} arms: give one a label:"
+                raise ConfigError(f"--set {item!r}: {path[1]!r} {why}{did_you_mean(path[1], names)} "
+                                  f"(its arms: {', '.join(map(str, names))})")
+            arms[hits[0]] = arms[hits[0]] if isinstance(arms[hits[0]], dict) else {"name": arms[hits[0]]}
+            node, path = arms[hits[0]], path[2:]
+        for k in path[:-1]:
+            if not isinstance(node.setdefault(k, {}), dict):
+                raise ConfigError(f"--set {item!r}: {k} is a value, not a mapping of settings")
+            node = node[k]
+        node[path[-1]] = value
+    return out
+
+
 def load_config(path: str | Path) -> tuple[RunConfig, dict]:
     p = Path(path)
     raw, text = read_yaml(p, ConfigError)
@@ -163,7 +202,36 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None,
     cfg._source_dir = source_dir or (str(Path(p).resolve().parent) if str(p) != "<config>" else None)
     cfg._arms = (json.dumps(cfg.arms, sort_keys=True, default=str), built)
     _check_prompts(cfg, p, text)
+    resolve_eval_set(cfg, p, text)
     return cfg
+
+
+def resolve_eval_set(cfg: RunConfig, p, text: str | None) -> None:
+    """`eval_set:` read from the config's folder, as prompt files are (cfg.eval_set then says it from
+    the working folder). A path found only from the working folder (how configs written before this
+    rule spell it) is kept, with a note naming the spelling from the config's folder; a path found
+    neither way is left for the loader, which says so (`missing_eval_set`)."""
+    import os
+
+    given = Path(cfg.eval_set)
+    if cfg.source_dir is None or given.is_absolute():
+        return
+    here = Path(cfg.source_dir) / given
+    if here.is_dir():
+        cfg.eval_set = os.path.relpath(here) if Path.cwd() in here.resolve().parents else str(here.resolve())
+    elif given.is_dir():
+        new = os.path.relpath(given.resolve(), cfg.source_dir)
+        cfg._eval_set_note = located(p, text, [(("eval_set",), f"{given} is found from the working folder only; paths "
+                                                               f"in a config are read from its folder: write {new}")])
+
+
+def missing_eval_set(cfg: RunConfig, p, text: str | None) -> ConfigError | None:
+    """The error, at the config's `eval_set:` line, when its path is no folder either way."""
+    if Path(cfg.eval_set).is_dir():
+        return None
+    where = f"its folder, {cfg.source_dir}" if cfg.source_dir else "the working folder"
+    return ConfigError(located(p, text, [(("eval_set",), f"{cfg.eval_set}: not a folder (paths in a config are "
+                                                         f"read from {where})")]))
 
 
 def _run_roles(raw: dict) -> dict:

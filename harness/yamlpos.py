@@ -11,12 +11,13 @@ import yaml
 
 
 def line_of(text: str, loc: tuple) -> int | None:
-    """Best-effort line number of a config key path in YAML text."""
+    """Best-effort line number of a config key path in YAML text; for a key the text lacks (a
+    required one left out), the line of the deepest mapping or item on its path that it has."""
     try:
         node = yaml.compose(text)
     except yaml.YAMLError:
         return None
-    line = None
+    line = node.start_mark.line + 1 if node is not None else None
     for part in loc:
         if node is None:
             break

@@ -57,6 +57,7 @@ CASES = {
                           ["--baseline", str(garbage_run(t)), "--candidate", str(garbage_run(t)), "--policy",
                            str(garbage_file(t))]],
     ("report",): lambda t: [[NOWHERE], [str(garbage_run(t)), "-o", str(t / "r.html")]],
+    ("show",): lambda t: [[NOWHERE, "s1"], [str(garbage_run(t)), "s1"], [NOWHERE, "s1", "x"]],
     ("list", "metrics"): lambda t: [["--bogus"]],
     ("list", "arms"): lambda t: [["--bogus"]],
     ("export", "trec"): lambda t: [[NOWHERE, "--arm", "x", "-o", str(t / "x.run")],

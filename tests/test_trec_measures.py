@@ -54,10 +54,35 @@ def test_trec_eval_test_suite_per_query_and_overall(trec_name):
     r = run_cli("-q", "-m", trec_name, str(QRELS), str(RESULTS))
     assert r.exit_code == 0, r.output
     ours, theirs = printed(r.output), expected()
-    name = TREC_NAMES[trec_name]
     for qid in ("301", "302", "303", "all"):
-        assert ours[(name, qid)] == theirs[(trec_name, qid)], (trec_name, qid)
-    assert ours[("num_q", "all")] == theirs[("num_q", "all")]
+        assert ours[(trec_name, qid)] == theirs[(trec_name, qid)], (trec_name, qid)  # under trec_eval's name
+    assert ("num_q", "all") not in ours  # trec_eval -m P.10 prints no num_q either
+
+
+def _theirs_for(ours: str) -> list[str]:
+    """The lines of trec_eval's own output (out.test.aq) for the measures `ours` prints, in its order."""
+    names = {line.split("\t")[0].strip() for line in ours.splitlines()}
+    return [line for line in (SUITE / "out.test.aq").read_text().splitlines() if line.split("\t")[0].strip() in names]
+
+
+def test_output_diffs_clean_against_trec_eval_on_its_test_suite():
+    """`harness trec-eval -m P_10 -m num_q` and `-q -m all_trec` print, line for line, what
+    trec_eval prints for those measures (issue 44, item 7): names, order, layout and values."""
+    r = run_cli("-m", "P_10", "-m", "num_q", str(QRELS), str(RESULTS))
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [x for x in _theirs_for(r.stdout) if "\tall\t" in x]
+    assert r.stdout.splitlines() == ["num_q                 \tall\t3", "P_10                  \tall\t0.3000"]
+    r = run_cli("-q", "-m", "all_trec", str(QRELS), str(RESULTS))
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == _theirs_for(r.stdout) and len(r.stdout.splitlines()) > 150
+    assert {n for n in TREC_NAMES} <= {line.split("\t")[0].strip() for line in r.stdout.splitlines()}
+    assert "not computed here: runid, num_ret" in " ".join(r.stderr.split())  # the measures it lacks, named
+
+
+def test_trec_eval_dotted_cutoffs_are_its_measures():
+    r = run_cli("-m", "P.5,10", str(QRELS), str(RESULTS))
+    assert r.exit_code == 0, r.output
+    assert printed(r.stdout) == {("P_5", "all"): "0.2667", ("P_10", "all"): "0.3000"}
 
 
 def test_judged_at_k_is_one_minus_unj_on_the_test_suite():
@@ -80,8 +105,8 @@ def test_precision_at_10_and_uncut_reciprocal_rank_are_back():
     r = run_cli("-m", "precision@10", "-m", "mrr", "-m", "mrr@10", str(QRELS), str(RESULTS))
     assert r.exit_code == 0, r.output
     p = printed(r.output)
-    assert p[("precision@10", "all")] == "0.3000"
-    assert p[("mrr", "all")] == "0.4064" and p[("mrr@10", "all")] == "0.3889"  # recip_rank has no cutoff
+    assert p[("P_10", "all")] == "0.3000"  # trec_eval's name for trec_eval's measure, however it was asked
+    assert p[("recip_rank", "all")] == "0.4064" and p[("mrr@10", "all")] == "0.3889"  # recip_rank has no cutoff
 
 
 def test_usual_spellings_resolve_to_the_canonical_names():
@@ -99,7 +124,7 @@ def test_usual_spellings_resolve_to_the_canonical_names():
         with pytest.raises(UnknownMetric):
             resolve(bad)
     r = run_cli("-m", "unj_10", str(QRELS), str(RESULTS))
-    assert r.exit_code == 0 and "unjudged@10" in r.output  # shown as what it is, not as judged@10
+    assert r.exit_code == 0 and "unj_10" in r.output and "judged@10" not in r.output  # what it is, not judged@10
 
 
 def test_unknown_measure_still_exits_2_with_a_suggestion():
@@ -299,11 +324,21 @@ def test_trec_eval_says_which_queries_of_the_qrels_the_run_lacks(tmp_path):
     for the harness's own (issue 30, item 5)."""
     (tmp_path / "q").write_text("a 0 d1 1\nb 0 d2 1\nc 0 d3 1\nz 0 d9 0\n", encoding="utf-8")
     (tmp_path / "r").write_text("a Q0 d1 1 2.0 t\nb Q0 d5 1 2.0 t\n", encoding="utf-8")
-    r = run_cli(str(tmp_path / "q"), str(tmp_path / "r"), "-m", "P_1")
+    r = run_cli(str(tmp_path / "q"), str(tmp_path / "r"), "-m", "P_1", "-m", "num_q")
     assert r.exit_code == 0, r.output
     assert "the run lacks 1 of the qrels' 3 queries with a relevant document" in r.output and "-c scores them as 0" in r.output
     assert "num_q                 \tall\t2" in r.output
-    r = run_cli(str(tmp_path / "q"), str(tmp_path / "r"), "-m", "P_1", "-c")
+    r = run_cli(str(tmp_path / "q"), str(tmp_path / "r"), "-m", "P_1", "-m", "num_q", "-c")
     assert "-c: 1 of the qrels' 3 queries" in r.output and "num_q                 \tall\t3" in r.output
     (tmp_path / "r").write_text("a Q0 d1 1 2.0 t\nb Q0 d5 1 2.0 t\nc Q0 d3 1 1.0 t\n", encoding="utf-8")
     assert "lacks" not in run_cli(str(tmp_path / "q"), str(tmp_path / "r"), "-m", "P_1").output
+
+
+def test_trec_eval_names_printed_are_the_ones_the_registry_reads():
+    """What trec-eval prints for a measure (analysis/trec_eval.TREC_EVAL) reads back as that
+    measure (registry ALIASES), for every cutoff form."""
+    from harness.analysis.trec_eval import TREC_EVAL, trec_name
+
+    for name in TREC_EVAL:
+        concrete = name.replace("@k", "@10")
+        assert resolve(trec_name(concrete)).name == concrete, name

@@ -15,7 +15,7 @@ from tests.test_workers import with_one_and_two_workers
 @pytest.mark.parametrize("name, splits, turns", [("handbook", None, 73), ("mtrag", ["test"], 174)])
 def test_a_demo_config_with_two_workers_equals_one_process(tmp_path, name, splits, turns):
     raw = yaml.safe_load((ROOT / f"configs/{name}.yaml").read_text(encoding="utf-8"))
-    raw.update(eval_set=str(ROOT / raw["eval_set"]), runs_dir=str(tmp_path / "runs"))
+    raw.update(eval_set=str((ROOT / "configs" / raw["eval_set"]).resolve()), runs_dir=str(tmp_path / "runs"))  # from the config's folder
     if splits:
         raw["splits"] = splits
     w1, w2 = with_one_and_two_workers(raw, tmp_path)

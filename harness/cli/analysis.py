@@ -31,22 +31,27 @@ def sample(run_dir: Path, n: int = typer.Option(100, "--n"), seed: int = typer.O
 def trec_eval_cmd(qrels: Path, run_file: Path,
                   complete: bool = typer.Option(False, "-c", help="score queries missing from the run as 0"),
                   measure: list[str] = typer.Option([], "-m", help="ranking measures, as the registry or trec_eval "
-                                                    "spells them (P_10, map, recip_rank, ndcg_cut_10; default: those "
+                                                    "spells them (P_10, P.5,10, map, recip_rank, ndcg_cut_10, all_trec: "
+                                                    "those of trec_eval's all_trec it has; default: those "
                                                     "of the default metric settings, recall@5/10/20, ndcg@10, mrr@10, "
                                                     "judged@10, holes@10, holes_relevant_elsewhere@10)"),
                   per_query: bool = typer.Option(False, "-q", help="print every query's values as well as the means "
                                                  "(trec_eval's -q)"),
                   judged_only: bool = typer.Option(False, "-J", "--judged-only", help="condensed scoring (trec_eval's "
                                                    "-J): documents without a judgment removed before the cutoff")):
-    """Score a TREC run against TREC qrels with the harness's metric code, in trec_eval's layout."""
-    from harness.analysis.trec_eval import coverage_note, format_trec, trec_eval
+    """Score a TREC run against TREC qrels with the harness's metric code, in trec_eval's layout and under trec_eval's
+    measure names where trec_eval has the measure (P_10, recip_rank), so the output diffs with trec_eval's."""
+    from harness.analysis.trec_eval import NUM_Q, coverage_note, expand, format_trec, trec_eval
     from harness.metrics.registry import ranking_names
 
     for p in (qrels, run_file):
         if not p.exists():
             fail(f"{p}: no such file")
-    df = trec_eval(qrels, run_file, list(measure) or ranking_names(None), complete, judged_only)
-    print(format_trec(df, per_query))
+    names, lacking = expand(list(measure))
+    df = trec_eval(qrels, run_file, names or ranking_names(None), complete, judged_only)
+    print(format_trec(df, per_query, num_q=not names or NUM_Q in names))
+    if lacking:
+        say(f"note: all_trec: not computed here: {', '.join(lacking)}", stderr=True)
     if (note := coverage_note(df)) is not None:
         err.print(f"note: {note}", highlight=False, markup=False)
 
@@ -65,7 +70,8 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
             allow_different_evalsets: bool = typer.Option(False, "--allow-different-evalsets"),
             allow_partial: bool = typer.Option(False, "--allow-partial", help="compare runs with planned turns "
                                                "missing (killed, unfinished), marked partial"),
-            out: Path = typer.Option(Path("reports/compare"), "--out", "-o", help="folder for compare.md and compare.csv")):
+            out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder for compare.md and compare.csv "
+                                               "(default: reports/compare/ and a folder named for the runs)")):
     """Per-metric, per-segment paired differences with CIs, Holm-corrected p-values, wins/ties/losses by each
     metric's direction. Runs pair arms by label; labels without a partner are named. Runs must be complete (unless
     --allow-partial); stale tables are scored again first, and it says so."""
@@ -85,6 +91,8 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
         c = compare_runs(runs, list(metric), list(segment), list(arm) or None, list(pair) or None,
                          allow_different_evalsets, allow_partial=allow_partial)
     df = c.table
+    out = out or _compare_folder(runs, reference)
+    replaced = (out / "compare.md").exists()
     out.mkdir(parents=True, exist_ok=True)
     df.reindex(columns=[x for x in COLUMNS if x in df.columns]).to_csv(out / "compare.csv", index=False)
     (out / "compare.md").write_text(to_markdown(c, runs[0].name), encoding="utf-8")
@@ -98,9 +106,18 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
              for seg in sorted(set(df.loc[df["n_turns"] == 0, "segment"]))]
     for line in under(tables, said):
         console.print(line)
-    say(f"saved: {out / 'compare.md'}, {out / 'compare.csv'}")
+    say(f"{'replaced' if replaced else 'saved'}: {out / 'compare.md'}, {out / 'compare.csv'}")
     console.print(compare_ending(df, reference or runs[0].name), highlight=False, markup=False,
                   soft_wrap=True)  # one line: the tail of a CI log
+
+
+def _compare_folder(runs: list[Path], reference: str | None) -> Path:
+    """reports/compare/ and a folder named for what is compared (`A_vs_B`, `A_arms_vs_REF`), so
+    one comparison never replaces another's tables."""
+    import re
+
+    names = [Path(r).resolve().name for r in runs] + ([f"arms_vs_{reference}"] if reference else [])
+    return Path("reports/compare") / re.sub(r"[^A-Za-z0-9._=-]+", "-", ("_" if reference else "_vs_").join(names))
 
 
 @app.command()
@@ -148,7 +165,9 @@ def _explain(baseline: Path, candidate: Path, policy: Path, pairs: list[str]) ->
     rows = [{**{k: escape("—" if r[k] is None else str(r[k])) for k in keys},
              "would be": escape(f"{r['will']} (needs {r['need']} sessions)")} for r in x["rows"]]
     t = fitted(f"{policy.name} on {x['baseline']} → {x['candidate']}: the sessions each check would see",
-               [Col(c, wrap=c not in ("check", "metric", "segment")) for c in (*keys, "would be")], rows)
+               [Col(c, right=c in ("baseline", "candidate", "both"), wrap=c in ("check", "metric", "label", "would be"),
+                   drop={"baseline": 1, "candidate": 2}.get(c, 0))
+                for c in (*keys, "would be")], rows)  # a cell breaks only between words (harness.report.fit)
     for n in ([f"not compared (coverage: subset): {x['not_compared']}"] if x["not_compared"] else []) + \
             x["evidence"] + x["warnings"]:
         say(f"note: {n}")
@@ -214,6 +233,23 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
     for why in v["why_not"]:
         say(f"no verdict block: {why}")
     say(f"report: {path}")
+
+
+@app.command()
+def show(run_dir: Path, session: str, turn: Optional[int] = typer.Argument(None, help="the turn index (default: the "
+                                                                                   "session's first labelled turn)"),
+         arms: Optional[str] = typer.Option(None, "--arms", help="only these arms, comma-separated (labels or ids)")):
+    """One turn of a run, arm by arm: the queries each issued (per round), its filters, its top 5 with their
+    relevance grades, its answer or abstention, what failed, its headline metric values. The drill-down of the
+    report, in a terminal."""
+    from harness.report.fit import Wrapped
+    from harness.report.show import lines, turn_view
+
+    if not RunFolder(run_dir).is_run():
+        fail(f"{run_dir}: not a run folder")
+    view = turn_view(run_dir, session, turn, [a.strip() for a in arms.split(",") if a.strip()] if arms else None)
+    for line in lines(view):
+        console.print(Wrapped(line), highlight=False)
 
 
 @list_app.command("metrics")

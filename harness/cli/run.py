@@ -1,6 +1,7 @@
 """Commands of the run stage: run, merge, judge, and the scoring step (metrics)."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -30,7 +31,10 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
         max_cost_usd: Optional[float] = typer.Option(None, "--max-cost-usd", min=0, help="what this run may spend on "
                                                      "requests the cache does not answer, over llm.max_cost_usd"),
         eval_set: Optional[Path] = typer.Option(None, "--eval-set", help="the eval-set folder to replay, over the "
-                                                "config's eval_set (recorded in the manifest's config)")):
+                                                "config's eval_set (recorded in the manifest's config)"),
+        sets: list[str] = typer.Option([], "--set", help="KEY=VALUE over the config, checked as its keys are and "
+                                       "recorded in the manifest's config: dotted keys, arms by label or name "
+                                       "(arms.corrective.top_k=5, repeats=2, index.max_chars=1500)")):
     """Replay every (arm, session, labelled turn) of a config; write a run folder under runs/."""
     from harness.evalset.load import load_eval_set
     from harness.llm.ledger import BudgetExceeded
@@ -39,7 +43,7 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
     from harness.run.replay import new_run_id
     from harness.run.shard import parse_shard
 
-    cfg, raw, run_dir = _config(config, resume, run_id, repeats, llm_cache, max_cost_usd, eval_set)
+    cfg, raw, run_dir = _config(config, resume, run_id, repeats, llm_cache, max_cost_usd, eval_set, list(sets))
     sh = parse_shard(shard) if shard else None
     if resume and not sh:
         sh_m = read_manifest(resume).shard
@@ -96,17 +100,20 @@ def _end_of_run(out: Path, max_error_rate: float) -> int:
 
 
 def _config(config: Path | None, resume: Path | None, run_id: str | None, repeats: int | None,
-            llm_cache: str | None, max_cost_usd: float | None = None, eval_set: Path | None = None):
+            llm_cache: str | None, max_cost_usd: float | None = None, eval_set: Path | None = None,
+            sets: list[str] = ()):
     """(config, raw config, run folder or None) of `harness run`: from the file, or the manifest of
     the run to resume; --repeats, --llm-cache, --max-cost-usd and --eval-set written into the raw
     config (the manifest says what ran)."""
-    from harness.config import load_config, parse_config, with_overrides
+    from harness.config import command_line_sets, load_config, missing_eval_set, parse_config, with_overrides
     from harness.evalset.folder import CORPUS, INFO, is_eval_set
     from harness.llm.cache import MODES
     from harness.run.replay import resume_config
 
     if llm_cache is not None and llm_cache not in MODES:
         fail(f"--llm-cache {llm_cache!r}: expected one of {', '.join(MODES)}")
+    if sets and resume:
+        fail("--set: a resumed run replays the config its manifest records; leave --set out")
     if eval_set is not None and resume:
         fail("--eval-set: a resumed run replays the eval set its manifest records; leave --eval-set out")
     if eval_set is not None and not is_eval_set(eval_set):
@@ -119,10 +126,17 @@ def _config(config: Path | None, resume: Path | None, run_id: str | None, repeat
     else:
         _, raw = load_config(config)
         source, where = None, config
-    raw = with_overrides(raw, {"repeats": repeats or None, "llm.cache.mode": llm_cache or None,
-                               "llm.max_cost_usd": max_cost_usd, "eval_set": str(eval_set) if eval_set else None})
+    # --eval-set is a path from the working folder; the config says it from its own folder
+    given = None if not eval_set else str(eval_set) if eval_set.is_absolute() or not config else \
+        os.path.relpath(eval_set.resolve(), config.resolve().parent)
+    raw = with_overrides(command_line_sets(raw, list(sets)), {"repeats": repeats or None, "llm.cache.mode": llm_cache
+                         or None, "llm.max_cost_usd": max_cost_usd, "eval_set": given})
     text = Path(where).read_text(encoding="utf-8") if not resume else None
     cfg = parse_config(raw, where, text, source_dir=source)
+    if (e := missing_eval_set(cfg, where, text)) is not None:
+        raise e
+    if cfg.eval_set_note:
+        say(f"note: {cfg.eval_set_note}", stderr=True)
     _check_measures(cfg.metrics.measures, where, text)
     return cfg, raw, resume or (Path(cfg.runs_dir) / run_id if run_id else None)
 

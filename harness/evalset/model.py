@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
@@ -102,7 +102,7 @@ class State(Strict):
 
 
 class Labels(Strict):
-    qrels: dict[str, int] = Field(default_factory=dict)  # doc_id -> grade (>=1 relevant)
+    qrels: dict[str, StrictInt] = Field(default_factory=dict)  # doc_id -> grade (>=1 relevant); "2" is refused
     qrels_measured: bool = True  # False: no relevance labels exist (IR metrics unmeasured)
     expected_filters: list[Filter] = Field(default_factory=list)
     identifiers: list[str] = Field(default_factory=list)

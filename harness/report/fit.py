@@ -53,7 +53,8 @@ class Wrapped:
 @dataclass
 class Col:
     """A column of a table that fits: `drop` > 0 when it may be left out of a narrow console (the
-    lowest first); `wrap` for the one column allowed to break between words (the arm's label)."""
+    lowest first); `wrap` for a column allowed to break between words (the arm's label, a cell of
+    words), never inside one: a name is never split across lines (Fitted)."""
 
     name: str
     right: bool = False
@@ -70,9 +71,11 @@ class Fitted:
         self.title, self.cols, self.build = title, cols, build
 
     def columns(self, console: Console, width: int) -> list[Col]:
+        """The columns kept: the droppable ones left out (lowest `drop` first) while the table
+        cannot fit `width` even with its wrapping columns broken between words."""
         cols = list(self.cols)
         for c in sorted((c for c in self.cols if c.drop), key=lambda c: c.drop):
-            if _natural_width(console, self.build(cols)) <= width:
+            if _natural_width(console, between_words(console, self.build(cols), width, fold=False)) <= width:
                 break
             cols.remove(c)
         return cols
@@ -87,12 +90,39 @@ class Fitted:
         left = [c.name for c in self.cols if c not in cols]
         title = self.title + (f" (left out at {width} columns: {', '.join(left)})" if left else "")
         yield Wrapped(title)
-        yield self.build(cols)
+        yield between_words(console, self.build(cols), width)
 
 
 def _natural_width(console: Console, table: Table) -> int:
     """The width a table takes when nothing has to wrap."""
     return Measurement.get(console, console.options.update_width(10_000), table).maximum
+
+
+def between_words(console: Console, t: Table, width: int, fold: bool = True) -> Table:
+    """`t` with the widths of its wrapping columns fixed so that it fits `width` while each keeps
+    its longest word whole: rich would otherwise narrow them evenly and fold a name
+    (`multi_query_r`/`rf`). The widest wrapping column gives way first; the others keep their
+    width. A table too wide even so breaks its wrapping columns' words when `fold` (never the
+    others' cells)."""
+    natural = _natural_width(console, t)
+    if natural <= width:
+        return t
+    wide = console.options.update_width(10_000)
+    spans = [[Measurement.get(console, wide, c) for c in (col.header, *col.cells)] for col in t.columns]
+    lo = [max(m.minimum for m in col) for col in spans]
+    w = [max(m.maximum for m in col) for col in spans]
+    excess = natural - width
+    wraps = [i for i, col in enumerate(t.columns) if not col.no_wrap]
+    while excess > 0:
+        give = [i for i in wraps if w[i] > lo[i]] or [i for i in wraps if fold and w[i] > 4]
+        if not give:
+            break
+        i = max(give, key=lambda j: w[j])
+        w[i] -= 1
+        excess -= 1
+    for i in wraps:
+        t.columns[i].width = w[i]
+    return t
 
 
 def table(cols: list[Col]) -> Table:

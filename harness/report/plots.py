@@ -11,10 +11,9 @@ from harness import env as _env  # noqa: F401  (MPLCONFIGDIR before matplotlib l
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from harness.report.colors import COLORS
 from harness.report.values import finite
 
-COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-          "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
 DPI = 96
 
@@ -63,40 +62,79 @@ def to_base64(fig: Figure) -> str:
     return base64.b64encode(palette(canvas.image)).decode("ascii")
 
 
-def metric_by_turn(series: list[dict], buckets: list[str], metric: str, title: str, unit: bool = False) -> str:
-    """Line per arm over the turn buckets with its 95% CI band; `unit`: the metric is in 0..1 (the y
-    axis then shows the whole range). series: [{label, color_index, points: [{bucket, mean, lo, hi, n}]}]."""
-    fig = Figure(figsize=(8.6, 3.9))
-    ax = fig.add_subplot(1, 1, 1)
-    xs = {b: i for i, b in enumerate(buckets)}
-    k = max(len(series), 1)
-    width = 0.28  # arms are dodged a little so identical lines stay visible
-    for j, s in enumerate(series):
-        pts = [p for p in s["points"] if finite(p["mean"])]
-        if not pts:
-            continue
-        off = (j - (k - 1) / 2) * (width / max(k - 1, 1)) if k > 1 else 0.0
-        x = [xs[p["bucket"]] + off for p in pts]
-        y = [p["mean"] for p in pts]
-        lo = [p["lo"] if finite(p["lo"]) else p["mean"] for p in pts]
-        hi = [p["hi"] if finite(p["hi"]) else p["mean"] for p in pts]
-        c = color(s["color_index"])
-        ax.plot(x, y, marker=MARKERS[s["color_index"] % len(MARKERS)], color=c, lw=1.6, ms=5, label=plain(s["label"]))
-        if len(x) > 1:
-            ax.fill_between(x, lo, hi, color=c, alpha=0.12, lw=0)
-        ax.errorbar(x, y, yerr=[[m - a for m, a in zip(y, lo)], [b - m for m, b in zip(y, hi)]], fmt="none",
-                    ecolor=c, elinewidth=0.9, capsize=2, alpha=0.7)
+OVERLAID = 4  # arms drawn on one axis by turn index; more are split into small multiples (bands would smear)
+
+
+def _arm_line(ax, s: dict, xs: dict, off: float, faint: bool = False) -> None:
+    """One arm's mean per turn bucket with its 95% CI (band and bars); `faint`: grey context only."""
+    pts = [p for p in s["points"] if finite(p["mean"])]
+    if not pts:
+        return
+    x = [xs[p["bucket"]] + off for p in pts]
+    y = [p["mean"] for p in pts]
+    if faint:
+        ax.plot(x, y, color="#bbbbbb", lw=0.9, zorder=1)
+        return
+    lo = [p["lo"] if finite(p["lo"]) else p["mean"] for p in pts]
+    hi = [p["hi"] if finite(p["hi"]) else p["mean"] for p in pts]
+    c = color(s["color_index"])
+    ax.plot(x, y, marker=MARKERS[s["color_index"] % len(MARKERS)], color=c, lw=1.6, ms=5, label=plain(s["label"]), zorder=3)
+    if len(x) > 1:
+        ax.fill_between(x, lo, hi, color=c, alpha=0.12, lw=0)
+    ax.errorbar(x, y, yerr=[[m - a for m, a in zip(y, lo)], [b - m for m, b in zip(y, hi)]], fmt="none",
+                ecolor=c, elinewidth=0.9, capsize=2, alpha=0.7)
+
+
+def _turn_axis(ax, buckets: list[str], unit: bool, short: bool = False) -> None:
     ax.set_xticks(range(len(buckets)))
-    ax.set_xticklabels([f"turn {b}" for b in buckets])
+    ax.set_xticklabels(buckets if short else [f"turn {b}" for b in buckets])
+    ax.tick_params(labelbottom=True)  # every panel's turns, also above a hidden panel
     ax.set_xlim(-0.5, len(buckets) - 0.5)
-    ax.set_ylabel(plain(metric))
     if unit:
         ax.set_ylim(-0.02, 1.04)
     ax.grid(True, alpha=0.3)
-    ax.set_title(plain(title), fontsize=10)
-    if series:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    return to_base64(fig)
+
+
+def turn_figure(series: list[dict], buckets: list[str], metric: str, title: str, unit: bool = False) -> Figure:
+    """Up to OVERLAID arms: a line each on one axis, dodged a little so identical lines stay
+    visible. More: one small panel per arm (its line and band in its colour, the others grey
+    behind it), sharing the y axis, so that overlapping bands stay readable."""
+    xs = {b: i for i, b in enumerate(buckets)}
+    if len(series) <= OVERLAID:
+        fig = Figure(figsize=(8.6, 3.9))
+        ax = fig.add_subplot(1, 1, 1)
+        k = max(len(series), 1)
+        for j, s in enumerate(series):
+            _arm_line(ax, s, xs, (j - (k - 1) / 2) * (0.28 / max(k - 1, 1)) if k > 1 else 0.0)
+        _turn_axis(ax, buckets, unit)
+        ax.set_ylabel(plain(metric))
+        ax.set_title(plain(title), fontsize=10)
+        if series:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+        return fig
+    cols = 4
+    rows = math.ceil(len(series) / cols)
+    fig = Figure(figsize=(8.6, 0.6 + 2.1 * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False).ravel()
+    for ax, s in zip(axes, series):
+        for other in series:
+            if other is not s:
+                _arm_line(ax, other, xs, 0.0, faint=True)
+        _arm_line(ax, s, xs, 0.0)
+        _turn_axis(ax, buckets, unit, short=True)
+        ax.set_title(plain(s["label"]), fontsize=8, color=color(s["color_index"]))
+    for ax in axes[len(series):]:
+        ax.set_visible(False)
+    axes[0].set_ylabel(plain(metric))
+    fig.supxlabel("turn index", fontsize=9)
+    fig.suptitle(plain(title), fontsize=10)
+    return fig
+
+
+def metric_by_turn(series: list[dict], buckets: list[str], metric: str, title: str, unit: bool = False) -> str:
+    """The plot by turn index (turn_figure) as base64 PNG; `unit`: the metric is in 0..1 (the y axis
+    then shows the whole range). series: [{label, color_index, points: [{bucket, mean, lo, hi, n}]}]."""
+    return to_base64(turn_figure(series, buckets, metric, title, unit))
 
 
 def _frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:

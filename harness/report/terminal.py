@@ -73,7 +73,7 @@ def metric_table(agg: pd.DataFrame, metric: str, labels: dict[str, str], title: 
         measured = at[at["n"] > 0]
         common[s] = (_common(at["n"].astype(int)), _common(measured["n_unmeasured"].fillna(0).astype(int)))
         n, u = common[s]
-        cols.append(Col(f"{short_segment(s)}\nn={n}" + (f"\n{u}u" if u else ""), right=True))
+        cols.append(Col(f"{short_segment(s)}\nn={n}" + (f"\n{u}u" if u else ""), right=True, wrap=True))
     rows = []
     for arm, label in labels.items():
         cells = {}

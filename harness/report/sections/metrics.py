@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from harness.metrics.registry import coverage, lookup
 from harness.metrics.segments import BUCKETS
+from harness.report.colors import arm_colors
 from harness.report.format import cell, fmt
 from harness.report.load import ReportRun
 from harness.report.table import TURN_SEGMENTS, bucket
@@ -58,10 +59,11 @@ def turn_series(run: ReportRun, metric: str) -> tuple[list[dict], list[str]]:
     have = set(run.labels["turn_index"].map(bucket))
     buckets = [b for b in BUCKETS if b in have]
     series = []
-    for i, arm in enumerate(run.arms):
+    colors = arm_colors([run.label[a] for a in run.arms])
+    for arm in run.arms:
         pts = [_point(run, arm, metric, b) for b in buckets]
         if any(p["n"] for p in pts):
-            series.append({"arm": arm, "label": run.label[arm], "color_index": i, "points": pts})
+            series.append({"arm": arm, "label": run.label[arm], "color_index": colors[run.label[arm]], "points": pts})
     return series, buckets
 
 
@@ -78,6 +80,9 @@ def plot_or_sentence(run: ReportRun, metric: str) -> tuple[str | None, str | Non
     finite = [v for v in values if v is not None and v == v]
     if not finite:
         return None, f"No mean of {metric} per turn index in this run's tables (see Warnings): nothing to plot"
+    if len(buckets) == 1:  # dots on one x position say nothing the table does not
+        return None, (f"Every labelled turn of this run is turn {buckets[0]}: {metric} has no trend by turn index "
+                      "to plot (its means and CIs are in the table)")
     if flat(values):
         return None, (f"{metric} is {fmt(finite[0])} for every arm at every turn index ({', '.join(buckets)}), CI "
                       "included: nothing to plot")

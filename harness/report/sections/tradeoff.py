@@ -3,6 +3,7 @@ unless its cutoffs lack 10), mean cost per turn, LLM calls per turn and latency 
 metrics table's aggregates, and their plot."""
 from __future__ import annotations
 
+from harness.report.colors import arm_colors
 from harness.report.format import fmt, missing
 from harness.report.load import ReportRun
 
@@ -11,7 +12,9 @@ def rows(run: ReportRun) -> list[dict]:
     """Headline recall, cost per turn, LLM calls and latency per arm (segment all)."""
     out = []
     recall = run.headline[0]
-    for i, arm in enumerate(run.arms):
+    colors = arm_colors([run.label[a] for a in run.arms])
+    for arm in run.arms:
+        i = colors[run.label[arm]]
         rec = run.aggregate(arm, recall)
         if rec is None or not rec["n"]:
             continue
