@@ -30,9 +30,9 @@ BIN = Path(sys.executable).parent
 URL_ENV = "HARNESS_LOCAL_LLM_URL"
 # per set: the shipped folder and which main-split sessions the slice keeps (in file order)
 SLICES = {
-    "b2b": ("b2b-shop", {"sessions": 4, "turns": 2}),
-    "handbook": ("handbook-de", {"per_type": {"direct": 2, "misleading": 2, "borderline": 2, "unanswerable": 2}}),
-    "mtrag": ("mtrag-un", {"per_domain": 2}),
+    "handbook": ("handbook-de", {"per_type": {"direct": 1, "misleading": 1, "borderline": 1, "unanswerable": 1}}),
+    "mtrag": ("mtrag-un", {"per_domain": 1}),
+    "b2b": ("b2b-shop", {"sessions": 3, "turns": 2}),
 }
 NOT_GENERAL = (f"Every LLM number here is one small model's ({MODEL_NAME}: 135M parameters, Q4_1, on this "
                "machine's CPU): it shows the harness's path and this model's behaviour, not what LLM rewriting "
@@ -119,10 +119,24 @@ def run_set(name: str, stamp: str, out: Path, env: dict) -> str | None:
     if code not in (0, 1) or not (out / run / "manifest.json").is_file():  # 1: failed calls above max_error_rate
         print(f"demo-llm: the {name} run exited {code}", file=sys.stderr)
         return None
+    judge, relevance = (step_endpoint(name, role, out, env) for role in ("judge", "relevance"))
     if _has_answers(out / run):  # Ragas faithfulness on the answers (exit 3: more than half failed, counted)
-        harness("judge", run, env=env, cwd=out)
-    harness("judge", run, "--relevance", "--depth", "1", "--sample", "20", env=env, cwd=out)
+        harness("judge", run, "--config", judge, env=env, cwd=out)
+    harness("judge", run, "--relevance", "--depth", "1", "--sample", "10", "--config", relevance, env=env, cwd=out)
     return run
+
+
+def step_endpoint(name: str, role: str, out: Path, env: dict) -> str:
+    """The config's endpoint of a step after the replay (judge, relevance) as a file for `harness judge
+    --config`, its base_url's ${VARIABLES} expanded: harness judge reads the run config as recorded,
+    where ${HARNESS_LOCAL_LLM_URL} is not expanded."""
+    import yaml
+
+    ep = dict(yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8"))["llm"]["roles"][role])
+    ep["base_url"] = ep["base_url"].replace("${" + URL_ENV + "}", env[URL_ENV])
+    path = out / ".cache/demo-llm" / f"{name}-{role}.yaml"
+    path.write_text(yaml.safe_dump(ep, sort_keys=True), encoding="utf-8")
+    return str(path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from harness.config import load_config
+from harness.run.folder import RunFolder
 from harness.testing.server import TestServer
 from scripts.demo_llm import NOT_GENERAL, SLICES, cut, pick, _jsonl
 from scripts.demo_llm_summary import MODEL, MODEL_NAME
@@ -114,3 +115,8 @@ def test_the_demo_on_the_scripted_endpoint_names_the_model_of_every_number(tmp_p
     roles = {line.split(" | ")[0][2:] for line in r.stdout.split("per role")[1].splitlines() if line.startswith("| ")}
     assert {"rewrite", "grade", "answer"} <= roles, r.stdout
     assert (tmp_path / ".cache/llm-demo/llm_cache.sqlite").is_file()
+    # the steps after the replay reached the endpoint: harness judge reads the recorded config, whose
+    # ${HARNESS_LOCAL_LLM_URL} is not expanded (every judgment failed with a connection error)
+    folder = RunFolder(tmp_path / "runs/demo-llm-t-handbook")
+    for frame in (folder.judgments(), folder.relevance_labels()):
+        assert len(frame) and not frame["status"].str.contains("Connection error").any(), frame["status"].unique()
