@@ -34,6 +34,8 @@ SLICES = {
     "mtrag": ("mtrag-un", {"per_domain": 1}),
     "b2b": ("b2b-shop", {"sessions": 3, "turns": 2}),
 }
+# the eval-set grade of each LLM relevance grade 0-3 where people's grades stop below 2 (harness judge --grade-map)
+GRADE_MAPS = {"mtrag": "0,0,1,1"}
 NOT_GENERAL = (f"Every LLM number here is one small model's ({MODEL_NAME}: 135M parameters, Q4_1, on this "
                "machine's CPU): it shows the harness's path and this model's behaviour, not what LLM rewriting "
                "achieves in general.")
@@ -122,7 +124,9 @@ def run_set(name: str, stamp: str, out: Path, env: dict) -> str | None:
     judge, relevance = (step_endpoint(name, role, out, env) for role in ("judge", "relevance"))
     if _has_answers(out / run):  # Ragas faithfulness on the answers (exit 3: more than half failed, counted)
         harness("judge", run, "--config", judge, env=env, cwd=out)
-    harness("judge", run, "--relevance", "--depth", "1", "--sample", "10", "--config", relevance, env=env, cwd=out)
+    grades = ["--grade-map", GRADE_MAPS[name]] if name in GRADE_MAPS else []
+    harness("judge", run, "--relevance", "--depth", "1", "--sample", "10", *grades, "--config", relevance,
+            env=env, cwd=out)
     return run
 
 

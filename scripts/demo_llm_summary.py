@@ -118,8 +118,8 @@ def arm_table(run: Path) -> str:
     man, m = f.read_manifest(), f.metrics()
     agg = m[(m["kind"] == "aggregate") & (m["segment"] == "all")]
     df = read_traces(run).to_pandas()
-    out = [f"{man.run_id} ({man.eval_set.get('name', '?') if isinstance(man.eval_set, dict) else man.eval_set}; "
-           f"{man.repeats} repeats)", "| arm | model | " + " | ".join(METRICS) + " | fallbacks |",
+    es = man.eval_set.get("name") if isinstance(man.eval_set, dict) else getattr(man.eval_set, "name", "?")
+    out = [f"{man.run_id} ({es}; {man.repeats} repeats; ± the spread of the repeats' means)", "| arm | model | " + " | ".join(METRICS) + " | fallbacks |",
            "|---|---|" + "---|" * (len(METRICS) + 1)]
     for arm in man.arms:
         cells = []
