@@ -97,6 +97,13 @@ smoke-llm: setup
 	HARNESS_LOCAL_LLM_URL=$${HARNESS_LOCAL_LLM_URL:-http://127.0.0.1:$${LLM_PORT:-8088}/v1} \
 	  $(BIN)/python -m pytest -p no:cacheprovider -q tests/llm_smoke
 
+# make demo-llm: after make local-llm, every LLM arm on SmolLM2-135M-Instruct beside the offline arms, on
+# slices of the three sets, twice at temperature 0.7, judged and labelled, then the report
+# (scripts/demo_llm.py); the server at HARNESS_LOCAL_LLM_URL (default LLM_PORT's); none: exit 3
+.PHONY: demo-llm
+demo-llm: setup
+	HARNESS_LOCAL_LLM_URL=$${HARNESS_LOCAL_LLM_URL:-http://127.0.0.1:$${LLM_PORT:-8088}/v1} $(BIN)/python scripts/demo_llm.py
+
 # make bench: replay throughput and warm cache, Ragas's evaluate side by side on the same endpoint, retrieval lanes
 # on Vaswani, metrics at 50,000 turns, make demo with one worker and the default;
 # one after the other, under 10 minutes on 2 cores; figures in bench/results/latest.md (workloads stated there)
