@@ -221,7 +221,8 @@ def _not_compared(base: RunData, cand: RunData, pairs: list) -> list[str]:
     gaps = coverage(base, cand, pairs)
     if gaps:
         out.insert(0, f"not compared: {cand.name} lacks what the baseline {base.name} has for "
-                      f"{describe_gaps(gaps, cand.name)}")
+                      f"{describe_gaps(gaps, cand.name)} (the gate refuses this candidate unless the policy says "
+                      "`coverage: subset`)")
     return out
 
 
