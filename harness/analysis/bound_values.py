@@ -1,5 +1,5 @@
 """What a floor or budget cannot judge among the candidate's values, said before any statistic:
-turns the baseline's arm measured that the candidate's holds no value for and no reason for
+turns the baseline's arm measured, and the candidate's holds, with no value and no reason for it
 (a metric the candidate stopped measuring fails, never n/a: what is not measured cannot pass),
 and values that are not finite (an infinite latency is named as such, never a `p95 nan`).
 Turns left unmeasured with a recorded reason (declined, an error) are harness.analysis.evidence's
@@ -36,7 +36,9 @@ def missing_values(base: RunData, cand: RunData, pair: Pair, metric: str, segmen
     on which the candidate's arm has no value and no reason recorded for it."""
     keys = segment_keys(base.labels, segment)
     b = _rows(base, pair.baseline.arm_id, metric, keys)
-    measured = _turns(b[b["value"].notna().to_numpy(bool)])
+    f = cand.evidence.finals
+    held = _turns(f[f["arm_id"] == pair.candidate.arm_id])  # coverage: subset compares only what both hold
+    measured = _turns(b[b["value"].notna().to_numpy(bool)]) & held
     if not measured:
         return None, None
     c = _rows(cand, pair.candidate.arm_id, metric, keys)

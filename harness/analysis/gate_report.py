@@ -48,7 +48,8 @@ def to_markdown(v: dict) -> str:
     if v.get("not_compared"):  # coverage: subset: what was not compared leads
         head += f" on a subset: not compared (coverage: subset): {v['not_compared']}"
     lines = [head, "", f"baseline `{v['baseline']}` → candidate `{v['candidate']}`"
-             + (f", compared on the baseline's {v['scope']}" if v.get("scope") else ""), ""]
+             + (f", compared on the {'' if v.get('not_compared') else 'baseline' + chr(39) + 's '}{v['scope']}"
+                if v.get("scope") else ""), ""]
     lines += [f"- ℹ️ {n}" for n in v.get("evidence", [])] + ([""] if v.get("evidence") else [])
     lines.append(f"Compared {len(v['pairs'])} arm(s) by label:")
     for p in v["pairs"]:

@@ -7,6 +7,7 @@ in the other run, if there is one. Named pairs (`--pair`, a policy's `pairs:`) c
 take labels or ids. Whatever stays unpaired is named: callers refuse (gate) or warn (compare)."""
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 
 from harness.errors import BadInput
@@ -50,7 +51,25 @@ class Pairing:
         if self.only_candidate:
             parts.append(f"{len(self.only_candidate)} candidate label(s) without a partner in {base_name}: "
                          + ", ".join(self.only_candidate))
-        return "; ".join(parts)
+        hints = [h for c in self.only_candidate if (h := partner_hint(c, self.only_baseline))]
+        return "; ".join(parts + hints)
+
+
+def _char(c: str) -> str:
+    return f"{c!r} U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}"
+
+
+def partner_hint(cand: str, base_labels: list[str]) -> str | None:
+    """For a candidate label without a partner: the baseline label it looks the same as but is not
+    (characters that differ by code point, e.g. a Cyrillic е for a Latin e, named), else the
+    nearest baseline label; None when none is near."""
+    for b in base_labels:
+        diff = [(i, x, y) for i, (x, y) in enumerate(zip(cand, b)) if x != y]
+        if len(b) == len(cand) and diff and all(not (x.isascii() and y.isascii()) for _, x, y in diff):
+            said = "; ".join(f"character {i + 1} is {_char(x)} here, {_char(y)} in the baseline" for i, x, y in diff)
+            return f"hint: {cand!r} looks like the baseline's {b!r} but is another label ({said})"
+    near = did_you_mean(cand, base_labels)
+    return f"hint: for {cand!r}{near.removeprefix(';')}" if near else None
 
 
 def find_arm(arms: list[ArmInfo], name: str, run: str) -> ArmInfo:
