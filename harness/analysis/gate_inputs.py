@@ -170,7 +170,7 @@ def scope(base: RunData, subset_of: RunData | None = None) -> str:
     holds too, said to be a subset and counted against the baseline's."""
     f = base.evidence.finals
     lab = base.labels
-    whole = f.drop_duplicates(["session_id", "turn_index"])
+    whole = lab.drop_duplicates(["session_id", "turn_index"])  # a subset is counted against the labelled turns
     if subset_of is not None:
         held = subset_of.evidence.finals[["repeat", "session_id", "turn_index"]].drop_duplicates()
         f = f.merge(held, on=["repeat", "session_id", "turn_index"])
