@@ -1,6 +1,8 @@
-"""Where a key path sits in YAML text, for error messages that name file and line, and the
-suggestion for a name a user mistyped. Light to import: the gate and the config loader both use
-it."""
+"""Where a key path sits in YAML text, for error messages that name file and line, the
+suggestion for a name a user mistyped, and the one reader of every YAML file of ours (configs,
+policies, scripts, eval-set info, prices): a key written twice in one mapping is an error naming
+file and line, never the later value silently kept. Light to import: the gate and the config
+loader both use it."""
 from __future__ import annotations
 
 import difflib
@@ -35,9 +37,51 @@ def line_of(text: str, loc: tuple) -> int | None:
     return line
 
 
+class WrittenTwice(yaml.YAMLError):
+    """A key written twice in one mapping (YAML itself would keep the later value)."""
+
+    def __init__(self, key, line: int, first: int):
+        super().__init__(key, line, first)
+        self.key, self.line, self.first = key, line, first
+
+    def __str__(self) -> str:
+        return f"{self.key}: written twice (first on line {self.first}); write each key once"
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a mapping key written twice (merge keys `<<` aside)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in seen:
+                    raise WrittenTwice(key, key_node.start_mark.line + 1, seen[key])
+                seen[key] = key_node.start_mark.line + 1
+            except TypeError:  # an unhashable key: the constructor below names it
+                continue
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str):
+    """YAML text parsed safely, a key written twice refused (WrittenTwice, a yaml.YAMLError)."""
+    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506  (a SafeLoader subclass)
+
+
+def yaml_problem(e: yaml.YAMLError) -> tuple[int | None, str]:
+    """(line, message) of a YAML error: `key: written twice …` or `invalid YAML: …`."""
+    if isinstance(e, WrittenTwice):
+        return e.line, str(e)
+    mark = getattr(e, "problem_mark", None)
+    return (mark.line + 1 if mark else None), f"invalid YAML: {getattr(e, 'problem', None) or e}"
+
+
 def read_yaml(path, error: type[Exception]) -> tuple[object, str]:
-    """A YAML file's parsed content and its text. Unreadable, not UTF-8 or not YAML: `error`
-    naming the file (and the line of a YAML error)."""
+    """A YAML file's parsed content and its text. Unreadable, not UTF-8, not YAML or a key written
+    twice: `error` naming the file and the line (`file:line: key: written twice …`)."""
     from pathlib import Path
 
     try:
@@ -45,10 +89,10 @@ def read_yaml(path, error: type[Exception]) -> tuple[object, str]:
     except (OSError, UnicodeDecodeError) as e:
         raise error(f"{path}: cannot read: {e}") from None
     try:
-        return yaml.safe_load(text), text
+        return load_yaml(text), text
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise error(f"{path}:{mark.line + 1 if mark else '?'}: invalid YAML: {getattr(e, 'problem', e)}") from None
+        line, msg = yaml_problem(e)
+        raise error(f"{path}:{line or '?'}: {msg}") from None
 
 
 def located(path, text: str | None, problems) -> str:

@@ -8,7 +8,7 @@
 #   BASE=<commit> MODE=replay|readwrite bash scripts/eval_gate.sh
 #
 # Environment: BASE (the baseline commit), MODE (the LLM cache mode of both runs), CONFIG and
-# POLICY (paths in the repository), HARNESS (the harness command), PYTHON (a Python with PyYAML, to
+# POLICY (paths in the repository), HARNESS (the harness command), PYTHON (the Python of the harness, to
 # read the configs' eval_set; default: the one beside HARNESS), BASE_DIR (where the base commit is
 # checked out, a worktree of its own), CAP (an optional --max-cost-usd), OPENAI_API_KEY,
 # GITHUB_STEP_SUMMARY.
@@ -55,10 +55,20 @@ if ! git diff --quiet "$BASE" HEAD -- "$POLICY"; then
   say '```'
 fi
 
-eval_set_of() {  # CONFIG: the folder its eval_set names, as written (relative to the repository)
-  "$PYTHON" -c 'import sys, yaml; v = (yaml.safe_load(open(sys.argv[1])) or {}).get("eval_set"); print(v or "")' "$1"
+eval_set_of() {  # CONFIG: the folder its eval_set names, as written; the harness's YAML reader (a key twice: an error)
+  "$PYTHON" -c 'import sys
+from harness.yamlpos import read_yaml
+try:
+    raw = read_yaml(sys.argv[1], ValueError)[0]
+except ValueError as e:
+    sys.exit(str(e))
+print((raw.get("eval_set") if isinstance(raw, dict) else None) or "")' "$1"
 }
-EVAL_SET=$(eval_set_of "$BASE_DIR/$CONFIG") || exit 2
+YAML_ERR=$(mktemp)
+if ! EVAL_SET=$(eval_set_of "$BASE_DIR/$CONFIG" 2>"$YAML_ERR"); then
+  say "## Gate: bad input: $(cat "$YAML_ERR")"
+  exit 2
+fi
 EVAL_SET=${EVAL_SET#./}
 EVAL_SET=${EVAL_SET%/}
 if [ -z "$EVAL_SET" ]; then

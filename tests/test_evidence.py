@@ -100,7 +100,7 @@ def test_a_shard_candidate_is_refused_or_gated_as_a_named_subset(tmp_path):
     assert r.exit_code == 2, r.output
     out = " ".join(r.output.split())
     assert "does not cover" in out and "sessions" in out and "coverage: subset" in out
-    subset = policy_file(tmp_path, POLICY.read_text() + "coverage: subset\n")
+    subset = policy_file(tmp_path, POLICY.read_text().replace("coverage: full", "coverage: subset"))
     r = gate(tmp_path / "g", BASELINE, cand, subset)
     assert r.exit_code == 0, r.output
     first = (tmp_path / "g/gate.md").read_text().splitlines()[0]

@@ -148,7 +148,7 @@ def test_a_shard_baseline_is_refused_or_named_on_the_first_line(tmp_path):
     r = gate(tmp_path / "g", base, cand)
     assert r.exit_code == 2 and "is shard 0/2" in out(r) and "harness merge" in out(r), r.output
     p = tmp_path / "subset.yaml"
-    p.write_text(POLICY.read_text() + "coverage: subset\n")
+    p.write_text(POLICY.read_text().replace("coverage: full", "coverage: subset"))
     r = gate(tmp_path / "g", base, cand, p)
     assert r.exit_code == 0, r.output
     first = (tmp_path / "g/gate.md").read_text().splitlines()[0]

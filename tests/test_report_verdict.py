@@ -208,8 +208,8 @@ def test_sessions_where_the_candidate_regressed_are_shown_turn_by_turn_past_dril
 def test_policy_adds_the_gates_verdict_and_bad_input_exits_2(reported, tmp_path):
     cand, _, _ = reported
     policy = tmp_path / "policy.yaml"
-    policy.write_text("unpaired: warn\nrules:\n  - {metric: latency_total_ms, segment: all, arm: '*', max_drop: 100, "
-                      "alpha: 0.05, test: regression}\n", encoding="utf-8")
+    policy.write_text("unpaired: warn\nbudgets:\n  - {metric: latency_total_ms, stat: p95, arm: '*', max: 0.001}\n",
+                      encoding="utf-8")  # an operational metric takes an absolute budget, never a rule
     r = invoke("report", "--baseline", ROOT / BASELINE, cand, "--policy", policy, "-m", "recall@5",
                "-o", tmp_path / "gated.html")
     assert r.exit_code == 0 and "gate: regression" in r.output, r.output

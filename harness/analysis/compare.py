@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import BadInput
-from harness.analysis.evidence import (EvidenceError, Incomplete, check_run, eval_set_files_differ, label_differences,
-                                       lost_turns)
+from harness.analysis.evidence import (EvidenceError, Incomplete, check_run, coverage_notes, eval_set_files_differ,
+                                       label_differences, lost_turns)
 from harness.run.folder import RunData
 from harness.metrics.registry import Metric, UnknownMetric, is_coverage, on_request, resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
@@ -217,6 +217,8 @@ def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arm
     runs = [_load(p, allow_partial) for p in paths]
     c = compare_data(runs, metrics, segments, arms, pairs, allow_different_evalsets, n_resamples, seed)
     c.notes = [n for r in runs for n in r.evidence.notes(r.name)] + c.notes
+    c.notes = [n for cand in runs[1:] for n in coverage_notes(runs[0], cand, _pairing(runs[0], cand, pairs).pairs)] \
+        + c.notes  # a shard, or sessions the candidate lacks: said first
     return c
 
 

@@ -221,8 +221,14 @@ class Gap:
     n_sessions: int  # the baseline arm's sessions
     splits: dict[str, tuple[int, int]]  # split -> (sessions missing, sessions in the baseline)
     repeats: list[int]  # baseline repeats the candidate lacks entirely
+    n_repeats: int = 1  # the baseline arm's repeats
+    only_repeats: bool = False  # every missing turn is in a repeat the candidate lacks entirely
 
     def describe(self) -> str:
+        if self.only_repeats:  # the sessions are all there: the runs differ in repeats, not in sessions
+            return (f"repeats differ: the baseline has {self.n_repeats} repeat(s), the candidate "
+                    f"{self.n_repeats - len(self.repeats)}; it lacks repeat(s) {', '.join(map(str, self.repeats))} "
+                    f"({self.turns} turns), and holds every session and turn of the repeats it has")
         parts = [f"{len(self.sessions)} of {self.n_sessions} sessions ({self.turns} turns)"]
         parts += [f"split {s}: {m} of {n} sessions" + (" (the whole split)" if m == n else "")
                   for s, (m, n) in sorted(self.splits.items())]
@@ -253,7 +259,8 @@ def coverage(base: RunData, cand: RunData, pairs: list) -> list[Gap]:
             inside = [x for x in all_sessions if split_of.get(x) == s]
             per_split[s] = (sum(1 for x in sessions if split_of.get(x) == s), len(inside))
         repeats = sorted(set(b["repeat"]) - set(c["repeat"]))
-        gaps.append(Gap(p.label, len(miss), sessions, len(all_sessions), per_split, [int(r) for r in repeats]))
+        gaps.append(Gap(p.label, len(miss), sessions, len(all_sessions), per_split, [int(r) for r in repeats],
+                        b["repeat"].nunique(), bool(repeats) and bool(miss["repeat"].isin(repeats).all())))
     return gaps
 
 
@@ -263,3 +270,21 @@ def describe_gaps(gaps: list[Gap], cand: str) -> str:
     for g in gaps:
         by.setdefault(g.describe(), []).append(g.label)
     return "; ".join(f"{', '.join(labels)}: {what}" for what, labels in by.items())
+
+
+def coverage_notes(base: RunData, cand: RunData, pairs: list) -> list[str]:
+    """What comparing these runs does not cover, in words: a run that is a shard, and the baseline
+    turns the candidate lacks (the gate refuses both unless the policy says `coverage: subset`)."""
+    out = []
+    for run, role in ((base, "baseline"), (cand, "candidate")):
+        sh = run.manifest.shard
+        if sh:
+            out.append(f"not compared: the {role} {run.name} is shard {sh.index}/{sh.of} of its run "
+                       f"({run.evidence.finals['session_id'].nunique()} of {run.labels['session_id'].nunique()} "
+                       "sessions); merge its shards (`harness merge`) to compare the whole eval set")
+    gaps = coverage(base, cand, pairs)
+    if gaps:
+        out.append(f"not compared: {cand.name} lacks what the baseline {base.name} has for "
+                   f"{describe_gaps(gaps, cand.name)} (the gate refuses this candidate unless the policy says "
+                   "`coverage: subset`)")
+    return out

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis.bound_values import missing_values, not_finite
 from harness.analysis.compare import CompareError, RunData, Split, compare_pair
 from harness.analysis.evidence import lost_turns
 from harness.analysis.gate_inputs import SECTIONS, applies, infrastructure, prepare
@@ -137,6 +138,10 @@ def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunDa
     need = policy.min_sessions
     turns = _candidate_values(cand, pair.candidate.arm_id, m.name, seg)
     out = {"kind": kind, "name": name, "label": pair.label, "metric": m.name, "segment": seg, "direction": m.direction}
+    gone, beside = missing_values(base, cand, pair, m.name, seg, policy.limits.max_lost_rate)
+    gone = gone or not_finite(turns.dropna(), m.name)  # a metric no longer measured, an infinite value: failed
+    if gone:
+        return {**out, "status": "fail", "ok": False, "detail": gone}
     if turns.empty:  # no labelled turn of this eval set has what the metric measures (identifiers, ...)
         return _na(kind, name, pair, m, seg, f"n/a: no turn of this eval set measures {m.name} in segment {seg}")
     if kind == "budget" and m.name == "cost_usd" and turns.isna().any():
@@ -150,7 +155,8 @@ def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunDa
     ok = (lo is None or v >= lo) and (hi is None or v <= hi)
     bounds = f"min {lo}, max {hi}" if kind == "floor" else f"max {hi}"
     out = {**out, "status": "pass" if ok else "fail", "ok": bool(ok), "value": v,
-           "detail": f"{stat} {v:.4f} ({bounds}) over {len(vals)} turns, {n_s} sessions"}
+           "detail": f"{stat} {v:.4f} ({bounds}) over {len(vals)} turns, {n_s} sessions"
+                     + (f"; {beside}" if beside else "")}
     return _lost(out, base, cand, pair, policy, split) if m.applies_to(pair.baseline.capabilities) else out
 
 

@@ -163,22 +163,29 @@ def _coverage(base: RunData, cand: RunData, pairs: list[Pair], policy: Policy) -
     return "; ".join(out) or None
 
 
-def scope(base: RunData) -> str:
+def scope(base: RunData, subset_of: RunData | None = None) -> str:
     """What the verdict covers, in words: sessions, turns (and how many of them have a relevant
     document in their qrels, when not all: ranking metrics compare only those), splits and
-    repeats of the baseline."""
+    repeats of the baseline; with `subset_of` (coverage: subset) only the baseline's turns that run
+    holds too, said to be a subset and counted against the baseline's."""
     f = base.evidence.finals
     lab = base.labels
+    whole = lab.drop_duplicates(["session_id", "turn_index"])  # a subset is counted against the labelled turns
+    if subset_of is not None:
+        held = subset_of.evidence.finals[["repeat", "session_id", "turn_index"]].drop_duplicates()
+        f = f.merge(held, on=["repeat", "session_id", "turn_index"])
     splits = sorted(set(lab.loc[lab["session_id"].isin(set(f["session_id"])), "split"])) if "split" in lab else []
     turns = f.drop_duplicates(["session_id", "turn_index"])
     relevant = lab["qrels"].map(lambda q: any(g >= 1 for g in json.loads(q).values())) if "qrels" in lab else True
     judged = lab.loc[lab.get("qrels_measured", True) & relevant, ["session_id", "turn_index"]].astype(
         {"turn_index": "int64"})
     n_judged = len(turns[["session_id", "turn_index"]].astype({"turn_index": "int64"}).merge(judged))
-    return (f"{f['session_id'].nunique()} sessions, {len(turns)} turns"
-            + (f" ({n_judged} with a relevant document in their qrels)" if n_judged < len(turns) else "")
+    counted = (f"{f['session_id'].nunique()} sessions, {len(turns)} turns" if subset_of is None else
+               f"subset: {f['session_id'].nunique()} of {whole['session_id'].nunique()} sessions, {len(turns)} of "
+               f"{len(whole)} turns")
+    return (counted + (f" ({n_judged} with a relevant document in their qrels)" if n_judged < len(turns) else "")
             + (f", split(s) {', '.join(map(str, splits))}" if splits else "")
-            + f", {base.manifest.repeats} repeat(s)")
+            + f", {base.manifest.repeats if subset_of is None else f['repeat'].nunique()} repeat(s)")
 
 
 def prepare(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[str] | None = None) -> dict:
@@ -199,4 +206,5 @@ def prepare(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[str
     evidence = [n for r in (base, cand) for n in r.evidence.notes(r.name)] + \
         [f"failed turns: {x}" for x in failed_turns([base, cand])]
     return {"base": base, "cand": cand, "pairs": pairs, "warnings": warnings, "chosen": chosen,
-            "not_compared": not_compared, "evidence": evidence, "scope": scope(base)}
+            "not_compared": not_compared, "evidence": evidence,
+            "scope": scope(base, cand if not_compared else None)}

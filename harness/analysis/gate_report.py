@@ -47,8 +47,9 @@ def to_markdown(v: dict) -> str:
     head = f"## Gate: {ICON[v['verdict']]}"
     if v.get("not_compared"):  # coverage: subset: what was not compared leads
         head += f" on a subset: not compared (coverage: subset): {v['not_compared']}"
+    on = "the " if v.get("not_compared") else "the baseline's "  # a subset's scope says `subset: N of M …`
     lines = [head, "", f"baseline `{v['baseline']}` → candidate `{v['candidate']}`"
-             + (f", compared on the baseline's {v['scope']}" if v.get("scope") else ""), ""]
+             + (f", compared on {on}{v['scope']}" if v.get("scope") else ""), ""]
     lines += [f"- ℹ️ {n}" for n in v.get("evidence", [])] + ([""] if v.get("evidence") else [])
     lines.append(f"Compared {len(v['pairs'])} arm(s) by label:")
     for p in v["pairs"]:

@@ -55,22 +55,25 @@ class Pairing:
         if self.only_candidate:
             parts.append(f"{len(self.only_candidate)} candidate label(s) without a partner in {base_name}: "
                          + ", ".join(self.only_candidate))
-        parts += [x for b in self.only_baseline for c in self.only_candidate if (x := look_alike(b, c))]
-        return "; ".join(parts)
+        hints = [h for c in self.only_candidate if (h := partner_hint(c, self.only_baseline))]
+        return "; ".join(parts + hints)
 
 
-def _char(ch: str) -> str:
-    return f"{ch!r} U+{ord(ch):04X} {unicodedata.name(ch, '?')}"
+def _char(c: str) -> str:
+    return f"{c!r} U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}"
 
 
-def look_alike(b: str, c: str) -> str | None:
-    """Two labels that differ in a character or two of one length (a Cyrillic е for a Latin e), in
-    words naming the code points; None otherwise."""
-    diff = [(x, y) for x, y in zip(b, c) if x != y] if len(b) == len(c) else []
-    if not diff or len(diff) > 2 or len(b) < 3:
-        return None
-    return (f"baseline {b!r} and candidate {c!r} look alike but differ: "
-            + ", ".join(f"{_char(x)} vs {_char(y)}" for x, y in diff) + " (rename one, or pair them with --pair)")
+def partner_hint(cand: str, base_labels: list[str]) -> str | None:
+    """For a candidate label without a partner: the baseline label it looks the same as but is not
+    (characters that differ by code point, e.g. a Cyrillic е for a Latin e, named), else the
+    nearest baseline label; None when none is near."""
+    for b in base_labels:
+        diff = [(i, x, y) for i, (x, y) in enumerate(zip(cand, b)) if x != y]
+        if len(b) == len(cand) and diff and all(not (x.isascii() and y.isascii()) for _, x, y in diff):
+            said = "; ".join(f"character {i + 1} is {_char(x)} here, {_char(y)} in the baseline" for i, x, y in diff)
+            return f"hint: {cand!r} looks like the baseline's {b!r} but is another label ({said})"
+    near = did_you_mean(cand, base_labels)
+    return f"hint: for {cand!r}{near.removeprefix(';')}" if near else None
 
 
 def _a(kind: str) -> str:

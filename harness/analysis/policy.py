@@ -99,6 +99,13 @@ class GateUsageError(BadInput):
     """Bad input (exit 2)."""
 
 
+def operational_rule(name: str) -> str:
+    """Why a relative rule on an operational metric is refused: it would count noise as a change."""
+    return (f"{name} is an operational metric: operational metrics take absolute budgets (`budgets: - {{metric: "
+            f"{name}, stat: p95, max: N}}`), never a relative rule (timings, spend and calls depend on the machine, "
+            "its load and the day, so a difference between two runs is not a quality regression)")
+
+
 def _semantic_problems(pol: Policy) -> list[tuple[tuple, str]]:
     """(field path, message) for names and values the schema alone cannot check."""
     out: list[tuple[tuple, str]] = []
@@ -115,6 +122,9 @@ def _semantic_problems(pol: Policy) -> list[tuple[tuple, str]]:
                     parse_segment(seg)
                 except SegmentError as e:
                     out.append(((kind, i, "segment"), str(e)))
+            if kind == "rules" and m.operational:
+                out.append(((kind, i, "metric"), operational_rule(m.name)))
+                continue
             if kind == "rules" and m.direction == "none" and item.direction is None:
                 out.append(((kind, i, "direction"), f"{m.name} has no good direction of its own (it depends on the "
                             "segment): state `direction: higher` or `direction: lower`"))

@@ -24,7 +24,7 @@ from harness.metrics.aggregate import turn_values
 from harness.metrics.registry import coverage as pool_coverage, headline, judged, resolve
 from harness.metrics.segments import TURN_SEGMENTS, segment_keys
 from harness.run.folder import RunData, RunFolder
-from harness.analysis.evidence import EvidenceError, check_run, coverage, describe_gaps
+from harness.analysis.evidence import EvidenceError, check_run, coverage_notes
 
 # shown apart, never counted as regressions: timings and spend depend on the machine, its load and
 # the day (the manifests record where each run was timed); a policy's budgets judge them
@@ -217,12 +217,7 @@ def _plain(v):
 
 def _not_compared(base: RunData, cand: RunData, pairs: list) -> list[str]:
     """What the block cannot vouch for: partial or rescored runs, baseline turns the candidate lacks."""
-    out = [n for r in (base, cand) for n in r.evidence.notes(r.name)]
-    gaps = coverage(base, cand, pairs)
-    if gaps:
-        out.insert(0, f"not compared: {cand.name} lacks what the baseline {base.name} has for "
-                      f"{describe_gaps(gaps, cand.name)}")
-    return out
+    return coverage_notes(base, cand, pairs) + [n for r in (base, cand) for n in r.evidence.notes(r.name)]
 
 
 def block(base: RunData, cand: RunData, policy: Policy | None, extra_metrics: list[str], arms: list[str] | None,

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from harness.evalset.folder import CORPUS, INFO, SPLIT_FILES
 from harness.errors import BadInput
 from harness.evalset.model import Document, EvalSetInfo, Session
+from harness.yamlpos import WrittenTwice, load_yaml
 
 MAX_DEPTH = 64  # JSON/YAML nesting accepted in an eval set (deeper input would exhaust the stack later)
 
@@ -132,10 +133,14 @@ def _load_info(root: Path, contents: dict, problems: list[Problem]) -> EvalSetIn
         return None
     data = contents[INFO] = info_path.read_bytes()
     try:
-        raw = yaml.safe_load(data.decode("utf-8"))
+        raw = load_yaml(data.decode("utf-8"))
     except UnicodeDecodeError as e:
         problems.append(Problem(INFO, data[: e.start].count(b"\n") + 1, "(line)",
                                 f"not valid UTF-8 at byte {e.start}"))
+        return None
+    except WrittenTwice as e:
+        problems.append(Problem(INFO, e.line, str(e.key), f"written twice (first on line {e.first}); write each key "
+                                "once"))
         return None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)

@@ -16,13 +16,13 @@ from collections import defaultdict
 from pathlib import Path
 
 import typer
-import yaml
 
 from harness.evalset.folder import EMBEDDINGS, INFO
 from harness.errors import BadInput
 from harness.evalset.load import load_eval_set
 from harness.importers.common import write_eval_set
 from harness.importers.registry import importer
+from harness.yamlpos import read_yaml
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,4})?\b")
@@ -86,7 +86,7 @@ def import_log(log_path: Path, corpus_from: Path, out: Path, name: str) -> Path:
             t["labels"] = {"qrels": {d: 1 for d in rel}, "qrels_measured": bool(rel), "query_type": "logged"}
             turns.append(t)
         sessions.append({"session_id": f"log-{sid}", "account": evs[0].get("account") or {}, "turns": turns})
-    info = {**yaml.safe_load((Path(corpus_from) / INFO).read_text(encoding="utf-8")),
+    info = {**read_yaml(Path(corpus_from) / INFO, BadInput)[0],
             "name": name, "version": "1", "source": f"production log {Path(log_path).name} (redacted)",
             "written_here": False, "description": f"Logged sessions replayed against the corpus of {base.name}"}
     docs = [d.model_dump() for d in base.docs.values()]

@@ -10,15 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness.errors import BadInput, Infrastructure
+from harness.yamlpos import read_yaml
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.yaml")
 
 
 def load_prices(path: str | Path | None = None) -> dict[str, dict[str, float]]:
-    return yaml.safe_load(Path(path or DEFAULT_PRICES).read_text(encoding="utf-8")) or {}
+    return read_yaml(Path(path or DEFAULT_PRICES), BadInput)[0] or {}
 
 
 def cost_usd(prices: dict, model: str, prompt: int, completion: int, cached: int = 0) -> float | None:

@@ -6,6 +6,8 @@ turn (the relevant documents above the table come first), and a row no arm fills
 verdicts, answers) is left out. Formatting only: every value shown comes from the arms' cells."""
 from __future__ import annotations
 
+ROWS = ("queries", "filters", "verdict", "hits", "answer", "scores")  # the rows of a turn's table
+
 
 def cell_keys(a: dict) -> dict[str, tuple]:
     """What each row of a turn's table shows of an arm, as a key to compare arms by; () where the
@@ -25,7 +27,7 @@ def same_cells(arms: list[dict]) -> dict[str, bool]:
     """Set each arm's `same`: per row, the label of the first arm left of it whose cell is the same,
     or None. Returns which rows any arm fills."""
     first: dict[str, dict] = {}
-    filled: dict[str, bool] = {}
+    filled = dict.fromkeys(ROWS, False)  # every row named, also on a turn no arm has a trace for
     for a in arms:
         if a["missing"]:
             continue

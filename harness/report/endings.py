@@ -48,6 +48,8 @@ def gate_ending(code: int, v: dict | None, meaning: dict[int, str]) -> list:
     head += f" (exit {code}: {meaning.get(code, 'error')})"
     if v is None:
         return [f"{head}: nothing was gated; the error above says why"]
+    if v.get("not_compared"):  # coverage: subset: the last line says so, with what was compared
+        head += f" on a subset ({(v.get('scope') or '').removeprefix('subset: ')})"
     results = v["results"]
     failed = [r for r in results if not r["ok"]]
     out: list = [Wrapped(f"[red]failed:[/red] {escape(r['name'])}: {escape(r['detail'])}", max_lines=3)

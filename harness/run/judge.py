@@ -201,7 +201,7 @@ def judge_endpoint(url: str | None, model: str | None, kind: str = "openai-compa
     from harness.yamlpos import located, read_yaml, validation_problems
 
     if config is not None:
-        raw, text = read_yaml(config, ValueError)
+        raw, text = read_yaml(config, BadInput)  # unreadable, not YAML, a key written twice: exit 2
         where = ("llm", "roles", "judge") if isinstance(raw, dict) and "llm" in raw else ()
         ep = raw or {}
         for k in where:

@@ -17,6 +17,17 @@ def _machine(man: Manifest) -> str:
     return f"{m.host}, {m.cpu_count} CPUs, load {load} at the start ({man.started or '?'})"
 
 
+def _shard(r: ReportRun) -> str | None:
+    """A shard's part of its eval set and what the gate does with it, or None for a whole run."""
+    sh = r.manifest.shard
+    if not sh:
+        return None
+    held = r.data.evidence.finals["session_id"].nunique()
+    return (f"shard {sh.index}/{sh.of} of its run ({held} of {r.labels['session_id'].nunique()} sessions): the gate "
+            "refuses it as a baseline until its shards are merged (`harness merge`), and as a candidate that does not "
+            "cover its baseline unless the policy says `coverage: subset`")
+
+
 def build(runs: list[ReportRun]) -> list[dict]:
     out = []
     for r in runs:
@@ -24,5 +35,6 @@ def build(runs: list[ReportRun]) -> list[dict]:
         fails = failures(r.folder, r.manifest)
         out.append({"key": r.key, "complete": ev.complete, "completeness": ev.completeness.describe(),
                     "rescored": list(ev.rescored), "stale": list(ev.stale), "failures": [f.describe() for f in fails],
-                    "n_failed": sum(f.failed for f in fails), "machine": _machine(r.manifest)})
+                    "n_failed": sum(f.failed for f in fails), "machine": _machine(r.manifest),
+                    "shard": _shard(r)})
     return out
