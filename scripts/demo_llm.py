@@ -121,26 +121,11 @@ def run_set(name: str, stamp: str, out: Path, env: dict) -> str | None:
     if code not in (0, 1) or not (out / run / "manifest.json").is_file():  # 1: failed calls above max_error_rate
         print(f"demo-llm: the {name} run exited {code}", file=sys.stderr)
         return None
-    judge, relevance = (step_endpoint(name, role, out, env) for role in ("judge", "relevance"))
     if _has_answers(out / run):  # Ragas faithfulness on the answers (exit 3: more than half failed, counted)
-        harness("judge", run, "--config", judge, env=env, cwd=out)
+        harness("judge", run, env=env, cwd=out)
     grades = ["--grade-map", GRADE_MAPS[name]] if name in GRADE_MAPS else []
-    harness("judge", run, "--relevance", "--depth", "1", "--sample", "10", *grades, "--config", relevance,
-            env=env, cwd=out)
+    harness("judge", run, "--relevance", "--depth", "1", "--sample", "10", *grades, env=env, cwd=out)
     return run
-
-
-def step_endpoint(name: str, role: str, out: Path, env: dict) -> str:
-    """The config's endpoint of a step after the replay (judge, relevance) as a file for `harness judge
-    --config`, its base_url's ${VARIABLES} expanded: harness judge reads the run config as recorded,
-    where ${HARNESS_LOCAL_LLM_URL} is not expanded."""
-    import yaml
-
-    ep = dict(yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8"))["llm"]["roles"][role])
-    ep["base_url"] = ep["base_url"].replace("${" + URL_ENV + "}", env[URL_ENV])
-    path = out / ".cache/demo-llm" / f"{name}-{role}.yaml"
-    path.write_text(yaml.safe_dump(ep, sort_keys=True), encoding="utf-8")
-    return str(path)
 
 
 def main(argv: list[str] | None = None) -> int:

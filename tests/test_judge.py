@@ -280,5 +280,23 @@ def test_judge_endpoint_options_are_checked(tmp_path):
     with pytest.raises(BadInput, match="no llm.roles.judge in this run config"):
         judge_endpoint(None, None, config=cfg)
     cfg.write_text("kind: [openai\n")
-    with pytest.raises(ValueError, match=f"{cfg}:2: invalid YAML"):
+    with pytest.raises(BadInput, match=f"{cfg}:2: invalid YAML"):  # exit 2, as every file a user writes
         judge_endpoint(None, None, config=cfg)
+
+
+def test_a_judge_endpoint_read_back_from_a_manifest_expands_its_variables(monkeypatch):
+    """demo-llm's configs write `base_url: ${HARNESS_LOCAL_LLM_URL}`; the judge and relevance steps
+    read the endpoint back from the manifest as written, so the client expands it (it called the
+    literal `${…}` before), and an unset variable is bad input, not a connection error."""
+    from harness.llm.client import LLMClient
+    from harness.llm.endpoint import EndpointConfig
+    from harness.run.relevance import relevance_endpoint
+
+    ep = relevance_endpoint({"llm": {"roles": {"judge": {"kind": "openai-compatible", "model": "m",
+                                                          "base_url": "${JUDGE_TEST_URL}/v1"}}}})
+    monkeypatch.setenv("JUDGE_TEST_URL", "http://127.0.0.1:9")
+    assert ep.resolved_base_url() == "http://127.0.0.1:9/v1"
+    assert str(LLMClient(ep, None).sdk.base_url).rstrip("/") == "http://127.0.0.1:9/v1"
+    monkeypatch.delenv("JUDGE_TEST_URL")
+    with pytest.raises(BadInput, match="JUDGE_TEST_URL.*not set"):
+        EndpointConfig(kind="openai-compatible", model="m", base_url="${JUDGE_TEST_URL}/v1").resolved_base_url()

@@ -99,9 +99,10 @@ def test_trec_eval_and_import_run_cli(tmp_path):
     qrels.write_text("s2::1 0 d3 1\n")
     run = tmp_path / "bm25.run"
     run.write_text("s2::1 Q0 d4 1 2.0 x\ns2::1 Q0 d3 2 1.0 x\ns1::1 Q0 d1 1 3.0 x\n")
-    r = CliRunner().invoke(app, ["trec-eval", str(qrels), str(run), "-m", "mrr@10", "-q"])
+    r = CliRunner().invoke(app, ["trec-eval", str(qrels), str(run), "-m", "mrr@10", "-m", "num_q", "-q"])
     assert r.exit_code == 0, r.output
-    assert "mrr@10                \ts2::1\t0.5000" in r.output and "num_q" in r.output
+    # num_q only when asked for, as trec_eval prints it
+    assert "mrr@10                \ts2::1\t0.5000" in r.output and "num_q                 \tall\t1" in r.output
     r = CliRunner().invoke(app, ["import", "run", str(run), "--eval-set", str(es), "--runs-dir", str(tmp_path / "runs"),
                                  "--run-id", "ext"])
     assert r.exit_code == 0, r.output

@@ -37,11 +37,16 @@ class EndpointConfig(BaseModel):
         return {"openai": "OPENAI_API_KEY", "azure": "AZURE_OPENAI_API_KEY"}.get(self.kind)
 
     def resolved_base_url(self) -> str | None:
+        """The URL the client calls, its ${VARIABLES} expanded here for every role and step (a run
+        config, the judge's and relevance's endpoints read back from a manifest)."""
+        url = os.path.expandvars(self.base_url) if self.base_url else None
+        if url and "$" in url:
+            raise BadInput(f"base_url {self.base_url!r}: an environment variable it names is not set")
         if self.kind == "azure":
-            url = self.base_url or os.environ.get("AZURE_OPENAI_BASE_URL")
+            url = url or os.environ.get("AZURE_OPENAI_BASE_URL")
             if not url:
                 raise BadInput("azure endpoint: set AZURE_OPENAI_BASE_URL or base_url (…/openai/v1/)")
             return url
-        if self.kind == "openai-compatible" and not self.base_url:
+        if self.kind == "openai-compatible" and not url:
             raise BadInput("openai-compatible endpoint needs base_url")
-        return self.base_url
+        return url
