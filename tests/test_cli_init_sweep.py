@@ -131,6 +131,7 @@ def test_two_grids_on_one_arm_are_every_combination(project):
     ("arms.orignal.depth=5,50", "'orignal' names no arm of the config; did you mean 'original'?"),
     ("arms.original.dpth=5,50", "arms.0.dpth: Extra inputs are not permitted; did you mean 'depth'?"),
     ("arms.original.lane=bm25,lexical", "arms.0.lane: Input should be 'hybrid', 'dense' or 'bm25'"),
+    ("arms.original.depth=0,50", "arms.0.depth: Input should be greater than or equal to 1"),
     ("arms.original.depth=5", "expected arms.ARM.PARAMETER=V1,V2,…"),
     ("arms.original.depth=5,5", "two or more different values"),
     ("repeats=1,2", "other keys: harness run --set KEY=VALUE"),
