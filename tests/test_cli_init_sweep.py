@@ -154,3 +154,16 @@ def test_set_on_the_shipped_b2b_config_reaches_the_rewrite_arm(monkeypatch):
     plans = parse_config(raw, path, path.read_text()).configured_arms()
     assert [p.spec.get("last_n") for p in plans if p.spec["name"] == "rewrite"] == [2, None]
     assert yaml.safe_load(path.read_text())["arms"][2] == "rewrite"  # the file itself is unchanged
+
+
+def test_init_without_an_eval_set_writes_the_bundled_demo_sets(tmp_path, monkeypatch):
+    from harness.evalset.load import load_eval_set
+
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "configs/demo.yaml"
+    r, _ = _invoke("init", "-o", out)
+    assert r.exit_code == 0, r.output
+    cfg, _ = load_config(out)
+    assert load_eval_set(cfg.eval_set).name == "b2b-shop" and cfg.name == "demo"
+    r, said = _invoke("init", "-o", tmp_path)
+    assert r.exit_code == 2 and "a folder; give the config file to write" in said

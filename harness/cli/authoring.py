@@ -32,14 +32,16 @@ def init(eval_set: Optional[Path] = typer.Option(None, "--eval-set", help="the e
     from harness.run.template import DEMO_EVAL_SET, config_text
 
     path = eval_set if eval_set is not None else Path(DEMO_EVAL_SET)
-    given = "--eval-set" if eval_set is not None else "the bundled demo set (give --eval-set PATH)"
+    given = f"--eval-set {path}" if eval_set is not None else f"{path} (the bundled demo set, without --eval-set)"
     if not path.is_dir():
-        fail(f"{given} {path}: not a folder")
+        fail(f"{given}: not a folder")
     if not is_eval_set(path):
-        fail(f"{given} {path}: not an eval-set folder (it holds neither {INFO} nor {CORPUS}); "
+        fail(f"{given}: not an eval-set folder (it holds neither {INFO} nor {CORPUS}); "
              "harness import writes one from public data or logs")
     if (llm is None) != (model is None):
         fail("--llm URL and --model NAME go together: the endpoint the rewrite role calls and its model")
+    if out.is_dir():
+        fail(f"-o {out}: a folder; give the config file to write (-o {out / 'run.yaml'})")
     if out.exists() and not force:
         fail(f"{out} exists: harness init does not replace a file (--force replaces it)")
     es = load_eval_set(path)  # every problem of the set, exit 2
