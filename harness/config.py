@@ -70,12 +70,6 @@ def _attached_name(v: str | None, info: ValidationInfo, needs: str, without: str
     return v
 
 
-def _llm_default():
-    from harness.roles.base import LLMConfig
-
-    return LLMConfig()
-
-
 class RunConfig(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     eval_set: str
@@ -94,7 +88,7 @@ class RunConfig(Strict):
     # `harness run` exits 1 when an arm's share of failed turns (an error, or an LLM call that failed
     # after its retries) is above this; every failed turn is named per arm either way
     max_error_rate: float = Field(default=0.01, ge=0, le=1)
-    llm: "LLMConfig" = Field(default_factory=_llm_default)  # roles without an endpoint run offline
+    llm: "LLMConfig" = Field(default_factory=lambda: LLMConfig())  # roles without an endpoint run offline
     _source_dir: str | None = PrivateAttr(default=None)  # the config file's folder: prompt files are relative to it
     _eval_set_note: str | None = PrivateAttr(default=None)  # eval_set found the old way only (resolve_eval_set)
     _arms: tuple | None = PrivateAttr(default=None)  # (the arm specs, [ArmPlan]): checked once
@@ -141,21 +135,27 @@ def with_overrides(raw: dict, overrides: dict[str, Any]) -> dict:
     return out
 
 
-def command_line_sets(raw: dict, items: list[str]) -> dict:
+def command_line_sets(raw: dict, items: list[str], grid: bool = False) -> dict:
     """The raw config with each `KEY=VALUE` of `harness run --set` applied: KEY dotted, an arm by its
     `label:` or else its name (`arms.corrective.top_k=5`), VALUE read as YAML (`5`, `[1, 3]`); then
-    checked as the file's keys are (parse_config). Malformed, or an arm it lacks: ConfigError."""
+    checked as the file's keys are (parse_config). `grid` (harness sweep --grid): KEY an arm's parameter,
+    VALUE `V1,V2,…` written as a config's grid (one arm per value, one run). Malformed, no such arm: ConfigError."""
     import yaml
-    out = json.loads(json.dumps(raw))
+    out, option = json.loads(json.dumps(raw)), "--grid" if grid else "--set"
     for item in items:
         key, eq, text = item.partition("=")
         path = key.strip().split(".")
         if not eq or "" in path:
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE with a dotted KEY (arms.corrective.top_k=5)")
+            raise ConfigError(f"{option} {item!r}: expected KEY=VALUE with a dotted KEY (arms.corrective.top_k="
+                              f"{'1,3,5' if grid else '5'})")
         try:
-            value = yaml.safe_load(text)
+            value = yaml.safe_load(f"[{text}]" if grid else text)
         except yaml.YAMLError as e:
-            raise ConfigError(f"--set {item!r}: the value is not YAML: {getattr(e, 'problem', e)}") from None
+            raise ConfigError(f"{option} {item!r}: the value is not YAML: {getattr(e, 'problem', e)}") from None
+        if grid and (path[0] != "arms" or len(path) != 3 or path[2] in ("name", "label", "llm")
+                     or len(value) < 2 or len({json.dumps(v, sort_keys=True) for v in value}) < len(value)):
+            raise ConfigError(f"--grid {item!r}: expected arms.ARM.PARAMETER=V1,V2,… (two or more different values "
+                              "of an arm's parameter: one arm each, one run); other keys: harness run --set KEY=VALUE")
         node = out
         if path[0] == "arms" and len(path) > 2:
             arms = out["arms"] if isinstance(out.get("arms"), list) else []
@@ -163,13 +163,13 @@ def command_line_sets(raw: dict, items: list[str]) -> dict:
             hits = [i for i, n in enumerate(names) if n == path[1]]
             if len(hits) != 1:
                 why = "names no arm of the config" if not hits else f"names {len(hits)} arms: give one a label:"
-                raise ConfigError(f"--set {item!r}: {path[1]!r} {why}{did_you_mean(path[1], names)} "
+                raise ConfigError(f"{option} {item!r}: {path[1]!r} {why}{did_you_mean(path[1], names)} "
                                   f"(its arms: {', '.join(map(str, names))})")
             arms[hits[0]] = arms[hits[0]] if isinstance(arms[hits[0]], dict) else {"name": arms[hits[0]]}
             node, path = arms[hits[0]], path[2:]
         for k in path[:-1]:
             if not isinstance(node.setdefault(k, {}), dict):
-                raise ConfigError(f"--set {item!r}: {k} is a value, not a mapping of settings")
+                raise ConfigError(f"{option} {item!r}: {k} is a value, not a mapping of settings")
             node = node[k]
         node[path[-1]] = value
     return out

@@ -46,6 +46,8 @@ CASES = {
     ("import", "ratings"): lambda t: [[NOWHERE, NOWHERE], [str(garbage_run(t)), str(garbage_file(t, "r.csv", "x"))]],
     ("import", "log"): lambda t: [[NOWHERE, "--corpus-from", NOWHERE, "-o", str(t / "o"), "--name", "x"]],
     ("run",): lambda t: [[NOWHERE], [str(garbage_file(t))], ["--resume", NOWHERE], ["--resume", str(garbage_run(t))]],
+    ("init",): lambda t: [["--eval-set", NOWHERE, "-o", str(t / "c.yaml")], ["--eval-set", str(t), "-o", str(t / "c.yaml")]],
+    ("sweep",): lambda t: [[NOWHERE, "--grid", "arms.x.y=1,2"], [str(garbage_file(t)), "--grid", "arms.x.y=1,2"]],
     ("merge",): lambda t: [[NOWHERE, "-o", str(t / "m")], [str(garbage_run(t)), "-o", str(t / "m")]],
     ("judge",): lambda t: [[NOWHERE], [str(garbage_run(t))]],
     ("metrics",): lambda t: [[NOWHERE], [str(garbage_run(t))]],

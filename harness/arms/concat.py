@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+from pydantic import Field
+
 from harness.arms.base import TurnContext, register
 from harness.arms.original import LaneParams, SingleQueryArm
 
 
 class ConcatParams(LaneParams):
-    max_turns: int = 0  # 0: every user turn so far
+    max_turns: int = Field(default=0, ge=0)  # 0: every user turn so far
 
 
 @register("concat")

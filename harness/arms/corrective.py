@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from pydantic import Field
+
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
 from harness.arms.pipeline import answer_stage, search_async
 from harness.arms.common import llm_stats
@@ -32,8 +34,8 @@ from harness.workers import off_loop
 
 
 class CorrectiveParams(Params):
-    top_k: int = 3
-    max_rounds: int = 3
+    top_k: int = Field(default=3, ge=1)
+    max_rounds: int = Field(default=3, ge=1)
     start: Literal["original", "rewrite"] = "original"
     method: Method = "hqe"  # the offline rewrite of `start: rewrite` (docs/roles.md)
     route: Literal["none", "simple_first"] = "none"
@@ -41,8 +43,8 @@ class CorrectiveParams(Params):
     support: Literal["sentence", "doc"] = "sentence"  # evidence units: a hit's sentences, or its chunks
     z_min: float = Z_MIN  # offline grader: support needed (chosen on the main split: scripts/calibrate_grader.py)
     lane: Literal["hybrid", "dense", "bm25"] = "hybrid"
-    depth: int = 50
-    last_n: int = 4
+    depth: int = Field(default=50, ge=1)
+    last_n: int = Field(default=4, ge=1)
     retry_query: Literal["grader", "rewriter"] = "grader"  # who writes the next round's query
     LATE: ClassVar[frozenset[str]] = frozenset({"retry_query"})
 

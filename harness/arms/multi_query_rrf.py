@@ -3,12 +3,14 @@
 de-duplicated by document, pool capped."""
 from __future__ import annotations
 
+from pydantic import Field
+
 from harness.arms.base import register
 from harness.arms.rewrite import RewriteFamily, RewriteParams
 
 
 class MultiQueryParams(RewriteParams):
-    n: int = 3
+    n: int = Field(default=3, ge=1)
 
 
 def with_variants(out, n: int) -> list[str]:

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
 from harness.arms.common import llm_stats
 from harness.arms.pipeline import answer_stage, search_async
@@ -9,7 +11,7 @@ from harness.arms.pipeline import answer_stage, search_async
 
 class LaneParams(Params):
     lane: Literal["hybrid", "dense", "bm25"] = "hybrid"
-    depth: int = 100
+    depth: int = Field(default=100, ge=1)
     id_lane: bool = True  # the exact identifier lane, as the rewrite arms have it: arms differ in their query, not their lanes
     answer: bool = False  # the answer role on the top hits, so answer metrics compare across all arms
 

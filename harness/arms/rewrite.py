@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from pydantic import Field
+
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
 from harness.arms.pipeline import answer_stage, rerank_stage, search_async
 from harness.guards.filters import validate_filters
@@ -30,15 +32,15 @@ from harness.roles.state import CompactState
 class RewriteParams(Params):
     method: Method = "hqe"  # the offline rewrite (docs/roles.md); an LLM rewrite ignores it
     lane: Literal["hybrid", "dense", "bm25"] = "hybrid"
-    depth: int = 100
-    last_n: int = 4  # turns of history in the compact state
+    depth: int = Field(default=100, ge=1)
+    last_n: int = Field(default=4, ge=1)  # turns of history in the compact state
     decide: bool = False  # rewrite only when the decide role says the turn needs it
-    budget_ms: int = 0  # rewrite time budget; 0 = none
+    budget_ms: int = Field(default=0, ge=0)  # rewrite time budget; 0 = none
     id_lane: bool = True
     rerank: bool = False
     answer: bool = False
-    pool: int = 100  # cap of the fused candidate pool
-    rrf_k: int = 60
+    pool: int = Field(default=100, ge=1)  # cap of the fused candidate pool
+    rrf_k: int = Field(default=60, ge=0)
 
 
 RETRY = ("The queries tried so far did not find what answers the question (grader: {reason}). Write a different "

@@ -2,14 +2,16 @@
 variants fused (as `multi_query_rrf`) when the rewrite's confidence is below the threshold."""
 from __future__ import annotations
 
+from pydantic import Field
+
 from harness.arms.base import register
 from harness.arms.multi_query_rrf import with_variants
 from harness.arms.rewrite import RewriteFamily, RewriteParams
 
 
 class AdaptiveParams(RewriteParams):
-    threshold: float = 0.6
-    n: int = 3
+    threshold: float = Field(default=0.6, ge=0, le=1)
+    n: int = Field(default=3, ge=1)
 
 
 @register("rewrite_adaptive")

@@ -10,6 +10,7 @@ import json
 from typing import Literal
 
 import numpy as np
+from pydantic import Field
 
 from harness.arms.base import register
 from harness.arms.pipeline import query_vectors
@@ -20,7 +21,7 @@ from harness.workers import off_loop
 
 
 class HydeParams(RewriteParams):
-    hyde_weight: float = 0.7
+    hyde_weight: float = Field(default=0.7, ge=0, le=1)
     hyde_scope: Literal["vague", "all"] = "vague"
 
 

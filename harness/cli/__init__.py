@@ -1,4 +1,4 @@
-"""The `harness` command. Thin: parse, call, print; one module per stage (evalsets, run,
+"""The `harness` command. Thin: parse, call, print; one module per stage (evalsets, run, authoring,
 analysis). Modules raise harness.errors.HarnessError (bad input, infrastructure); one handler here,
 around every command, prints its message and exits with its code (2, 3), never a traceback."""
 from __future__ import annotations
@@ -94,7 +94,7 @@ def fail(msg: str, code: int = 2):
     raise typer.Exit(code)
 
 
-from harness.cli import evalsets, run, analysis  # noqa: E402,F401  (register the commands)
+from harness.cli import evalsets, run, authoring, analysis  # noqa: E402,F401  (register the commands)
 
 
 def main():

@@ -36,6 +36,14 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
                                        "recorded in the manifest's config: dotted keys, arms by label or name "
                                        "(arms.corrective.top_k=5, repeats=2, index.max_chars=1500)")):
     """Replay every (arm, session, labelled turn) of a config; write a run folder under runs/."""
+    replay_command(config, resume, run_id, quiet or not progress, repeats, shard, workers, metrics, llm_cache,
+                   max_cost_usd, eval_set, list(sets))
+
+
+def replay_command(config: Path | None, resume: Path | None, run_id: str | None, quiet: bool, repeats: int | None,
+                   shard: str | None, workers: int | None, metrics: bool, llm_cache: str | None,
+                   max_cost_usd: float | None, eval_set: Path | None, sets: list[str], grids: list[str] = ()):
+    """`harness run` (and `harness sweep`, with its `grids`): the replay, its scores, its last line and exit."""
     from harness.evalset.load import load_eval_set
     from harness.llm.ledger import BudgetExceeded
     from harness.run.manifest import read_manifest
@@ -43,7 +51,7 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
     from harness.run.replay import new_run_id
     from harness.run.shard import parse_shard
 
-    cfg, raw, run_dir = _config(config, resume, run_id, repeats, llm_cache, max_cost_usd, eval_set, list(sets))
+    cfg, raw, run_dir = _config(config, resume, run_id, repeats, llm_cache, max_cost_usd, eval_set, sets, list(grids))
     sh = parse_shard(shard) if shard else None
     if resume and not sh:
         sh_m = read_manifest(resume).shard
@@ -51,7 +59,6 @@ def run(config: Optional[Path] = typer.Argument(None, help="run config (YAML)"),
     es = load_eval_set(cfg.eval_set)  # once: the default worker count's, the run's (a forked worker starts with it)
     n = workers_for(cfg, workers, sh, resume, es)
     run_dir = run_dir or Path(cfg.runs_dir) / new_run_id(cfg.name)
-    quiet = quiet or not progress
     mode = "off" if quiet else "bar" if sys.stderr.isatty() else "lines"
     try:
         out = replay(cfg, raw, run_dir, resume=bool(resume), shard=sh, workers=n, progress=mode, es=es)
@@ -101,10 +108,10 @@ def _end_of_run(out: Path, max_error_rate: float) -> int:
 
 def _config(config: Path | None, resume: Path | None, run_id: str | None, repeats: int | None,
             llm_cache: str | None, max_cost_usd: float | None = None, eval_set: Path | None = None,
-            sets: list[str] = ()):
+            sets: list[str] = (), grids: list[str] = ()):
     """(config, raw config, run folder or None) of `harness run`: from the file, or the manifest of
-    the run to resume; --repeats, --llm-cache, --max-cost-usd and --eval-set written into the raw
-    config (the manifest says what ran)."""
+    the run to resume; --set, --grid (harness sweep), --repeats, --llm-cache, --max-cost-usd and
+    --eval-set written into the raw config (the manifest says what ran)."""
     from harness.config import command_line_sets, load_config, missing_eval_set, parse_config, with_overrides
     from harness.evalset.folder import CORPUS, INFO, is_eval_set
     from harness.llm.cache import MODES
@@ -129,8 +136,9 @@ def _config(config: Path | None, resume: Path | None, run_id: str | None, repeat
     # --eval-set is a path from the working folder; the config says it from its own folder
     given = None if not eval_set else str(eval_set) if eval_set.is_absolute() or not config else \
         os.path.relpath(eval_set.resolve(), config.resolve().parent)
-    raw = with_overrides(command_line_sets(raw, list(sets)), {"repeats": repeats or None, "llm.cache.mode": llm_cache
-                         or None, "llm.max_cost_usd": max_cost_usd, "eval_set": given})
+    raw = command_line_sets(command_line_sets(raw, list(sets)), list(grids), grid=True)
+    raw = with_overrides(raw, {"repeats": repeats or None, "llm.cache.mode": llm_cache or None,
+                               "llm.max_cost_usd": max_cost_usd, "eval_set": given})
     text = Path(where).read_text(encoding="utf-8") if not resume else None
     cfg = parse_config(raw, where, text, source_dir=source)
     if (e := missing_eval_set(cfg, where, text)) is not None:
