@@ -76,7 +76,8 @@ if git cat-file -e "$BASE:$EVAL_SET" 2>/dev/null; then
   fi
   if [ "$PR_SET" != "$EVAL_SET" ]; then
     say "Note: this change's \`$CONFIG\` names the eval set \`$PR_SET\`; both runs replay the base commit's \`$EVAL_SET\` (the change applies once merged)."
-  elif ! git diff --quiet "$BASE" HEAD -- "$EVAL_SET"; then  # the files and labels it changes
+  fi
+  if ! git diff --quiet "$BASE" HEAD -- "$EVAL_SET"; then  # the files and labels it changes
     evalset change "$BASE_DIR/$EVAL_SET" "$EVAL_SET" "$EVAL_SET" | tee -a "$SUMMARY"
   fi
 else

@@ -81,6 +81,14 @@ def test_files_only_on_one_side_and_an_eval_set_that_does_not_load(tmp_path):
     change = eval_set_change(base, head)
     assert change.files == {CORPUS: "only in the base", SPLIT_FILES["test"]: "only here"}
     assert change.counts == {} and change.unloadable.startswith("this change's eval set does not load: ")
+    assert "2 problem(s) in eval set: corpus.jsonl: missing" in change.unloadable  # the first, as the loader says it
     note = change_note(change, "eval_sets/tiny")
     assert "`eval_sets/tiny/corpus.jsonl` (only in the base)" in note
     assert "the labels could not be counted: this change's eval set does not load" in note
+
+
+def test_an_eval_set_the_change_deletes(tmp_path):
+    base = write_set(tmp_path / "base")
+    change = eval_set_change(base, tmp_path / "gone")
+    assert set(change.files.values()) == {"only in the base"} and CORPUS in change.files
+    assert change.unloadable.startswith("this change's eval set does not load: ")

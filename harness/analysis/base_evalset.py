@@ -77,8 +77,9 @@ def eval_set_change(base: str | Path, head: str | Path) -> EvalSetChange:
     for which, folder in (("the base's", base), ("this change's", head)):
         try:
             keys[which] = _keys(Path(folder))
-        except HarnessError as e:
-            return EvalSetChange(files, {}, f"{which} eval set does not load: {str(e).splitlines()[0]}")
+        except HarnessError as e:  # its first problem: "1 problem(s) in eval set: sessions.jsonl:1: …"
+            first = [x.strip() for x in str(e).splitlines()[:2]]
+            return EvalSetChange(files, {}, f"{which} eval set does not load: {': '.join(first)}")
     kb, kh = keys.values()
     counts = {k: (len(kb[k]), len(kh[k]), len(kh[k] - kb[k]), len(kb[k] - kh[k])) for k in COUNTED}
     return EvalSetChange(files, counts)
