@@ -89,9 +89,9 @@ def test_a_pull_request_that_deletes_qrels_is_gated_on_the_base_labels(tmp_path)
             assert man["eval_set"]["hash"] == base_set.content_hash
             assert man["config"]["eval_set"] == str(where / "base/eval_sets/b2b-shop")
         if delete:
-            assert ("this change edits the eval set `eval_sets/b2b-shop`: `eval_sets/b2b-shop/sessions.jsonl` (changed), "
-                    "`eval_sets/b2b-shop/sessions.test.jsonl` (changed). It is gated on the base commit's eval set "
-                    "(corpus, sessions, labels): the edit is not evaluated here") in summary
+            assert ("this change edits the eval set `eval_sets/b2b-shop`: `eval_sets/b2b-shop/sessions.jsonl` "
+                    "(changed), `eval_sets/b2b-shop/sessions.test.jsonl` (changed). It is gated on the base "
+                    "commit's eval set (corpus, sessions, labels): the edit is not evaluated here") in summary
             assert CORPUS not in summary
             assert "labelled turns: 204 in the base, 204 here: 0 added, 0 removed" in summary
             assert "turns with qrels: 204 in the base, 50 here: 0 added, 154 removed" in summary
