@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic_core import PydanticCustomError
 
 from harness.errors import BadInput
+from harness.evalset.folder import find_eval_set
 from harness.defaults import MetricsConfig
 from harness.yamlpos import did_you_mean, located, read_yaml, validation_problems
 
@@ -211,15 +213,13 @@ def resolve_eval_set(cfg: RunConfig, p, text: str | None) -> None:
     the working folder). A path found only from the working folder (how configs written before this
     rule spell it) is kept, with a note naming the spelling from the config's folder; a path found
     neither way is left for the loader, which says so (`missing_eval_set`)."""
-    import os
-
     given = Path(cfg.eval_set)
     if cfg.source_dir is None or given.is_absolute():
         return
-    here = Path(cfg.source_dir) / given
-    if here.is_dir():
+    here, old_spelling = find_eval_set(given, Path(cfg.source_dir), Path.cwd())
+    if here and not old_spelling:
         cfg.eval_set = os.path.relpath(here) if Path.cwd() in here.resolve().parents else str(here.resolve())
-    elif given.is_dir():
+    elif here:
         new = os.path.relpath(given.resolve(), cfg.source_dir)
         cfg._eval_set_note = located(p, text, [(("eval_set",), f"{given} is found from the working folder only; paths "
                                                                f"in a config are read from its folder: write {new}")])

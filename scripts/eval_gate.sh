@@ -55,22 +55,14 @@ if ! git diff --quiet "$BASE" HEAD -- "$POLICY"; then
   say '```'
 fi
 
-eval_set_of() {  # CONFIG: the folder its eval_set names, as written; the harness's YAML reader (a key twice: an error)
-  "$PYTHON" -c 'import sys
-from harness.yamlpos import read_yaml
-try:
-    raw = read_yaml(sys.argv[1], ValueError)[0]
-except ValueError as e:
-    sys.exit(str(e))
-print((raw.get("eval_set") if isinstance(raw, dict) else None) or "")' "$1"
-}
+# The eval set: the folder the base commit's config names (read as the harness reads a config's
+# eval_set: from the config's folder, else the repository's), as the base commit has it.
+evalset() { "$PYTHON" -m harness.analysis.base_evalset "$@"; }
 YAML_ERR=$(mktemp)
-if ! EVAL_SET=$(eval_set_of "$BASE_DIR/$CONFIG" 2>"$YAML_ERR"); then
+if ! EVAL_SET=$(evalset folder "$BASE_DIR/$CONFIG" "$BASE_DIR" 2>"$YAML_ERR"); then
   say "## Gate: bad input: $(cat "$YAML_ERR")"
   exit 2
 fi
-EVAL_SET=${EVAL_SET#./}
-EVAL_SET=${EVAL_SET%/}
 if [ -z "$EVAL_SET" ]; then
   say "## Gate: bad input: the base commit's $CONFIG names no eval_set"
   exit 2
@@ -78,47 +70,15 @@ fi
 SET=()  # the --eval-set of both runs: the base commit's folder, when the repository holds it
 if git cat-file -e "$BASE:$EVAL_SET" 2>/dev/null; then
   SET=(--eval-set "$BASE_DIR/$EVAL_SET")
-  PR_SET=$(eval_set_of "$CONFIG") || exit 2
-  PR_SET=${PR_SET#./}
-  PR_SET=${PR_SET%/}
+  if ! PR_SET=$(evalset folder "$CONFIG" . 2>"$YAML_ERR"); then
+    say "## Gate: bad input: $(cat "$YAML_ERR")"
+    exit 2
+  fi
   if [ "$PR_SET" != "$EVAL_SET" ]; then
     say "Note: this change's \`$CONFIG\` names the eval set \`$PR_SET\`; both runs replay the base commit's \`$EVAL_SET\` (the change applies once merged)."
-  elif ! git diff --quiet "$BASE" HEAD -- "$EVAL_SET"; then
-    say "Note: this change edits the eval set \`$EVAL_SET\`; both runs replay the base commit's (the edit applies once merged). Files that differ:"
-    say ""
-    say '```'
-    git diff --stat=100 "$BASE" HEAD -- "$EVAL_SET" | tee -a "$SUMMARY"
-    "$PYTHON" - "$BASE_DIR/$EVAL_SET" "$EVAL_SET" <<'PY' | tee -a "$SUMMARY"
-# Sessions, labelled turns and qrels (session, turn, document, grade: a changed grade is one removed
-# and one added) of the base's eval set and this one's.
-import json, pathlib, sys
-from harness.evalset.folder import SPLIT_FILES
-def keys(root):
-    out = {"sessions": set(), "labelled turns": set(), "turns with qrels": set(), "qrels": set()}
-    for name in SPLIT_FILES.values():
-        f = pathlib.Path(root) / name
-        for line in (f.read_text(encoding="utf-8").splitlines() if f.is_file() else []):
-            try:
-                s = json.loads(line)
-            except ValueError:
-                continue
-            sid = s.get("session_id") if isinstance(s, dict) else None
-            out["sessions"].add(sid)
-            for i, t in enumerate(s.get("turns") or []):
-                lab = t.get("labels") if isinstance(t, dict) else None
-                if isinstance(lab, dict):
-                    key = (sid, t.get("turn_index") or i + 1)
-                    out["labelled turns"].add(key)
-                    qrels = {(*key, d, g) for d, g in (lab.get("qrels") or {}).items()}
-                    out["turns with qrels"] |= {key} if qrels else set()
-                    out["qrels"] |= qrels
-    return out
-base, head = keys(sys.argv[1]), keys(sys.argv[2])
-for what in base:
-    print(f"{what}: {len(base[what])} in the base, {len(head[what])} here: "
-          f"{len(head[what] - base[what])} added, {len(base[what] - head[what])} removed")
-PY
-    say '```'
+  fi
+  if ! git diff --quiet "$BASE" HEAD -- "$EVAL_SET"; then  # the files and labels it changes
+    evalset change "$BASE_DIR/$EVAL_SET" "$EVAL_SET" "$EVAL_SET" | tee -a "$SUMMARY"
   fi
 else
   say "Note: the eval set \`$EVAL_SET\` is not part of the base commit; both runs read it as it is on disk here."

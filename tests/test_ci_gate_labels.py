@@ -19,7 +19,7 @@ from tests.conftest import ROOT, TINY_SESSIONS, write_set
 from tests.test_ci_gate_script import git
 
 B2B = ROOT / "eval_sets/b2b-shop"
-CONFIG = "name: gate\neval_set: eval_sets/b2b-shop\narms: [{arm}]\nruns_dir: runs\n"
+CONFIG = "name: gate\neval_set: {eval_set}\narms: [{arm}]\nruns_dir: runs\n"
 # a regression test on all turns: concat loses on the follow-ups, and wins on the first turns
 POLICY = "pairs: {rewrite: concat}\nrules:\n  - {metric: recall@10, segment: all, max_drop: 0.02, test: regression}\n"
 
@@ -36,9 +36,10 @@ def without_follow_up_qrels(es: Path) -> int:
     return n
 
 
-def pull_request(tmp_path: Path, delete_qrels: bool) -> tuple[Path, str]:
+def pull_request(tmp_path: Path, delete_qrels: bool, eval_set: str = "eval_sets/b2b-shop") -> tuple[Path, str]:
     """A repository whose base commit replays `rewrite` on b2b-shop and whose head commit replays
-    `concat` (and, with `delete_qrels`, deletes the follow-up turns' qrels)."""
+    `concat` (and, with `delete_qrels`, deletes the follow-up turns' qrels); both configs name the
+    eval set as `eval_set`."""
     repo = tmp_path / "repo"
     es = repo / "eval_sets/b2b-shop"
     es.mkdir(parents=True)
@@ -49,12 +50,12 @@ def pull_request(tmp_path: Path, delete_qrels: bool) -> tuple[Path, str]:
     git(repo, "config", "user.email", "t@example.invalid")
     git(repo, "config", "user.name", "t")
     (repo / ".gitignore").write_text("runs/\nreports/\n.cache/\n")
-    (repo / "configs/prompt-gate.yaml").write_text(CONFIG.format(arm="rewrite"))
+    (repo / "configs/prompt-gate.yaml").write_text(CONFIG.format(arm="rewrite", eval_set=eval_set))
     (repo / "configs/prompt-gate-policy.yaml").write_text(POLICY)
     git(repo, "add", ".")
     git(repo, "commit", "-qm", "base")
     base = git(repo, "rev-parse", "HEAD")
-    (repo / "configs/prompt-gate.yaml").write_text(CONFIG.format(arm="concat"))
+    (repo / "configs/prompt-gate.yaml").write_text(CONFIG.format(arm="concat", eval_set=eval_set))
     if delete_qrels:
         assert without_follow_up_qrels(es) == 154
     git(repo, "commit", "-qam", "the pull request")
@@ -88,13 +89,31 @@ def test_a_pull_request_that_deletes_qrels_is_gated_on_the_base_labels(tmp_path)
             assert man["eval_set"]["hash"] == base_set.content_hash
             assert man["config"]["eval_set"] == str(where / "base/eval_sets/b2b-shop")
         if delete:
-            assert "edits the eval set `eval_sets/b2b-shop`; both runs replay the base commit's" in summary
-            assert "eval_sets/b2b-shop/sessions.jsonl" in summary and CORPUS not in summary
+            assert ("this change edits the eval set `eval_sets/b2b-shop`: `eval_sets/b2b-shop/sessions.jsonl` "
+                    "(changed), `eval_sets/b2b-shop/sessions.test.jsonl` (changed). It is gated on the base "
+                    "commit's eval set (corpus, sessions, labels): the edit is not evaluated here") in summary
+            assert CORPUS not in summary
             assert "labelled turns: 204 in the base, 204 here: 0 added, 0 removed" in summary
             assert "turns with qrels: 204 in the base, 50 here: 0 added, 154 removed" in summary
         else:
             assert "edits the eval set" not in summary
 
+
+
+def test_an_eval_set_spelled_from_the_config_folder_is_the_base_commits_too(tmp_path):
+    """`eval_set: ../eval_sets/b2b-shop` (the spelling the harness asks for: a config's paths are read
+    from its folder) names the same folder. The old script took it for a path outside the repository:
+    each run read its own commit's eval set, and the gate refused two eval sets instead of judging."""
+    repo, base = pull_request(tmp_path, True, eval_set="../eval_sets/b2b-shop")
+    p, summary = gate_script(tmp_path, repo, base)
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-2000:]  # the regression, on the base's labels
+    assert "compared on the baseline's 50 sessions, 204 turns, split(s)" in summary
+    assert "is not part of the base commit" not in summary
+    assert "`eval_sets/b2b-shop/sessions.jsonl` (changed)" in summary and "gated on the base commit's" in summary
+    assert "turns with qrels: 204 in the base, 50 here: 0 added, 154 removed" in summary
+    for run in ("base", "pr"):
+        man = json.loads((repo / "runs" / run / "manifest.json").read_text())
+        assert man["config"]["eval_set"] == str(tmp_path / "base/eval_sets/b2b-shop")
 
 def run_tiny(tmp_path: Path, es: Path, run_id: str) -> Path:
     cfg = tmp_path / f"{run_id}.yaml"

@@ -20,3 +20,14 @@ FILES = (INFO, CORPUS, *SPLIT_FILES.values())
 def is_eval_set(path: Path) -> bool:
     """A folder that holds an eval set (its info file or its corpus)."""
     return (Path(path) / INFO).is_file() or (Path(path) / CORPUS).is_file()
+
+
+def find_eval_set(given: str | Path, config_dir: Path, work_dir: Path) -> tuple[Path | None, bool]:
+    """The folder a config's `eval_set:` names: read from the config's folder (as prompt files are),
+    else from the working folder (how configs written before that rule spell it; then the flag is
+    True); (None, False) when it is a folder neither way."""
+    if (Path(config_dir) / given).is_dir():
+        return Path(config_dir) / given, False
+    if (Path(work_dir) / given).is_dir():
+        return Path(work_dir) / given, True
+    return None, False
