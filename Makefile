@@ -104,6 +104,15 @@ smoke-llm: setup
 demo-llm: setup
 	HARNESS_LOCAL_LLM_URL=$${HARNESS_LOCAL_LLM_URL:-http://127.0.0.1:$${LLM_PORT:-8088}/v1} $(BIN)/python scripts/demo_llm.py
 
+# make gate-local [PROMPT=configs/prompts/rewrite.md] [BASE_PROMPT=HEAD:configs/prompts/rewrite.md] [POLICY=...]:
+# after make local-llm, a rewrite prompt edit (a file, a git ref or REF:PATH) and its baseline (default: the
+# file at HEAD) replayed on a b2b-shop slice against the local model and gated (scripts/gate_local.py,
+# docs/local-llm.md); the script exits with the gate's code (make itself exits 2 on any failure)
+.PHONY: gate-local
+gate-local: setup
+	HARNESS_LOCAL_LLM_URL=$${HARNESS_LOCAL_LLM_URL:-http://127.0.0.1:$${LLM_PORT:-8088}/v1} $(BIN)/python scripts/gate_local.py \
+	  "$(or $(PROMPT),configs/prompts/rewrite.md)" $(if $(BASE_PROMPT),--baseline "$(BASE_PROMPT)") $(if $(POLICY),--policy "$(POLICY)")
+
 # make bench: replay throughput and warm cache, Ragas's evaluate side by side on the same endpoint, retrieval lanes
 # on Vaswani, metrics at 50,000 turns, make demo with one worker and the default;
 # one after the other, under 10 minutes on 2 cores; figures in bench/results/latest.md (workloads stated there)
