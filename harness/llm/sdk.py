@@ -2,8 +2,8 @@
 
 Every request of the LLM layer is the same but for its body: a POST of serialised JSON to one
 path with the role's header. The SDK builds each one from scratch (its default and platform
-headers, the URL merged with the base URL, then httpx's own header merging and URL parsing):
-about half the client's CPU per call in a cProfile of LLMClient.structured. Here the first request of each
+headers, the URL merged with the base URL, then httpx's own header merging and URL parsing),
+most of the client's CPU per call. Here the first request of each
 (path, headers, retry count, timeout) is built the SDK's way and kept as a template; later ones
 copy its URL, headers (Host and Content-Length recomputed by httpx) and extensions, with their
 own body. Anything else takes the SDK's path unchanged: JSON bodies, files, query parameters (a
