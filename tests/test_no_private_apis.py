@@ -13,13 +13,9 @@ PACKAGE = ROOT / "harness"
 # normally only be used in the child process after a fork") and the _thread module.
 DOCUMENTED = {"os._exit", "_thread"}
 
-# Known uses still to replace (the LLM layer's request template on openai's private request
-# building, ragas's Faithfulness step hooks): each entry is (file, name) and must still be found,
+# Known uses still to replace (ragas's Faithfulness step hooks, which count statements): each entry is (file, name) and must still be found,
 # so the list only shrinks.
 KNOWN = {
-    ("harness/llm/sdk.py", "openai._models"), ("harness/llm/sdk.py", "openai._types"),
-    ("harness/llm/sdk.py", "super()._build_request"),
-    ("harness/llm/client.py", "openai._models"),
     ("harness/roles/judge.py", "super()._create_statements"), ("harness/roles/judge.py", "super()._create_verdicts"),
     ("harness/roles/judge.py", "super()._compute_score"),
 }
