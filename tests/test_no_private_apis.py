@@ -3,7 +3,6 @@ through an imported module or class that is not the harness's own, no import of 
 `_`-module, no override calling a library's `_`-method through super(), no exec/eval-built code,
 no import hooks on sys.meta_path."""
 import ast
-from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -12,13 +11,6 @@ PACKAGE = ROOT / "harness"
 # Documented in the standard library's reference despite the underscore: os._exit ("should
 # normally only be used in the child process after a fork") and the _thread module.
 DOCUMENTED = {"os._exit", "_thread"}
-
-# Known uses still to replace (ragas's Faithfulness step hooks, which count statements): each entry is (file, name) and must still be found,
-# so the list only shrinks.
-KNOWN = {
-    ("harness/roles/judge.py", "super()._create_statements"), ("harness/roles/judge.py", "super()._create_verdicts"),
-    ("harness/roles/judge.py", "super()._compute_score"),
-}
 
 
 def _private(name: str) -> bool:
@@ -87,16 +79,9 @@ def _has_foreign_base(cls: ast.ClassDef, imported: dict[str, str]) -> bool:
 
 
 def test_the_harness_uses_no_private_api():
-    found, known_seen = [], set()
-    for p in sorted(PACKAGE.rglob("*.py")):
-        rel = p.relative_to(ROOT).as_posix()
-        for line, what in findings(p.read_text(encoding="utf-8")):
-            if (rel, what) in KNOWN:
-                known_seen.add((rel, what))
-            else:
-                found.append(f"{rel}:{line}: {what}")
+    found = [f"{p.relative_to(ROOT).as_posix()}:{line}: {what}" for p in sorted(PACKAGE.rglob("*.py"))
+             for line, what in findings(p.read_text(encoding="utf-8"))]
     assert not found, "private APIs (use the public way and accept the cost):\n" + "\n".join(found)
-    assert known_seen == KNOWN, f"replaced, so leave KNOWN: {sorted(KNOWN - known_seen)}"
 
 
 # What harness/run/shard_worker.py and harness/run/traces.py did before issue 43 item 5.
