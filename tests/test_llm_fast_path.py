@@ -1,48 +1,12 @@
-"""The LLM client's per-call shortcuts give what the long way gives: requests built from a
-template equal the SDK's own, the cache key from the request's one serialisation equals
+"""The LLM client's per-call shortcuts give what the long way gives: the SDK's public `post`
+sends the body serialised once, the cache key from the request's one serialisation equals
 `request_key`, and replies written behind in batches all reach the database."""
 import asyncio
 
 import httpx2
 import pytest
-from openai._models import FinalRequestOptions
 
 from harness.llm.cache import LLMCache, canonical_json, key_of_json, request_key
-from harness.llm.sdk import AsyncOpenAI
-
-
-def options(body: bytes, role: str = "rewrite", **kw) -> FinalRequestOptions:
-    return FinalRequestOptions.construct(method="post", url="/chat/completions", content=body,
-                                         headers={"x-harness-role": role}, **kw)
-
-
-@pytest.mark.parametrize("kind,base", [("openai-compatible", "http://127.0.0.1:9/v1"),
-                                       ("azure", "https://127.0.0.1:9/openai/v1/")])
-def test_a_request_built_from_the_template_equals_the_sdks(kind, base):
-    sdk = AsyncOpenAI(api_key="k", base_url=base, max_retries=0, timeout=30,
-                      http_client=httpx2.AsyncClient(timeout=30))
-    first = sdk._build_request(options(b'{"a":1}'))
-    for body, role, retries in [(b'{"b":"\xc3\xa4"}', "rewrite", 0), (b'{"c":2}', "grade", 0), (b"{}", "rewrite", 2)]:
-        fast = sdk._build_request(options(body, role), retries_taken=retries)
-        fast = sdk._build_request(options(body, role), retries_taken=retries)  # the second one is from the template
-        slow = openai_build(sdk, options(body, role), retries)
-        assert (fast.method, fast.url, fast.headers.raw, fast.content, fast.extensions) == \
-               (slow.method, slow.url, slow.headers.raw, slow.content, slow.extensions)
-    assert first.content == b'{"a":1}' and len(sdk._templates) == 3
-
-
-def openai_build(sdk, opts, retries):
-    import openai
-
-    return openai.AsyncOpenAI._build_request(sdk, opts, retries_taken=retries)
-
-
-def test_requests_the_template_does_not_cover_take_the_sdks_path():
-    sdk = AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1", http_client=httpx2.AsyncClient())
-    req = sdk._build_request(FinalRequestOptions.construct(method="post", url="/embeddings", json_data={"input": "x"}))
-    assert req.content == b'{"input":"x"}' and not sdk._templates
-    req = sdk._build_request(options(b"{}", params={"api-version": "1"}))
-    assert req.url.params["api-version"] == "1" and not sdk._templates
 
 
 @pytest.mark.parametrize("body", [{"model": "m", "messages": [{"role": "user", "content": "Grüße \u2028 \"x\""}],
@@ -96,11 +60,13 @@ def test_a_failed_batch_raises_at_flush_and_later_writes_still_happen(tmp_path):
     assert LLMCache(tmp_path).get("after") is not None and cache.get("bad") is None
 
 
-def test_sdk_client_sends_through_the_template(tmp_path):
+def test_the_sdks_public_post_sends_the_serialised_body(tmp_path):
     from harness.testing import TestServer
 
     async def go(base):
-        sdk = AsyncOpenAI(api_key="k", base_url=base, max_retries=0, http_client=httpx2.AsyncClient())
+        import openai
+
+        sdk = openai.AsyncOpenAI(api_key="k", base_url=base, max_retries=0, http_client=httpx2.AsyncClient())
         try:
             return [await sdk.post("/chat/completions", cast_to=httpx2.Response, content=b'{"model":"m","n":%d}' % i,
                                    options={"headers": {"x-harness-role": "rewrite"}}) for i in range(3)]

@@ -19,16 +19,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import Field, PrivateAttr, ValidationError
 
 from harness.errors import BadInput
+from harness.strict import Strict
 from harness.metrics.registry import Metric, UnknownMetric, resolve
 from harness.metrics.segments import SegmentError, parse_segment
 from harness.yamlpos import line_of, located, read_yaml, validation_problems
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # .inf/.nan are bad input
 
 
 class Check(Strict):

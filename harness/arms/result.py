@@ -19,8 +19,7 @@ class Candidates:
     themselves: `add` keeps a reference to a lane's lists (a Hits' lists are never changed once
     made), not a dict per hit nor a copy, and the trace writer turns a batch of rows into Arrow
     from them (`arrow`): doc ids and scores in one conversion each, ranks and lanes computed with
-    numpy from the rankings' lengths (about a third of a warm turn's CPU as dicts; the lists'
-    copies and the per-entry rank and lane were a third of what was left). Iterating gives the
+    numpy from the rankings' lengths. Iterating gives the
     entries as dicts; `+=` takes dicts too (their ranks and lanes as given)."""
 
     __slots__ = ("parts",)

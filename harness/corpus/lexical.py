@@ -2,7 +2,7 @@
 over their tokens and the identifier lane (a BM25 index over the identifiers of each document),
 built once per content and kept on disk beside the embeddings new vectors go to
 (`<embedding cache>/lexical/<key>`), so every process of a run, and every run after, loads them
-instead of building them again (about 0.5 s of CPU for mtrag-un's 1,927 chunks).
+instead of building them again.
 
 The key is a hash of everything the statistics are computed from: each document (id, title, text,
 metadata) in order, `max_chars`, the source of the code that computes them (this module, the
@@ -35,8 +35,7 @@ SOURCES = ("corpus/lexical.py", "corpus/chunk.py", "corpus/tokenize.py", "guards
 def bm25s_module():
     """bm25s, imported without numba and scipy unless they are loaded already: its lanes use bm25s's
     numpy backend and numpy CSC builder (`bm25s.BM25()`'s defaults), and bm25s imports both when it
-    can: numba costs a process about a second to import, scipy.sparse 0.2-0.3 s (tested: the same
-    scores either way, tests/test_shared_work.py)."""
+    can, and both are slow to import (the same scores either way: tests/test_shared_work.py)."""
     if "bm25s" in sys.modules:
         return sys.modules["bm25s"]
     absent = [m for m in ("numba", "scipy.sparse") if m not in sys.modules]

@@ -6,9 +6,8 @@ the SDK, filled at the HTTP transport), and a ledger record per call. A failed c
 raises: the record carries the error and the caller falls back.
 
 The request is serialised once (that text is also its cache key's) and sent with the SDK's
-`request`, as its `post` would (its auth, base URL, timeouts and error classes; the options built
-once per role, the HTTP request from a template: harness/llm/sdk.py), so the SDK does not walk
-the typed parameters of `chat.completions.create` on every call; the reply is parsed by
+public `post` (its auth, base URL, timeouts and error classes), so the SDK does not walk the
+typed parameters of `chat.completions.create` on every call; the reply is parsed by
 `ChatCompletion` the same way whether it came from the endpoint or from the cache."""
 from __future__ import annotations
 
@@ -27,7 +26,6 @@ import httpx2
 import openai
 from pydantic import BaseModel, ValidationError
 
-from openai._models import FinalRequestOptions
 from openai.types.chat import ChatCompletion
 
 from harness.errors import BadInput
@@ -36,7 +34,6 @@ from harness.llm.failures import CUT, cut_error
 from harness.llm.cache import LLMCache, canonical_json, key_of_json, prompt_hash
 from harness.llm.ledger import TIME_BUDGET, CallRecord, RoleTimeout, SpendCap, StopRun, cost_usd, in_budget, load_prices
 from harness.llm.schema import response_format
-from harness.llm.sdk import AsyncOpenAI
 from harness.llm.transport import (CACHE_HEADER, LATENCY_HEADER, PENDING, ROLE_HEADER, CachingTransport, Pending,
                                    aiohttp_transport)
 
@@ -116,7 +113,7 @@ class LLMClient:
             else:
                 raise BadInput(f"{endpoint.kind} endpoint: set {key_env} in the environment "
                                  "(or replay the LLM cache: --llm-cache replay)")
-        self.sdk = AsyncOpenAI(
+        self.sdk = openai.AsyncOpenAI(
             api_key=key, base_url=endpoint.resolved_base_url(), max_retries=0, timeout=endpoint.timeout,
             http_client=httpx2.AsyncClient(transport=self.transport, timeout=endpoint.timeout))
         self.path = urlparse(str(self.sdk.base_url)).path.rstrip("/") + CHAT_PATH  # as the transport sees it
@@ -124,7 +121,6 @@ class LLMClient:
         # what every request body repeats, serialised once (canonical_json's `known`: the same objects)
         self._constants = {k: (v, canonical_json(v)) for k, v in
                            (("model", endpoint.model), ("temperature", endpoint.temperature), ("max_tokens", endpoint.max_tokens))}
-        self._options: dict[str, FinalRequestOptions] = {}
 
     @property
     def name(self) -> str:
@@ -202,19 +198,11 @@ class LLMClient:
 
     async def _send(self, role: str, payload: bytes, est_tokens: int):
         """POST the serialised request through the SDK, retrying 429/5xx/timeouts/connection errors."""
-        options = self._options.get(role)
-        if options is None:  # what the SDK's `post` builds for every call, built once per role
-            # an idempotency key is sent only under the client's idempotency header; without one
-            # (OpenAI's and Azure's clients) the SDK would draw a uuid4 per call for nothing
-            unsent = {"idempotency_key": "unsent"} if self.sdk._idempotency_header is None else {}
-            options = self._options[role] = FinalRequestOptions.construct(
-                method="post", url=CHAT_PATH, json_data=None, content=b"", files=None, headers={ROLE_HEADER: role},
-                **unsent)
         attempts = 0
         while True:
             attempts += 1
             try:
-                raw = await self._exchange(options.model_copy(update={"content": payload}), est_tokens)
+                raw = await self._exchange(role, payload, est_tokens)
                 return _completion(raw.content), raw.headers, attempts
             except RETRYABLE as e:  # anything else (ReplayMiss included) propagates unchanged
                 if attempts > self.endpoint.max_retries:
@@ -225,7 +213,7 @@ class LLMClient:
                     wait *= 0.5 + random.random()  # jitter
                 await in_budget(asyncio.sleep(wait))
 
-    async def _exchange(self, options: FinalRequestOptions, est_tokens: int):
+    async def _exchange(self, role: str, payload: bytes, est_tokens: int):
         """One HTTP exchange. Room in the rpm/tpm window is awaited without a request slot (the
         slots are shared by every role; a rate-limited one must not hold them), then stamped once
         the slot is held, so the request is sent when its stamp says; the spend cap is checked
@@ -237,7 +225,8 @@ class LLMClient:
                     continue
                 if self.spend is not None:
                     self.spend.check()
-                return await in_budget(self.sdk.request(httpx2.Response, options))
+                return await in_budget(self.sdk.post(CHAT_PATH, cast_to=httpx2.Response, content=payload,
+                                                     options={"headers": {ROLE_HEADER: role}}))
 
     async def structured(self, role: str, system: str, user: str, schema: type[BaseModel],
                          seed: int | None = None, repair: bool = True) -> StructuredResult:
@@ -353,7 +342,7 @@ def _prompt_hash(text: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _format(schema: type[BaseModel], max_string_length: int | None, max_items: int | None) -> tuple[dict, str]:
-    """A role's response_format and its canonical JSON (the schema walk costs ~45 us a call)."""
+    """A role's response_format and its canonical JSON (the schema walk done once per schema)."""
     fmt = response_format(schema, max_string_length, max_items)
     return fmt, canonical_json(fmt)
 

@@ -88,7 +88,7 @@ def _cacheable(body: bytes, request: dict | None = None) -> bool:
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
-    """httpx's default TLS context (certifi), built once per process (about 50 ms each)."""
+    """httpx's default TLS context (certifi), built once per process (building one is slow)."""
     return httpx2.create_ssl_context()
 
 

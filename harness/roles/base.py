@@ -23,6 +23,7 @@ from harness.workers import off_loop
 
 ROLES = ("rewrite", "decide", "hyde", "grade", "rerank", "answer", "judge", "relevance")
 OFFLINE = "offline"
+NOT_MEASURED = "not measured: no judge endpoint"  # a judged row's status when no judge endpoint is set
 
 
 class RoleEndpoint(EndpointConfig):

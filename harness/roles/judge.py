@@ -37,30 +37,32 @@ class Verdict:
     n_supported: int | None = None
 
 
-def _faithfulness_class():
-    from ragas.metrics.collections import Faithfulness
+def _counting_llm(llm):
+    """`llm` (ragas's InstructorLLM) behind the same public interface, noting which step of
+    Faithfulness's pipeline each call is (by the reply it asks for) and the statement counts of
+    the verdicts: a Faithfulness metric built on it reports them without reaching into its steps."""
+    from ragas.llms.base import InstructorBaseRagasLLM
+    from ragas.metrics.collections.faithfulness.util import NLIStatementOutput, StatementGeneratorOutput
 
-    class CountingFaithfulness(Faithfulness):
-        """Faithfulness that also keeps the statement counts and the step it is in."""
+    stages = {StatementGeneratorOutput: "statement extraction", NLIStatementOutput: "verdicts"}
 
+    class CountingLLM(InstructorBaseRagasLLM):
         stage = "start"
         n_statements: int | None = None
         n_supported: int | None = None
 
-        async def _create_statements(self, question, response):
-            self.stage = "statement extraction"
-            return await super()._create_statements(question, response)
+        def generate(self, prompt, response_model):
+            raise NotImplementedError("the judge calls its LLM asynchronously")
 
-        async def _create_verdicts(self, statements, context):
-            self.stage = "verdicts"
-            return await super()._create_verdicts(statements, context)
+        async def agenerate(self, prompt, response_model):
+            self.stage = stages.get(response_model, self.stage)
+            out = await llm.agenerate(prompt, response_model)
+            if response_model is NLIStatementOutput:
+                self.n_statements = len(out.statements)
+                self.n_supported = sum(1 for st in out.statements if st.verdict)
+            return out
 
-        def _compute_score(self, verdicts):
-            self.n_statements = len(verdicts.statements)
-            self.n_supported = sum(1 for s in verdicts.statements if s.verdict)
-            return super()._compute_score(verdicts)
-
-    return CountingFaithfulness
+    return CountingLLM()
 
 
 def first_lines(e: BaseException, n: int = 2) -> str:
@@ -112,19 +114,21 @@ def _llm_kwargs(ep: EndpointConfig) -> dict[str, Any]:
     return kw
 
 
-async def _judge_one(metric_cls, llm, sem: asyncio.Semaphore, question: str, answer: str,
-                     contexts: list[str]) -> Verdict:
-    metric = metric_cls(llm=llm)
+async def _judge_one(llm, sem: asyncio.Semaphore, question: str, answer: str, contexts: list[str]) -> Verdict:
+    from ragas.metrics.collections import Faithfulness
+
+    counted = _counting_llm(llm)
+    metric = Faithfulness(llm=counted)
     try:
         async with sem:
             res = await metric.ascore(user_input=question, response=answer, retrieved_contexts=contexts)
     except Exception as e:  # recorded on the row; the step goes on
-        return Verdict(None, f"error: {metric.stage}: {describe_error(e)}", metric.n_statements, metric.n_supported)
+        return Verdict(None, f"error: {counted.stage}: {describe_error(e)}", counted.n_statements, counted.n_supported)
     value = res.value
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        n = metric.n_statements if metric.n_statements is not None else 0
-        return Verdict(None, "error: the judge found no statements in the answer", n, metric.n_supported)
-    return Verdict(float(value), OK, metric.n_statements, metric.n_supported)
+        n = counted.n_statements if counted.n_statements is not None else 0
+        return Verdict(None, "error: the judge found no statements in the answer", n, counted.n_supported)
+    return Verdict(float(value), OK, counted.n_statements, counted.n_supported)
 
 
 class RagasJudge:
@@ -150,6 +154,6 @@ class RagasJudge:
         # retries (429/5xx/timeouts, honouring Retry-After) by the SDK over our transport
         sdk = self.client.sdk.with_options(max_retries=ep.max_retries, default_headers={ROLE_HEADER: ROLE})
         llm = llm_factory(ep.model, client=sdk, **_llm_kwargs(ep))
-        metric_cls, sem = _faithfulness_class(), asyncio.Semaphore(self.concurrency)
+        sem = asyncio.Semaphore(self.concurrency)
         with _quiet_instructor():
-            return list(await asyncio.gather(*(_judge_one(metric_cls, llm, sem, q, a, c) for q, a, c in triples)))
+            return list(await asyncio.gather(*(_judge_one(llm, sem, q, a, c) for q, a, c in triples)))

@@ -317,7 +317,7 @@ class RunData:
 
     @property
     def metrics(self) -> set[str]:
-        # unique() first: iterating 100,000s of Arrow-backed strings into a set took a tenth of a report
+        # unique() first: a few metric names become Python strings, not every row's
         return set(self.per_turn["metric"].unique().tolist()) if self.per_turn is not None else set()
 
     @classmethod

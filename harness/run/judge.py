@@ -19,13 +19,13 @@ from pathlib import Path
 import pyarrow as pa
 
 from harness.llm.client import EndpointConfig
+from harness.roles.base import NOT_MEASURED
 from harness.roles.judge import METRIC, OK, ROLE, RagasJudge, first_lines
 from harness.run.folder import RunFolder
 from harness.run.traces import read_traces
 
 TOP_RANKED = 3  # contexts when the answer cites no documents: the top of the ranking
 
-NOT_MEASURED = "not measured: no judge endpoint"
 SKIPPED = "skipped: abstained/no answer"
 NO_CONTEXT = "skipped: no retrieved context"
 

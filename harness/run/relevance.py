@@ -25,6 +25,7 @@ import pyarrow as pa
 from harness.errors import BadInput
 from harness.llm.client import EndpointConfig, LLMClient
 from harness.llm.transport import StopRun
+from harness.roles.base import NOT_MEASURED
 from harness.roles.prompts import Prompt, load_prompt
 from harness.roles.relevance import (AGREEMENT, DEFAULT_GRADE_MAP, HOLE, OK, PROMPT, ROLE, RelevanceOutput,
                                      grade_map_text, relevance_message)
@@ -33,7 +34,6 @@ from harness.run.holes import holes, top_grade
 
 DEPTH = 10  # the top k graded: judged@10's k
 SAMPLE = 100  # labelled pairs graded for agreement
-NOT_MEASURED = "not measured: no judge endpoint"
 
 SCHEMA = pa.schema([
     ("session_id", pa.string()), ("turn_index", pa.int32()), ("doc_id", pa.string()),

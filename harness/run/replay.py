@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import secrets
 import sys
 import time
@@ -38,20 +37,10 @@ LABEL_SCHEMA = pa.schema([
 ])
 
 
-# Turns in progress per request slot. `concurrency` bounds the LLM requests in flight (the roles'
-# semaphore); a turn also spends CPU before and after its requests (prompt, retrieval, trace rows).
-# Were turns bounded by `concurrency` too, a slot would sit idle through that work; with twice as
-# many turns as slots, the next turn's request is ready when a slot frees (bench/replay.py at
-# 100 ms x 16, the job loop's efficiency in runs alternating the two: 0.84-0.88 -> 0.91-0.93). A
-# parallel run's worker keeps as many turns in progress as one process would, with its share of the
-# slots (harness.run.shard_worker.worker_replay).
+# Turns in progress per request slot: a turn spends CPU before and after its requests, so with
+# twice as many turns as slots the next request is ready when a slot frees (a worker of a parallel
+# run keeps as many as one process: harness.run.shard_worker.worker_replay).
 TURNS_PER_REQUEST = 2
-
-# Container allocations between young-generation collections while the jobs run (CPython's default:
-# 700). A turn allocates about 70 that outlive it a while (its rows, models, futures), so at 700 the
-# collector ran every ten turns, walking every turn in flight and the buffered rows each time: 30 ms
-# of an 800-turn warm re-run (0.04 ms a turn) against 5 ms at 10,000 (gc.callbacks, thread CPU time).
-GC_YOUNG = 10_000
 
 
 def labels_table(es: EvalSet, splits) -> pa.Table:
@@ -115,7 +104,7 @@ class Job:
 
 def arm_identity(arm: BaseArm) -> tuple[str, str, dict, dict]:
     """What every trace row of an arm repeats: its id, name, parameters and backends. A run
-    computes it once per arm (the id serialises the parameters: about 0.1 ms)."""
+    computes it once per arm (the id serialises the parameters)."""
     return arm.arm_id, arm.name, arm.params.model_dump(), arm.backends() or {}
 
 
@@ -224,9 +213,6 @@ class Replay:
         RunFolder(self.run_dir).write_labels(labels_table(self.es, self.cfg.splits))
         jobs = [j for j in self.jobs(index) if (self._arm_identity(j.arm)[0], j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]
         writer = PartWriter(self.run_dir, self.cfg.rows_per_part)
-        gc.freeze()  # the eval set and index are long-lived: keep full collections from walking them mid-run
-        thresholds = gc.get_threshold()
-        gc.set_threshold(max(GC_YOUNG, thresholds[0]), *thresholds[1:])
         index.memo = Memo()  # the arms of a turn share its searches and offline rewrites (this run only)
         try:
             counts = asyncio.run(self._run_jobs(jobs, writer))
@@ -236,12 +222,8 @@ class Replay:
                 update={"failure": f"{type(e).__name__}: {e}"}))
             raise
         finally:
-            # the memo let go before the collector runs again (its rankings' lists were most of what
-            # a collection at the end of the run walked: 5-7 ms of an 800-turn warm re-run, gc.callbacks)
             shared, done_work = index.memo.hits, index.memo.misses
-            index.memo = None
-            gc.set_threshold(*thresholds)
-            gc.unfreeze()
+            index.memo = None  # the run's searches are not kept past it
             writer.flush(raise_error=False)  # a stopped run keeps its finished turns' rows; its own error stands
             index.cache.flush()
         counts.update({"turns_skipped_resume": len(done), "seconds": round(time.perf_counter() - t0, 2),
@@ -279,8 +261,7 @@ class Replay:
             prog.advance(1, int(failed))
 
         # TURNS_PER_REQUEST * concurrency lanes, each taking the next job when its turn ends: the turns
-        # start in the jobs' order, as many at once as before, without a task and a semaphore wait per
-        # turn (those were 3% of a warm re-run's instructions under callgrind)
+        # start in the jobs' order, as many at once as before, without a task and a semaphore wait per turn
         queue = iter(jobs)
 
         async def lane():

@@ -64,8 +64,7 @@ COLUMNS = _columns(TurnKey) + _columns(ArmResult)
 SCHEMA = pa.schema([(c[0], c[4]) for c in COLUMNS])
 
 
-# json.dumps with these arguments builds an encoder on every call (about 5 us; a trace row has six
-# JSON columns): built once, the same text
+# json.dumps with these arguments builds an encoder on every call: built once, the same text
 _TO_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode
 
 
@@ -128,9 +127,8 @@ def row(key: TurnKey, result: ArmResult) -> dict:
     return _row(key, result)
 
 
-# Parquet column statistics (min and max per row group) only for the columns that name a row:
-# the JSON, text and list columns' statistics are long strings no reader filters on, and computing
-# them was a fifth of a part's write (800 rows: 32 -> 26 ms, the file a little smaller).
+# Parquet column statistics (min and max per row group) only for the columns that name a row: the
+# JSON, text and list columns' statistics are long strings no reader filters on.
 STATISTICS = ["run_id", "arm_id", "arm", "repeat", "session_id", "turn_index", "round", "is_final"]
 
 
@@ -154,13 +152,10 @@ class PartWriter:
     only when complete (written as .tmp, then renamed), so a killed run loses at most the part in
     flight. The caller (the replay's event loop) only hands rows over: the writer's own thread
     turns them into Arrow `batch_rows` at a time and writes each batch into the open part as a row
-    group at once, so when the run ends only the last batch and the part's footer remain (the
-    whole part written at the end took about 0.1 ms a turn of the bench's 800-turn warm re-run,
-    after the jobs). A conversion costs about 55 us a column whatever its length (pyarrow's
-    per-array set-up, fifty columns) plus about 60 us a row of 200 candidates: 256 rows at a time
-    take 48 ms for those 800 turns against 117 ms 16 at a time. Each column is its own call into
-    Arrow and Parquet's encoding lets the GIL go, so the event loop waits at most one column's
-    conversion (a few ms) for it. `flush()` writes what is buffered, completes the part and waits;
+    group at once, so when the run ends only the last batch and the part's footer remain. Batches
+    are large because a conversion has a fixed cost per column whatever its length; each column is
+    its own call into Arrow and Parquet's encoding lets the GIL go, so the event loop waits at most
+    one column's conversion for it. `flush()` writes what is buffered, completes the part and waits;
     an error of the writer's thread is raised by every later `add` and by `flush`."""
 
     def __init__(self, run_dir: Path, rows_per_part: int = 2000, batch_rows: int = 256):

@@ -22,9 +22,10 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from harness.errors import BadInput
+from harness.strict import Strict
 from harness.testing.server import FAULTS, TestServer
 from harness.yamlpos import did_you_mean, located, read_yaml, validation_problems
 
@@ -34,10 +35,6 @@ ROLE_SCHEMAS = {"rewrite": "RewriteOutput", "decide": "Decision", "hyde": "HydeO
 
 class ScriptError(BadInput, ValueError):
     """A script that cannot be served (exit 2)."""
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class RuleSpec(Strict):
