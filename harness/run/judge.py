@@ -104,7 +104,8 @@ class JudgeSummary:
         heads = [self.metric_line(m) for m in self.by_metric]
         if self.judge_model is not None:
             via = f" (questions embedded by {self.embedder})" if self.embedder else ""
-            heads.append(f"judge {self.judge_model}{via}, {self.http_calls} HTTP call(s), {self.cache_hits} cache hit(s)")
+            heads.append(f"judge {self.judge_model}{via}, {self.http_calls} HTTP call(s), "
+                         f"{self.cache_hits} cache hit(s)")
         first = next(iter(self.by_metric.values()), {})
         return f"{'; '.join(heads)}; {first.get('skipped', 0)} answer(s) skipped; {self.path}"
 
