@@ -96,6 +96,17 @@ def test_reply_cut_at_max_tokens_is_a_named_failure(tmp_path, srv):
     assert r.exit_code == 3  # every judgment failed: the judge is broken
 
 
+def test_cache_miss_in_replay_is_unmeasured_and_named(tmp_path, srv):
+    run = make_run(tmp_path, srv)
+    r = cli("judge", run, "--llm-cache", "replay")
+    rows = [x for x in judgments(run, RR).values() if x["status"] != SKIPPED]
+    assert srv.calls == 0 and rows and all(x["value"] is None for x in rows)
+    assert all(x["status"].startswith("error: question generation: ") and "cache miss in replay mode" in x["status"]
+               for x in rows)
+    assert "1 unmeasured" not in r.output and "cache miss in replay 4" in summary_line(r.output)
+    assert r.exit_code == 3
+
+
 def test_no_question_generated_is_unmeasured_not_0(tmp_path, srv):
     """Ragas scores an answer 0 when the judge gives back an empty question; here it is unmeasured."""
     srv.script.rules.insert(0, srv.script.rules.pop())  # an empty question for the bolts answer, first

@@ -58,7 +58,8 @@ TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_fi
 
 def error_kind(status: str) -> str:
     """The kind of a judge row's failure (`error: STEP: WHY`): `cut at max_tokens`, `invalid reply`
-    (did not parse or fit Ragas' schema), `no question`, or harness.llm.failures' kind."""
+    (did not parse or fit Ragas' schema), `nothing to judge` (no statements, no question), `cache
+    miss in replay`, or harness.llm.failures' kind (`HTTP error`, `timeout`, `other`)."""
     why = status.split(":", 2)[-1].strip()
     if why.startswith(CUT):
         return CUT
@@ -66,6 +67,8 @@ def error_kind(status: str) -> str:
         return "invalid reply"
     if "no question" in why or "no statements" in why:
         return "nothing to judge"
+    if "cache miss in replay mode" in why:
+        return "cache miss in replay"
     return kind_of(why)
 
 
