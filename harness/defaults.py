@@ -1,11 +1,13 @@
 """Defaults more than one layer reads, defined once: the ranking metrics' settings of a run (a run
-config's `metrics:`, and what a manifest without them means) and the name of the metric the judge
+config's `metrics:`, and what a manifest without them means) and the names of the metrics the judge
 role gives. Light on purpose (pydantic only): gate and compare import it."""
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-JUDGED_METRIC = "faithfulness"  # what the judge role gives (harness/roles/judge.py, metrics/families/judged.py)
+FAITHFULNESS = "faithfulness"  # the judge role's metrics (harness/roles/judge.py, metrics/families/judged.py)
+RESPONSE_RELEVANCY = "response_relevancy"
+JUDGED_METRICS = (FAITHFULNESS, RESPONSE_RELEVANCY)  # what `harness judge` computes by default, in this order
 
 
 class MetricsConfig(BaseModel):

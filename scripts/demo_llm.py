@@ -121,7 +121,7 @@ def run_set(name: str, stamp: str, out: Path, env: dict) -> str | None:
     if code not in (0, 1) or not (out / run / "manifest.json").is_file():  # 1: failed calls above max_error_rate
         print(f"demo-llm: the {name} run exited {code}", file=sys.stderr)
         return None
-    if _has_answers(out / run):  # Ragas faithfulness on the answers (exit 3: more than half failed, counted)
+    if _has_answers(out / run):  # Ragas faithfulness and response relevancy (exit 3: more than half failed, counted)
         harness("judge", run, env=env, cwd=out)
     grades = ["--grade-map", GRADE_MAPS[name]] if name in GRADE_MAPS else []
     harness("judge", run, "--relevance", "--depth", "1", "--sample", "10", *grades, env=env, cwd=out)

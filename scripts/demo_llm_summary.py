@@ -1,7 +1,8 @@
 """The tables `make demo-llm` ends with (scripts/demo_llm.py), each naming the model of every number:
-per arm, its model and the retrieval metrics (mean over both repeats, and their spread); per LLM
-role, the calls this demo sent (valid, repaired, failed by kind), their latency and tokens/s, and
-the fallbacks the rows show. Also on its own, for run folders already made:
+per arm, its model, the retrieval metrics and the judged ones (mean over both repeats, and their
+spread); per run, the share of answers each judged metric was measured on; per LLM role, the calls
+this demo sent (valid, repaired, failed by kind), their latency and tokens/s, and the fallbacks
+the rows show. Also on its own, for run folders already made:
 
     python scripts/demo_llm_summary.py runs/demo-llm-STAMP-* [--since EPOCH] [--cache .cache/llm-demo]
 
@@ -23,7 +24,12 @@ if str(ROOT) not in sys.path:
 
 MODEL = "smollm2-135m-instruct"  # the alias make local-llm serves (scripts/local_llm.sh)
 MODEL_NAME = "SmolLM2-135M-Instruct, local"
-METRICS = ("recall@10", "ndcg@10", "faithfulness")
+
+def metrics() -> tuple[str, ...]:
+    """The arm table's columns: the headline recall and nDCG, then every judged metric the registry has."""
+    from harness.metrics.registry import judged
+
+    return ("recall@10", "ndcg@10", *judged())
 
 
 def model_of(backends: dict) -> str:
@@ -52,6 +58,7 @@ def run_failures(runs: list[Path]) -> dict[str, Counter]:
     """Per role, failed calls by kind: the manifests' llm_failed counts, the judge's and relevance labels' errors."""
     from harness.llm.failures import per_role
     from harness.run.folder import RunFolder
+    from harness.run.judge import error_kind
 
     out: dict[str, Counter] = defaultdict(Counter)
     for run in runs:
@@ -62,7 +69,8 @@ def run_failures(runs: list[Path]) -> dict[str, Counter]:
                             ("relevance", f.relevance_labels() if f.has_relevance_labels() else None)):
             if frame is not None and len(frame):
                 errors = frame.loc[frame["status"].str.startswith("error"), "status"]
-                out[role].update(e.split(":")[1].strip()[:40] for e in errors)
+                kind = error_kind if role == "judge" else (lambda e: e.split(":")[1].strip()[:40])
+                out[role].update(kind(e) for e in errors)
     return out
 
 
@@ -119,11 +127,12 @@ def arm_table(run: Path) -> str:
     agg = m[(m["kind"] == "aggregate") & (m["segment"] == "all")]
     df = read_traces(run).to_pandas()
     es = man.eval_set.get("name") if isinstance(man.eval_set, dict) else getattr(man.eval_set, "name", "?")
-    out = [f"{man.run_id} ({es}; {man.repeats} repeats; ± the spread of the repeats' means)", "| arm | model | " + " | ".join(METRICS) + " | fallbacks |",
-           "|---|---|" + "---|" * (len(METRICS) + 1)]
+    names = metrics()
+    out = [f"{man.run_id} ({es}; {man.repeats} repeats; ± the spread of the repeats' means)", "| arm | model | " + " | ".join(names) + " | fallbacks |",
+           "|---|---|" + "---|" * (len(names) + 1)]
     for arm in man.arms:
         cells = []
-        for metric in METRICS:
+        for metric in names:
             row = agg[(agg["arm_id"] == arm["arm_id"]) & (agg["metric"] == metric)]
             if row.empty or row["mean"].isna().all():
                 cells.append("n/a")
@@ -139,9 +148,28 @@ def arm_table(run: Path) -> str:
     return "\n".join(out)
 
 
+def judged_line(run: Path) -> str:
+    """How many of a run's answers each judged metric was measured on (the rest: unmeasured, counted)."""
+    from harness.run.folder import RunFolder
+
+    f = RunFolder(run)
+    if not f.has_judgments():
+        return f"{run.name}: not judged"
+    j = f.judgments()
+    j = j[~j["status"].str.startswith("skipped")]
+    parts = []
+    for metric in metrics()[2:]:
+        rows = j[j["metric"] == metric]
+        ok = int((rows["status"] == "ok").sum())
+        parts.append(f"{metric} measured on {ok}/{len(rows)} answers ({100 * ok / len(rows):.0f}%)" if len(rows)
+                     else f"{metric} not judged")
+    return f"{run.name}: " + ", ".join(parts)
+
+
 def summary(runs: list[Path], walls: dict[str, float] | None = None, since: float = 0.0,
             cache: Path = ROOT / ".cache/llm-demo") -> str:
     parts = [arm_table(r) for r in runs]
+    parts.append("judged answers per run\n" + "\n".join(judged_line(r) for r in runs))
     parts.append(role_table(runs, cache, since))
     if walls:
         parts.append("wall per set (run, judge, relevance labels): "

@@ -30,7 +30,7 @@ def test_the_headline_follows_the_settings():
     assert headline(None) == ["recall@10", "ndcg@10", "mrr@10"]
     assert headline({"cutoffs": [5, 20], "ndcg_at": 5, "mrr_at": 20}) == ["recall@5", "ndcg@5", "mrr@20"]
     assert headline({"cutoffs": [20, 100], "ndcg_at": 10, "mrr_at": 10})[0] == "recall@20"
-    assert judged() == ["faithfulness"]
+    assert judged() == ["faithfulness", "response_relevancy"]
 
 
 def test_metrics_prints_every_arm_at_the_runs_cutoffs(cut):

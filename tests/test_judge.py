@@ -1,4 +1,5 @@
-"""The judge step (Ragas faithfulness through our LLM client) against the local test server:
+"""The judge step (Ragas faithfulness through our LLM client) against the local test server
+(response relevancy: tests/test_judge_relevancy.py):
 Ragas' two requests (statement extraction, NLI verdicts) and the score they give, a broken
 judge counted as unmeasured, the cache (zero HTTP calls the second time, refresh asks again),
 no judge endpoint, no secret on disk."""
@@ -38,6 +39,19 @@ def is_verdicts(req: dict) -> bool:
     return "NLIStatementOutput" in req["messages"][0]["content"]
 
 
+def is_question(req: dict) -> bool:
+    return "AnswerRelevanceOutput" in req["messages"][0]["content"]
+
+
+QUESTIONS = {"30 days": "How many days of holiday do I get per year?", "M8 hex bolt": "What is the M8 hex bolt made of?"}
+
+
+def question(req: dict) -> dict:
+    """Response relevancy's question generation: a question per answer the script knows."""
+    user = req["messages"][-1]["content"]
+    return {"question": next((q for k, q in QUESTIONS.items() if k in user), "What?"), "noncommittal": 0}
+
+
 def verdicts(req: dict) -> dict:
     """Every statement supported except one about a bonus: 3 statements, 2 supported."""
     user = req["messages"][-1]["content"]
@@ -52,6 +66,7 @@ def script(srv: TestServer) -> None:
     srv.add_rule({"statements": STATEMENTS}, when=lambda r: is_statements(r) and "30 days" in r["messages"][-1]["content"])
     srv.add_rule({"statements": ["The M8 hex bolt 4711-32 is stainless steel A2."]}, when=is_statements)
     srv.add_rule(verdicts, when=is_verdicts)
+    srv.add_rule(question, when=is_question)
 
 
 # the loopback-only guard is session-wide in tests/conftest.py
@@ -105,9 +120,9 @@ def make_run(tmp_path: Path, srv: TestServer | None, **judge) -> Path:
     return run
 
 
-def judgments(run: Path) -> dict:
+def judgments(run: Path, metric: str = "faithfulness") -> dict:
     t = pq.read_table(run / JUDGMENTS).to_pylist()
-    return {(r["arm_id"], r["session_id"], r["turn_index"]): r for r in t}
+    return {(r["arm_id"], r["session_id"], r["turn_index"]): r for r in t if r["metric"] == metric}
 
 
 def test_faithfulness_through_our_client(tmp_path, srv):
@@ -127,7 +142,7 @@ def test_faithfulness_through_our_client(tmp_path, srv):
     assert j[("baseline", "s1", 2)]["status"] == SKIPPED and j[("baseline", "s1", 2)]["value"] is None
 
     # what Ragas sent: instructor JSON mode, the schema in the system message
-    reqs = [r.json for r in srv.requests if r.path.endswith("/chat/completions")]
+    reqs = [r.json for r in srv.requests if r.path.endswith("/chat/completions") and not is_question(r.json)]
     assert all(r["response_format"] == {"type": "json_object"} and r["model"] == "judge-model" for r in reqs)
     assert not any("tools" in r for r in reqs)
     extract = [r for r in reqs if is_statements(r) and "30 days" in r["messages"][-1]["content"]]

@@ -135,7 +135,7 @@ def test_one_self_contained_file_with_plots_and_drilldown(report):
         assert f">{arm}</th>" in html
     for section in ("manifests", "metrics", "tradeoff", "guards", "comparisons", "drilldown", "warnings"):
         assert f'id="{section}"' in html
-    assert "faithfulness not measured" in html
+    assert "faithfulness and response_relevancy not measured" in html
 
 
 def test_numbers_equal_metrics_parquet(report):

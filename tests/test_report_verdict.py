@@ -162,8 +162,8 @@ def test_faithfulness_is_na_where_no_run_was_judged_and_says_so(reported):
     assert {v for k, v in p.cells.items() if k[2] == "faithfulness"} == {""}
     assert len([k for k in p.cells if k[2] == "faithfulness"]) == 8 * len(SEGMENTS)
     assert "faithfulness n/a: no judgments in b2b and candidate" in section(html, "verdict")
-    assert "faithfulness n/a for b2b, candidate: no judgments" in section(html, "headline")
-    assert "faithfulness n/a: this run has no judgments" in section(html, "metrics")
+    assert "faithfulness, response_relevancy n/a for b2b, candidate: no judgments" in section(html, "headline")
+    assert "faithfulness, response_relevancy n/a: this run has no judgments" in section(html, "metrics")
 
 
 def test_no_absolute_path_of_the_machine(reported, tmp_path):

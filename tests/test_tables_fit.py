@@ -120,7 +120,8 @@ def test_scored_tables_fit_and_say_their_run_in_titles_that_do_not_break(runs, c
 def test_notes_stay_within_three_lines(runs):
     r = invoke("metrics", runs / "sweep", columns=120)
     lines = r.output.splitlines()
-    starts = [i for i, x in enumerate(lines) if x.startswith(("note: ", "faithfulness: ", "metrics: "))]
+    starts = [i for i, x in enumerate(lines)
+              if x.startswith(("note: ", "faithfulness and response_relevancy: ", "metrics: "))]
     assert starts, r.output
     for a, b in zip(starts, starts[1:]):
         assert b - a <= 3, "\n".join(lines[a:b])

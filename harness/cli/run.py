@@ -265,9 +265,12 @@ def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh"
           grade_map: str = typer.Option("0,0,1,2", "--grade-map", help="--relevance: the eval-set grade of each LLM "
                                         "grade 0,1,2,3"),
           llm_cache: Optional[str] = typer.Option(None, "--llm-cache", help="the LLM cache mode over the run config's "
-                                                  "llm.cache.mode: readwrite | replay (send nothing) | refresh | off")):
-    """Ask the judge role about every answer of a run (Ragas faithfulness) into the run folder's judgments; cached;
-    then score the run again, so `harness gate` sees the judgments. The only step after replay that calls a model;
+                                                  "llm.cache.mode: readwrite | replay (send nothing) | refresh | off"),
+          metric: Optional[list[str]] = typer.Option(None, "--metric", help="a judged metric to compute: faithfulness "
+                                                     "| response_relevancy (repeatable; default both; the other's "
+                                                     "rows are kept)")):
+    """Ask the judge role about every answer of a run (Ragas faithfulness and response relevancy) into the run
+    folder's judgments; cached; then score the run again, so `harness gate` sees the judgments. The only step after replay that calls a model;
     without a judge endpoint answers are 'not measured'. With --relevance: grade the unjudged documents instead.
     Exit 3 when more than half of the judgments failed."""
     from harness.run.judge import judge_command, judge_endpoint
@@ -282,7 +285,7 @@ def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh"
     if relevance:
         return _relevance(run_dir, ep, refresh == "judge", depth=depth, sample=sample, prompt=prompt,
                           grade_map=grade_map, cache_mode=llm_cache)
-    summary = judge_command(run_dir, refresh == "judge", ep, llm_cache)
+    summary = judge_command(run_dir, refresh == "judge", ep, llm_cache, metric)
     console.print(f"judge: {summary.line()}", highlight=False, markup=False)
     if RunFolder(run_dir).parts():
         _metrics(run_dir, quiet=True)

@@ -74,7 +74,7 @@ class ReportRun:
 
     @property
     def judged(self) -> list[str]:
-        """The metrics judgments give (faithfulness)."""
+        """The metrics judgments give (faithfulness, response relevancy: the registry's judged family)."""
         return judged()
 
     def table(self, name: str) -> pd.DataFrame | None:

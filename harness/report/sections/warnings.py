@@ -81,8 +81,8 @@ def build(run: ReportRun) -> dict:
     answers = run.turns[run.turns["metric"] == "answered"]
     if not run.has_judgments:
         who = ", ".join(run.label.get(a, a) for a in dict.fromkeys(answers["arm_id"]))
-        out.append({"level": "warn", "text": f"faithfulness not measured (no {JUDGMENTS}; run `harness judge RUN` "
-                    "with a judge endpoint)" + (f"; arms with answers: {who}." if who else "; no arm answered.")})
+        out.append({"level": "warn", "text": f"{' and '.join(run.judged)} not measured (no {JUDGMENTS}; run "
+                    "`harness judge RUN` with a judge endpoint)" + (f"; arms with answers: {who}." if who else "; no arm answered.")})
     if run.manifest.repeats > 1:
         out.append({"level": "info", "text": f"{run.manifest.repeats} repeats: metrics average the repeats "
                     "per turn; the drill-down shows the first repeat."})
