@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 from rich.markup import escape
 
+from harness.metrics.stats import STATS
 from harness.report.fit import Col, Wrapped
 from harness.report.terminal import fitted, short_segment
 
@@ -66,7 +67,7 @@ def gate_ending(code: int, v: dict | None, meaning: dict[int, str]) -> list:
     return out + [f"{head}: {len(failed)} of {len(results)} checks failed: {names}"]
 
 
-def compare_ending(df: pd.DataFrame, against: str, alpha: float = 0.05, per_arm: int = 3) -> str:
+def compare_ending(df: pd.DataFrame, against: str, alpha: float = STATS.alpha, per_arm: int = 3) -> str:
     """The last line of `harness compare`: the arms (labels; with their run when several runs were
     compared) whose difference is significant (Holm p < alpha) on some metric and segment, with
     those differences (at most `per_arm` each), then those that are not."""
