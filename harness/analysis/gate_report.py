@@ -14,7 +14,8 @@ import pandas as pd
 from harness.metrics.segments import segment_keys
 from harness.metrics.stats import paired_frame
 
-ICON = {"pass": "✅ pass", "regression": "❌ regression", "infrastructure": "⚠️ infrastructure"}
+ICON = {"pass": "✅ pass", "regression": "❌ regression", "insufficient data": "❌ insufficient data",
+        "infrastructure": "⚠️ infrastructure"}
 STATUS = {"pass": "pass", "fail": "**FAIL**", "insufficient": "**FAIL** (insufficient data)", "n/a": "n/a"}
 
 

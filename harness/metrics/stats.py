@@ -173,6 +173,11 @@ class TurnMeans:
         return means[np.fromiter((k in keys for k in means.index), bool, len(means))] if keys else means.iloc[0:0]
 
 
+def paired_of(means: "TurnMeans", metric: str, arm_a: str, arm_b: str, segment_keys=None) -> pd.DataFrame:
+    """paired_frame of two arms' turn means in `means` (restricted to `segment_keys` when given)."""
+    return _paired(means.of(metric, arm_a, segment_keys), means.of(metric, arm_b, segment_keys))[0]
+
+
 def _session_sums(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per-session sum of turn differences (b - a) and per-session turn counts."""
     if frame.empty:
