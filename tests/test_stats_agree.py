@@ -76,15 +76,15 @@ def test_monte_carlo_above_the_exact_limit_and_its_resolution_said():
     assert p_said(0.0123) == "0.0123" and p_said(0.0042, floor, holm=True) == "≤0.0042 (resolution)"
 
 
-def test_b2b_compare_labels_resolution_and_holm_family():
+def test_b2b_compare_labels_resolution_and_holm_family(tmp_path):
     """Observation 6: every significant b2b row showed `p 0.028`, the floor of the permutations times
     the Holm family, as if it were evidence; a Holm p beside a CI without naming its family."""
-    r = invoke("compare", BASELINE, "--reference", "original", "-o", ROOT / "reports/compare/test-stats-agree")
+    r = invoke("compare", BASELINE, "--reference", "original", "-o", tmp_path)
     assert r.exit_code == 0, r.output
     flat = " ".join(r.output.split())
     assert "(resolution)" in flat and "0.028" not in flat
     assert re.search(r"pHolm: Holm over the \d+ quality comparisons of this table", flat), flat[:2000]
-    md = (ROOT / "reports/compare/test-stats-agree/compare.md").read_text(encoding="utf-8")
+    md = (tmp_path / "compare.md").read_text(encoding="utf-8")
     assert "| p | pHolm |" in md and "10,000 resamples, seed 0" in md
 
 
