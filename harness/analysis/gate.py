@@ -138,7 +138,9 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
     else:
         p_one = row["p"] / 2 if change < 0 else 1.0
         ok = not (-change > rule.max_drop and p_one < rule.alpha)
-        why = f"{said} vs allowed drop {rule.max_drop}, one-sided p {p_one:.4f} vs alpha {rule.alpha}"
+        floor = row.get("p_floor")  # a p at the test's resolution: its half is a bound too
+        said_p = p_said(p_one, None if floor is None or floor != floor or change >= 0 else floor / 2)
+        why = f"{said} vs allowed drop {rule.max_drop}, one-sided p {said_p} vs alpha {rule.alpha}"
     return _lost({**out, "status": "pass" if ok else "fail", "ok": bool(ok), "detail": why}, base, cand, pair, policy,
                  split)
 

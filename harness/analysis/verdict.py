@@ -30,12 +30,11 @@ from harness.analysis.evidence import EvidenceError, check_run, coverage_notes
 # shown apart, never counted as regressions: timings and spend depend on the machine, its load and
 # the day (the manifests record where each run was timed); a policy's budgets judge them
 OPERATIONAL_METRICS = ("latency_total_ms", "cost_usd", "llm_calls")
-ALPHA = STATS.alpha  # a cell is marked when its Holm-adjusted p is below this
 EPS = 1e-12
 CELL = ("diff", "ci_lo", "ci_hi", "p", "p_holm", "holm_m", "p_floor", "n_turns", "n_sessions", "n_unmeasured", "mean_ref", "mean_arm")
 
 
-def mark(direction: str, diff: float, p_holm: float, alpha: float = ALPHA) -> str:
+def mark(direction: str, diff: float, p_holm: float, alpha: float = STATS.alpha) -> str:
     """'regression' when candidate − baseline goes the metric's bad way with Holm p < alpha,
     'improvement' when it goes the good way likewise, '' otherwise (always for a metric without
     a direction of its own)."""
@@ -241,7 +240,7 @@ def block(base: RunData, cand: RunData, policy: Policy | None, extra_metrics: li
             "metrics": [{"name": m, "direction": resolve(m).direction, "unit": resolve(m).unit, "na": na.get(m)}
                         for m in shown],
             "turns": turn_pairs(base, cand, [p for p in pairing.pairs if p.label in compared]),
-            "segments": segs, "segment_note": seg_note, "labels": labels, "notes": c.notes, "alpha": ALPHA,
+            "segments": segs, "segment_note": seg_note, "labels": labels, "notes": c.notes,
             "evidence": _not_compared(base, cand, [p for p in pairing.pairs if p.label in compared]),
             "operational": _operational(base, cand, ops, arms, specs or None, by_label),
             "n_tests": int(c.table["p"].notna().sum()), **STATS.method(), "method": STATS.said(),
