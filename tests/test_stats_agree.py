@@ -73,7 +73,7 @@ def test_monte_carlo_above_the_exact_limit_and_its_resolution_said():
     assert not test.exact and test.p == 1 / (1 + STATS.n_permutations) and test.at_resolution
     floor = test.resolution
     assert p_said(test.p, floor) == "<0.0001 (resolution)"
-    assert p_said(0.0123) == "0.0123" and p_said(0.0042, floor, holm=True) == "≤0.0042 (resolution)"
+    assert p_said(0.0123) == "0.0123" and p_said(0.0042, floor, adjusted=True) == "≤0.0042 (resolution)"
 
 
 def test_b2b_compare_labels_resolution_and_holm_family(tmp_path):

@@ -84,16 +84,16 @@ def sign_flip(sums: np.ndarray, n_permutations: int, seed: int, exact_max: int) 
     return SignFlip((1 + hits) / (1 + n_permutations), False, 1.0 / (1 + n_permutations))
 
 
-def p_said(p: float | None, floor: float | None = None, holm: bool = False, digits: int = 4) -> str:
+def p_said(p: float | None, floor: float | None = None, adjusted: bool = False, digits: int = 4) -> str:
     """A p as every output writes it: `0.0123`. `floor`: the resolution of a Monte Carlo p that sits
     at it (SignFlip.at_resolution), else None: the p is then written `<0.0001 (resolution)`, since
-    only the number of draws bounds it, and its Holm p (`holm`) `≤0.0024 (resolution)`. An em dash
+    only the number of draws bounds it, and its Holm p (`adjusted`) `≤0.0024 (resolution)`. An em dash
     when missing."""
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return "—"
     if floor is None or (isinstance(floor, float) and math.isnan(floor)):
         return f"{p:.{digits}f}"
-    if holm:
+    if adjusted:
         return f"≤{_ceil(p, digits)} (resolution)"
     return f"<{_ceil(floor, digits)} (resolution)"
 

@@ -383,7 +383,7 @@ def p_cells(r) -> tuple[str, str]:
     """(p, pHolm) of a comparison row (a dict or a named tuple of compare_arms' columns) as written."""
     get = r.get if isinstance(r, dict) else lambda k, d=None: getattr(r, k, d)
     floor = get("p_floor")
-    return p_said(get("p"), floor), p_said(get("p_holm"), floor, holm=True)
+    return p_said(get("p"), floor), p_said(get("p_holm"), floor, adjusted=True)
 
 
 def sessions_needed(mde: float, n_sessions: int, margin: float) -> int | None:

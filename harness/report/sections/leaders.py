@@ -26,7 +26,7 @@ def stats(c: dict) -> dict:
     ci = "—" if missing(c["ci_lo"]) else f"[{_signed(c['ci_lo'])}, {_signed(c['ci_hi'])}]"
     return {"label": c["label"], "mean": fmt(c["mean"]), "diff": _signed(c["diff"]), "ci": ci,
             "p": p_said(c.get("p"), c.get("p_floor"), digits=3),
-            "p_holm": p_said(c.get("p_holm"), c.get("p_floor"), holm=True, digits=3), "cls": c.get("mark") or "",
+            "p_holm": p_said(c.get("p_holm"), c.get("p_floor"), adjusted=True, digits=3), "cls": c.get("mark") or "",
             "n": f"{c['n_turns']} turns, {c['n_sessions']} sessions paired"}
 
 

@@ -41,7 +41,7 @@ def _cell(metric: dict, c: dict | None, row_n: tuple | None) -> dict:
     return {"present": True, "metric": metric["name"], "cls": c["mark"], "diff": _signed(c["diff"], d),
             "ci": "—" if missing(c["ci_lo"]) else f"[{_signed(c['ci_lo'], d)}, {_signed(c['ci_hi'], d)}]",
             "p": p_said(c.get("p"), c.get("p_floor"), digits=3),
-            "p_holm": p_said(c["p_holm"], c.get("p_floor"), holm=True, digits=3),
+            "p_holm": p_said(c["p_holm"], c.get("p_floor"), adjusted=True, digits=3),
             "title": f"{means}{n[0]} turns / {n[1]} sessions paired",
             "n": None if n == row_n else f"n={n[0]} / {n[1]}s", "unmeasured": c["n_unmeasured"] or 0}
 
