@@ -141,6 +141,7 @@ def test_one_comparison_same_numbers_everywhere(cand, tmp_path, monkeypatch):
     md = (tmp_path / "g/gate.md").read_text(encoding="utf-8")
     row = next(line for line in md.splitlines() if line.startswith(f"| {res['name']} |"))
     assert f"95% CI [{lo:+.4f}, {hi:+.4f}], p {p}" in row
+    assert f"Each rule: {STATS.said()}" in md and v["statistics"]["n_resamples"] == STATS.n_resamples
     monkeypatch.setenv("COLUMNS", "400")
     c = invoke("compare", BASELINE, cand, "-m", "ndcg@10", "-s", "all", "-o", tmp_path / "c")
     line = next(x for x in c.output.splitlines() if "rewrite " in x and "ndcg@10" in x and "rules" not in x)

@@ -9,13 +9,16 @@ the policy says `unpaired: warn`. Every rule is read in its metric's good direct
   (one-sided randomization test over sessions).
 A rule needs `min_sessions` sessions measured in both runs, a floor or budget as many in the
 candidate; fewer is "insufficient data", a failed check. Each rule reports the smallest change
-the baseline's between-session spread lets it detect. A metric that does not apply to an arm,
+the baseline's between-session spread lets it detect; a noninferiority rule whose CI straddles
+−max_drop on a set that cannot detect a drop of max_drop is "insufficient data" too (with the
+sessions that would be needed), never a regression. A metric that does not apply to an arm,
 or that no labelled turn of the eval set measures, is shown n/a; a check naming such an arm, a
 rule that applies to no pair, a segment that names no label value, and a policy of which nothing
 applies are bad input. Exit codes: 0 pass, 1 regression (or insufficient data), 2 bad input, 3
 infrastructure (errors, failed LLM calls, or unmeasured values past the limits)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -31,7 +34,7 @@ from harness.analysis.policy import GateUsageError, Policy, load_policy
 from harness.analysis.pool_warnings import judged_warnings
 from harness.metrics.segments import SegmentError, segment_keys
 from harness.metrics.signflip import p_said
-from harness.metrics.stats import sessions_needed
+from harness.metrics.stats import STATS, sessions_needed
 from harness.run.armset import EXTERNAL
 
 PASS, REGRESSION, USAGE, INFRA = 0, 1, 2, 3
@@ -215,7 +218,9 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[st
     failed = [r for r in results if not r["ok"]]
     said = INSUFFICIENT if status == REGRESSION and all(r["status"] == "insufficient" for r in failed) \
         else VERDICT[status]
+    counts = dataclasses.replace(STATS, n_resamples=policy.n_resamples, seed=policy.seed)
     return {"status": status, "verdict": said, "baseline": base.name, "candidate": cand.name,
+            "statistics": {**counts.method(), "said": counts.said()},
             "pairs": [{"label": p.label, "baseline_arm": p.baseline.arm_id, "candidate_arm": p.candidate.arm_id,
                        "how": p.how, "changes": p.changes} for p in pairs],
             "not_compared": prep["not_compared"], "evidence": prep["evidence"], "scope": prep["scope"],
