@@ -275,7 +275,7 @@ def test_judged_runs_show_faithfulness_per_turn_index_with_unmeasured_counts(tmp
     m.loc[failed, "value"], m.loc[failed, "unmeasured"] = None, "error: APIConnectionError"
     m.to_parquet(cand / METRICS)
     seal(cand)
-    v = verdicts(plan([base, cand]), n_resamples=500)
+    v = verdicts(plan([base, cand]))
     (b,) = v["blocks"]
     assert b["segments"] == ["all", "turn_index=1", "turn_index=2", "turn_index>=2"]
     assert b["segment_note"] == "no labelled turn in turn_index=3, turn_index>=4"

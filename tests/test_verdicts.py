@@ -73,7 +73,8 @@ def test_a_changed_arm_is_gated_and_unpaired_labels_are_refused(b2b_candidate, t
     r = gate(tmp_path, BASELINE, b2b_candidate, warn)
     assert r.exit_code == 1, r.output  # HQE with one turn of history loses follow-ups: compared, and caught
     v = json.loads((tmp_path / "gate/gate.json").read_text())
-    failed = {(x["label"], x["metric"], x["segment"]) for x in v["results"] if x["status"] == "fail"}
+    # failed as a regression, or as insufficient data where the CI straddles the margin on a set too small
+    failed = {(x["label"], x["metric"], x["segment"]) for x in v["results"] if not x["ok"]}
     assert {lab for lab, _, _ in failed} == {"rewrite"} and ("rewrite", "recall@10", "turn_index>=2") in failed, failed
     assert not [f for f in failed if f[2] == "turn_index=1"], failed  # one turn of history: first turns unchanged
     pairs = {p["label"]: p for p in v["pairs"]}
@@ -250,8 +251,10 @@ def test_an_imported_run_is_gated_without_query_metrics(tmp_path):
     assert floor and all(x["status"] == "n/a" and "ext is an imported run file (rankings only)" in x["detail"]
                          for x in floor)
     # the missing query is a first turn with no ranking: the shipped policy's first-turn rules catch it
-    failed = {(x["metric"], x["segment"]) for x in v["results"] if x["status"] == "fail"}
-    assert r.exit_code == 1 and failed == {("recall@10", "turn_index=1"), ("ndcg@10", "turn_index=1")}, r.output
+    # (one first turn in 50 sessions: within the CI of a set this size, so insufficient data, exit 1)
+    failed = {(x["metric"], x["segment"]): x["status"] for x in v["results"] if not x["ok"]}
+    assert r.exit_code == 1 and failed == {("recall@10", "turn_index=1"): "insufficient",
+                                           ("ndcg@10", "turn_index=1"): "insufficient"}, r.output
 
 
 # 5. exit codes of a run ------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from harness.metrics.registry import Metric, UnknownMetric, is_coverage, on_requ
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.run.armset import changes
-from harness.metrics.stats import TurnMeans, compare_arms, holm
+from harness.metrics.stats import STATS, TurnMeans, compare_arms, holm_over, holm_said, p_cells
 
 
 class CompareError(BadInput, ValueError):
@@ -143,16 +143,17 @@ class Split(TurnMeans):
         return self.rows_of(metric, "A:" + pair.baseline.arm_id), self.rows_of(metric, "B:" + pair.candidate.arm_id)
 
 
-def compare_pair(base: RunData, cand: RunData, pair: Pair, metric: str, segment: str, n_resamples: int = 5000,
-                 seed: int = 0, alpha: float = 0.05, split: Split | None = None, direction: str | None = None,
-                 n_permutations: int | None = None) -> dict:
+def compare_pair(base: RunData, cand: RunData, pair: Pair, metric: str, segment: str,
+                 n_resamples: int = STATS.n_resamples, seed: int = STATS.seed, alpha: float = STATS.alpha,
+                 split: Split | None = None, direction: str | None = None,
+                 n_permutations: int = STATS.n_permutations) -> dict:
     """`split`: `Split(base, cand)`, when the caller compares the pair on several metrics or segments
-    (its turn means and segments are then computed once); `n_permutations` of the randomization test,
-    `n_resamples` unless given."""
+    (its turn means and segments are then computed once). The counts are STATS' unless a policy
+    states its own."""
     split = Split(base, cand) if split is None else split
     df = compare_arms(split, metric, "A:" + pair.baseline.arm_id, ["B:" + pair.candidate.arm_id],
                       segment_keys=split.keys(segment), n_resamples=n_resamples,
-                      n_permutations=n_permutations or n_resamples, seed=seed, alpha=alpha, direction=direction)
+                      n_permutations=n_permutations, seed=seed, alpha=alpha, direction=direction)
     row = df.iloc[0].to_dict()  # one row per candidate, its smallest detectable change (mde) included
     row.update({"metric": metric, "segment": segment, "label": pair.label, "baseline_arm": pair.baseline.arm_id,
                 "candidate_arm": pair.candidate.arm_id, "changes": "; ".join(pair.changes),
@@ -179,7 +180,8 @@ def _checked(runs: list[RunData], metrics: list[str], segments: list[str], arms:
 
 
 def _rows(base: RunData, cand: RunData, pairs: list[Pair], ms: list[Metric], segments: list[str], notes: list[str],
-          n_resamples: int, seed: int, n_permutations: int | None = None) -> list[dict]:
+          n_resamples: int = STATS.n_resamples, seed: int = STATS.seed,
+          n_permutations: int = STATS.n_permutations) -> list[dict]:
     split = Split(base, cand)
     rows = []
     for p in pairs:
@@ -201,15 +203,15 @@ def _finish(rows: list[dict], notes: list[str]) -> Comparison:
     out = pd.DataFrame(rows)
     cov = out["metric"].map(is_coverage).to_numpy(bool)  # coverage figures (judged@10) are a family of their own:
     out["p_holm"] = float("nan")  # showing them beside the quality metrics leaves those metrics' p unchanged
+    out["holm_m"] = 0
     for part in (cov, ~cov):
-        if part.any():
-            out.loc[part, "p_holm"] = holm(out.loc[part, "p"].tolist())
+        holm_over(out, part)
     return Comparison(out, list(dict.fromkeys(notes)))
 
 
 def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arms: list[str] | None = None,
                  pairs: list[str] | None = None, allow_different_evalsets: bool = False,
-                 n_resamples: int = 5000, seed: int = 0, allow_partial: bool = False) -> Comparison:
+                 n_resamples: int = STATS.n_resamples, seed: int = STATS.seed, allow_partial: bool = False) -> Comparison:
     """Each run against the first, arm pair by arm pair (pairing by label). An incomplete run is
     refused unless `allow_partial` (then the notes say which runs are partial)."""
     if len(paths) < 2:
@@ -233,7 +235,8 @@ def _load(path: Path, allow_partial: bool) -> RunData:
 
 def compare_data(runs: list[RunData], metrics: list[str], segments: list[str], arms: list[str] | None = None,
                  pairs: list[str] | None = None, allow_different_evalsets: bool = False,
-                 n_resamples: int = 5000, seed: int = 0, n_permutations: int | None = None) -> Comparison:
+                 n_resamples: int = STATS.n_resamples, seed: int = STATS.seed,
+                 n_permutations: int = STATS.n_permutations) -> Comparison:
     """compare_runs on loaded, scored runs."""
     check_same_evalset(runs, allow_different_evalsets)
     ms = _checked(runs, metrics, segments, arms)
@@ -254,7 +257,7 @@ def compare_data(runs: list[RunData], metrics: list[str], segments: list[str], a
 
 
 def compare_within(path: Path, reference: str, metrics: list[str], segments: list[str], arms: list[str] | None = None,
-                   n_resamples: int = 5000, seed: int = 0, allow_partial: bool = False) -> Comparison:
+                   n_resamples: int = STATS.n_resamples, seed: int = STATS.seed, allow_partial: bool = False) -> Comparison:
     """The arms of one run against its `reference` arm (a label or id), on any segment."""
     run = _load(path, allow_partial)
     ms = _checked([run], metrics, segments, arms)
@@ -289,25 +292,36 @@ def _pairing(base: RunData, cand: RunData, pairs: list[str] | None):
 
 
 COLUMNS = ["candidate_run", "label", "metric", "direction", "segment", "n_turns", "n_sessions", "n_unmeasured",
-           "mean_ref", "mean_arm", "diff", "ci_lo", "ci_hi", "p", "p_holm", "wins", "ties", "losses", "mde",
-           "changes", "baseline_arm", "candidate_arm"]
+           "mean_ref", "mean_arm", "diff", "ci_lo", "ci_hi", "p", "p_holm", "holm_m", "p_exact", "p_floor", "wins",
+           "ties", "losses", "mde", "changes", "baseline_arm", "candidate_arm"]
 
 
 def wtl_header(direction: str) -> str:
     return "up/tie/down" if direction == "none" else "W/T/L"
 
 
+def families(df: pd.DataFrame) -> str:
+    """Which families the table's Holm p are adjusted over, in words (compare's tables and compare.md)."""
+    cov = df["metric"].map(is_coverage).to_numpy(bool)
+    quality = int(df.loc[~cov, "holm_m"].max()) if (~cov).any() else 0
+    said = holm_said(quality, "quality comparisons of this table") if quality else "pHolm: —"
+    if cov.any():
+        said += f"; coverage figures (judged@k) apart, over their {int(df.loc[cov, 'holm_m'].max())}"
+    return said
+
+
 def to_markdown(c: Comparison, base_name: str) -> str:
     df = c.table
     lines = [f"# Comparison against {base_name}", "",
              "W/T/L counts turns where the candidate is better / equal / worse by the metric's direction "
-             "(for metrics without one: higher / equal / lower).", "",
-             "| run | arm | metric | segment | n | baseline | candidate | diff | 95% CI | p (Holm) | W/T/L |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "(for metrics without one: higher / equal / lower).", "", f"{STATS.said()}; {families(df)}.", "",
+             "| run | arm | metric | segment | n | baseline | candidate | diff | 95% CI | p | pHolm | W/T/L |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in df.itertuples():
         arrow = {"higher": "↑", "lower": "↓"}.get(r.direction, "")
+        p, p_holm = p_cells(r)
         lines.append(f"| {r.candidate_run} | {r.label} | {r.metric}{arrow} | {r.segment} | {r.n_turns} | {r.mean_ref:.3f} | "
-                     f"{r.mean_arm:.3f} | {r.diff:+.3f} | [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] | {r.p_holm:.4f} | "
+                     f"{r.mean_arm:.3f} | {r.diff:+.3f} | [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] | {p} | {p_holm} | "
                      f"{r.wins}/{r.ties}/{r.losses} |")
     changed = df.drop_duplicates("label")
     changed = changed[changed["changes"].astype(str) != ""]

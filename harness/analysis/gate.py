@@ -9,13 +9,16 @@ the policy says `unpaired: warn`. Every rule is read in its metric's good direct
   (one-sided randomization test over sessions).
 A rule needs `min_sessions` sessions measured in both runs, a floor or budget as many in the
 candidate; fewer is "insufficient data", a failed check. Each rule reports the smallest change
-the baseline's between-session spread lets it detect. A metric that does not apply to an arm,
+the baseline's between-session spread lets it detect; a noninferiority rule whose CI straddles
+−max_drop on a set that cannot detect a drop of max_drop is "insufficient data" too (with the
+sessions that would be needed), never a regression. A metric that does not apply to an arm,
 or that no labelled turn of the eval set measures, is shown n/a; a check naming such an arm, a
 rule that applies to no pair, a segment that names no label value, and a policy of which nothing
 applies are bad input. Exit codes: 0 pass, 1 regression (or insufficient data), 2 bad input, 3
 infrastructure (errors, failed LLM calls, or unmeasured values past the limits)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -30,10 +33,13 @@ from harness.analysis.pairing import Pair
 from harness.analysis.policy import GateUsageError, Policy, load_policy
 from harness.analysis.pool_warnings import judged_warnings
 from harness.metrics.segments import SegmentError, segment_keys
+from harness.metrics.signflip import p_said
+from harness.metrics.stats import STATS, sessions_needed
 from harness.run.armset import EXTERNAL
 
 PASS, REGRESSION, USAGE, INFRA = 0, 1, 2, 3
 VERDICT = {PASS: "pass", REGRESSION: "regression", INFRA: "infrastructure"}
+INSUFFICIENT = "insufficient data"  # the verdict (exit 1) when every failed check lacked the data to judge it
 MEANING = {PASS: "pass", REGRESSION: "regression or insufficient data", USAGE: "bad input",
            INFRA: "infrastructure"}
 __all__ = ["SECTIONS", "evaluate", "evaluate_to", "gate", "prepare"]
@@ -83,6 +89,22 @@ def _insufficient(out: dict, n: int, need: int, where: str) -> dict:
             "detail": f"insufficient data: {n} session(s) measured {where} (min_sessions {need})"}
 
 
+def underpowered(mde: float, n_sessions: int, max_drop: float) -> str | None:
+    """Why a noninferiority rule cannot be judged on this set: its smallest detectable difference is
+    larger than its margin (or not estimable), in words with the sessions that would be needed;
+    None when the set can show a drop of `max_drop`. The gate's results and --explain say it alike."""
+    if not max_drop > 0:
+        return None  # a margin of 0: only a CI wholly at or above 0 passes; no size of set changes that
+    if math.isnan(mde):
+        return (f"insufficient data: the smallest detectable difference is not estimable with {n_sessions} "
+                "session(s) (no spread between the baseline's sessions)")
+    if mde <= max_drop:
+        return None
+    need = sessions_needed(mde, n_sessions, max_drop)
+    return (f"insufficient data: with {n_sessions} sessions the smallest drop this set can show is {mde:.4f} (more "
+            f"than max_drop {max_drop}); about {need} sessions would be needed")
+
+
 def _worse_or_better(change: float) -> str:
     """A direction-adjusted change in words: 'worse by 0.12', 'better by 0.03', 'unchanged'."""
     return "unchanged" if abs(change) < 5e-5 else f"{'worse' if change < 0 else 'better'} by {abs(change):.4f}"
@@ -101,19 +123,27 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
     change, lo = sign * diff, min(sign * row["ci_lo"], sign * row["ci_hi"])  # lo: the worst end of the CI
     need = rule.min_sessions or policy.min_sessions
     out = {"kind": "rule", "name": name, "label": pair.label, "metric": m.name, "segment": rule.segment,
-           "direction": direction, "diff": diff, "ci": [row["ci_lo"], row["ci_hi"]], "p": row["p"], "mde": row["mde"],
+           "direction": direction, "diff": diff, "ci": [row["ci_lo"], row["ci_hi"]], "p": row["p"], "p_floor": row.get("p_floor"),
+           "p_exact": bool(row.get("p_exact")), "mde": row["mde"],
            "n_sessions": n_s, "n_turns": int(row.get("n_turns") or 0), "changes": pair.changes}
     if n_s < need or math.isnan(diff):
         return _insufficient(out, n_s, need, "in both runs")
-    said = (f"candidate − baseline {diff:+.4f}, 95% CI [{row['ci_lo']:+.4f}, {row['ci_hi']:+.4f}]; {direction} is "
-            f"better: {_worse_or_better(change)}")
+    said = (f"candidate − baseline {diff:+.4f}, {1 - rule.alpha:.0%} CI [{row['ci_lo']:+.4f}, {row['ci_hi']:+.4f}], "
+            f"p {p_said(row['p'], row.get('p_floor'))}; {direction} is better: {_worse_or_better(change)}")
     if rule.test == "noninferiority":
         ok = lo >= -rule.max_drop
         why = f"{said}, at worst {_worse_or_better(lo)} ({'within' if ok else 'beyond'} the allowed drop {rule.max_drop})"
+        best = max(sign * row["ci_lo"], sign * row["ci_hi"])  # the CI's best end, in the good direction
+        weak = None if ok or best < -rule.max_drop else underpowered(row["mde"], n_s, rule.max_drop)
+        if weak:  # neither shown within the margin nor wholly beyond it, on a set too small to tell
+            return _lost({**out, "status": "insufficient", "ok": False, "detail": f"{weak} ({why})"}, base, cand,
+                         pair, policy, split)
     else:
         p_one = row["p"] / 2 if change < 0 else 1.0
         ok = not (-change > rule.max_drop and p_one < rule.alpha)
-        why = f"{said} vs allowed drop {rule.max_drop}, one-sided p {p_one:.4f} vs alpha {rule.alpha}"
+        floor = row.get("p_floor")  # a p at the test's resolution: its half is a bound too
+        said_p = p_said(p_one, None if floor is None or floor != floor or change >= 0 else floor / 2)
+        why = f"{said} vs allowed drop {rule.max_drop}, one-sided p {said_p} vs alpha {rule.alpha}"
     return _lost({**out, "status": "pass" if ok else "fail", "ok": bool(ok), "detail": why}, base, cand, pair, policy,
                  split)
 
@@ -185,7 +215,12 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[st
     gated = [r["segment"] for r in results if r["status"] != "n/a"]  # coverage on the segments the policy gates
     warnings = warnings + judged_warnings(base, cand, pairs, gated)
     status = INFRA if infra else (REGRESSION if not all(r["ok"] for r in results) else PASS)
-    return {"status": status, "verdict": VERDICT[status], "baseline": base.name, "candidate": cand.name,
+    failed = [r for r in results if not r["ok"]]
+    said = INSUFFICIENT if status == REGRESSION and all(r["status"] == "insufficient" for r in failed) \
+        else VERDICT[status]
+    counts = dataclasses.replace(STATS, n_resamples=policy.n_resamples, seed=policy.seed)
+    return {"status": status, "verdict": said, "baseline": base.name, "candidate": cand.name,
+            "statistics": {**counts.method(), "said": counts.said()},
             "pairs": [{"label": p.label, "baseline_arm": p.baseline.arm_id, "candidate_arm": p.candidate.arm_id,
                        "how": p.how, "changes": p.changes} for p in pairs],
             "not_compared": prep["not_compared"], "evidence": prep["evidence"], "scope": prep["scope"],

@@ -14,7 +14,8 @@ import pandas as pd
 from harness.metrics.segments import segment_keys
 from harness.metrics.stats import paired_frame
 
-ICON = {"pass": "✅ pass", "regression": "❌ regression", "infrastructure": "⚠️ infrastructure"}
+ICON = {"pass": "✅ pass", "regression": "❌ regression", "insufficient data": "❌ insufficient data",
+        "infrastructure": "⚠️ infrastructure"}
 STATUS = {"pass": "pass", "fail": "**FAIL**", "insufficient": "**FAIL** (insufficient data)", "n/a": "n/a"}
 
 
@@ -56,6 +57,9 @@ def to_markdown(v: dict) -> str:
         how = "" if p["how"] == "label" else f" (paired by {p['how']})"
         lines.append(f"- {p['label']}{how}: " + ("; ".join(p["changes"]) if p["changes"] else "no change in parameters or models"))
     lines += [""] + [f"- ⚠️ {w}" for w in v.get("warnings", [])] + [f"- ⚠️ {msg}" for msg in v["infrastructure"]]
+    if v.get("statistics"):  # the same counts as harness compare and the report: the same CI and p
+        lines += ["", f"Each rule: {v['statistics']['said']}; no p is adjusted for multiplicity (each rule is one "
+                  "declared comparison)."]
     lines += ["", "| check | result | detail | smallest detectable change |", "|---|---|---|---|"]
     for r in v["results"]:
         lines.append(f"| {r['name']} | {STATUS[r['status']]} | {r['detail']} | {_mde(r)} |")

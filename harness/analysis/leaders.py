@@ -16,16 +16,13 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.evidence import EvidenceError, check_run
-from harness.analysis.verdict import ALPHA, N_RESAMPLES, evalset_of, mark
+from harness.analysis.verdict import evalset_of, mark
 from harness.metrics.registry import headline, judged, resolve
-from harness.metrics.stats import compare_arms, holm
+from harness.metrics.stats import STATS, compare_arms, holm
 from harness.run.folder import RunData
 
 EPS = 1e-12
-# as `harness compare`: the randomization test draws as many sign flips as the bootstrap resamples
-# (a run's answer holds a few dozen comparisons at most: p can reach 1/5001, Holm's alpha stays in reach)
-N_PERMUTATIONS = N_RESAMPLES
-STATS = ("diff", "ci_lo", "ci_hi", "p", "n_turns", "n_sessions", "n_unmeasured")
+FIELDS = ("diff", "ci_lo", "ci_hi", "p", "p_floor", "n_turns", "n_sessions", "n_unmeasured")
 
 
 def answer_metrics(run: RunData) -> list[str]:
@@ -60,7 +57,7 @@ def reference_arm(run: RunData) -> str | None:
 
 def _flipped(r: dict) -> dict:
     """A row of compare_arms (other − best) as best − other."""
-    out = {k: (None if pd.isna(r[k]) else float(r[k])) for k in STATS}
+    out = {k: (None if pd.isna(r[k]) else float(r[k])) for k in FIELDS}
     for k in ("diff", "ci_lo", "ci_hi"):
         out[k] = None if out[k] is None else -out[k]
     out["ci_lo"], out["ci_hi"] = out["ci_hi"], out["ci_lo"]
@@ -69,7 +66,7 @@ def _flipped(r: dict) -> dict:
     return out
 
 
-def _metric(run: RunData, metric: str, n_resamples: int, n_permutations: int) -> dict | None:
+def _metric(run: RunData, metric: str) -> dict | None:
     """The best arm on one metric and its comparisons with every other ranked arm (p not yet adjusted)."""
     ranked = _ranked(run, metric)
     if not ranked:
@@ -81,8 +78,7 @@ def _metric(run: RunData, metric: str, n_resamples: int, n_permutations: int) ->
     rows = {}
     if others:
         pt = run.per_turn[run.per_turn["metric"] == metric]
-        df = compare_arms(pt, metric, best, others, n_resamples=n_resamples, n_permutations=n_permutations,
-                          direction=direction)
+        df = compare_arms(pt, metric, best, others, direction=direction)  # the counts of STATS
         rows = {r["arm"]: _flipped(r) for r in df.to_dict("records")}
     return {"name": metric, "direction": direction, "n_ranked": len(ranked),
             "best": {"arm_id": best, "label": label[best], "mean": means[best]},
@@ -95,8 +91,10 @@ def _adjust(metrics: list[dict], ref: str | None, alpha: float) -> None:
     where the best is better in the metric's direction with Holm p below alpha, as the verdict
     block marks cells)."""
     cells = [(m, o) for m in metrics for o in m["others"]]
+    n_tests = sum(c["p"] is not None for _, c in cells)
     for (m, c), p in zip(cells, holm([math.nan if c["p"] is None else c["p"] for _, c in cells])):
         c["p_holm"] = None if math.isnan(p) else p
+        c["holm_m"] = n_tests
         c["mark"] = mark(m["direction"], c["diff"], c["p_holm"], alpha)
     for m in metrics:
         m["next"] = m["others"][0] if m["others"] else None
@@ -106,19 +104,18 @@ def _adjust(metrics: list[dict], ref: str | None, alpha: float) -> None:
         m["vs_reference"] = next((o for o in m["others"] if o["arm_id"] == ref), None)
 
 
-def leaders_of(run: RunData, n_resamples: int = N_RESAMPLES, n_permutations: int = N_PERMUTATIONS,
-               alpha: float = ALPHA) -> dict:
+def leaders_of(run: RunData, alpha: float = STATS.alpha) -> dict:
     """One run's answer (see the module's docstring)."""
     ref = reference_arm(run)
     label = {a.arm_id: a.label for a in run.arms}
     out = {"run": run.name, "dir": str(run.path.resolve()), "eval_set": evalset_of(run.path)[1],
            "reference": label.get(ref), "partial": None if run.evidence is None or run.evidence.complete
-           else run.evidence.completeness.describe(), "metrics": [], "why": None, "alpha": alpha,
-           "n_resamples": n_resamples, "n_permutations": n_permutations, "n_tests": 0}
+           else run.evidence.completeness.describe(), "metrics": [], "why": None, **STATS.method(),
+           "alpha": alpha, "n_tests": 0}
     if run.per_turn is None:
         out["why"] = f"not scored (`harness metrics {run.name}`)"
         return out
-    metrics = [m for m in (_metric(run, name, n_resamples, n_permutations) for name in answer_metrics(run)) if m]
+    metrics = [m for m in (_metric(run, name) for name in answer_metrics(run)) if m]
     if not metrics:
         out["why"] = "no arm has a measured headline metric"
         return out
@@ -130,8 +127,7 @@ def leaders_of(run: RunData, n_resamples: int = N_RESAMPLES, n_permutations: int
     return out
 
 
-def leaders(paths: list[Path], n_resamples: int = N_RESAMPLES, n_permutations: int = N_PERMUTATIONS,
-            checked: dict[str, RunData] | None = None) -> dict:
+def leaders(paths: list[Path], checked: dict[str, RunData] | None = None) -> dict:
     """{resolved run folder: its answer} for the report's runs (checked as every reader checks them;
     bad input as EvidenceError). `checked`: runs the caller has checked and loaded as check_run
     (complete=False, scored=False) loads them, with no table scored again, by resolved folder."""
@@ -144,5 +140,5 @@ def leaders(paths: list[Path], n_resamples: int = N_RESAMPLES, n_permutations: i
                 run = check_run(p, complete=False, scored=False, rescore=False)
             except ValueError as e:
                 raise EvidenceError(str(e)) from None
-        out[key] = leaders_of(run, n_resamples, n_permutations)
+        out[key] = leaders_of(run)
     return out

@@ -25,6 +25,7 @@ from harness.errors import BadInput
 from harness.strict import Strict
 from harness.metrics.registry import Metric, UnknownMetric, resolve
 from harness.metrics.segments import SegmentError, parse_segment
+from harness.metrics.stats import STATS
 from harness.yamlpos import line_of, located, read_yaml, validation_problems
 
 
@@ -45,7 +46,7 @@ class Rule(Check):
     segment: str = "all"
     arm: str = "*"  # a label (or arm id) of the runs, or * for every pair
     max_drop: float = Field(ge=0)  # in the metric's unit, in its bad direction
-    alpha: float = Field(default=0.05, gt=0, lt=1)
+    alpha: float = Field(default=STATS.alpha, gt=0, lt=1)
     test: Literal["noninferiority", "regression"] = "noninferiority"
     direction: Literal["higher", "lower"] | None = None  # required for metrics without a direction
     min_sessions: int | None = Field(default=None, ge=2)
@@ -83,8 +84,8 @@ class Policy(Strict):
     floors: list[Floor] = Field(default_factory=list)
     budgets: list[Budget] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
-    n_resamples: int = Field(default=5000, ge=100)
-    seed: int = 0
+    n_resamples: int = Field(default=STATS.n_resamples, ge=100)  # STATS': the same CI as compare and the report
+    seed: int = STATS.seed
     _where: dict = PrivateAttr(default_factory=dict)  # (section, index) -> "file:line", for later errors
 
     def where(self, section: str, i: int) -> str:

@@ -23,22 +23,18 @@ from harness.analysis.pool_warnings import judged_warnings
 from harness.metrics.aggregate import turn_values
 from harness.metrics.registry import coverage as pool_coverage, headline, judged, resolve
 from harness.metrics.segments import TURN_SEGMENTS, segment_keys
+from harness.metrics.stats import STATS
 from harness.run.folder import RunData, RunFolder
 from harness.analysis.evidence import EvidenceError, check_run, coverage_notes
 
 # shown apart, never counted as regressions: timings and spend depend on the machine, its load and
 # the day (the manifests record where each run was timed); a policy's budgets judge them
 OPERATIONAL_METRICS = ("latency_total_ms", "cost_usd", "llm_calls")
-ALPHA = 0.05  # a cell is marked when its Holm-adjusted p is below this
-N_RESAMPLES = 5000  # bootstrap resamples of each CI
-# permutations of each randomization test: p can be as small as 1/20001, so Holm across a block of
-# up to ~1000 comparisons can still reach ALPHA (with 5000 it could not past ~250)
-N_PERMUTATIONS = 20000
 EPS = 1e-12
-CELL = ("diff", "ci_lo", "ci_hi", "p", "p_holm", "n_turns", "n_sessions", "n_unmeasured", "mean_ref", "mean_arm")
+CELL = ("diff", "ci_lo", "ci_hi", "p", "p_holm", "holm_m", "p_floor", "n_turns", "n_sessions", "n_unmeasured", "mean_ref", "mean_arm")
 
 
-def mark(direction: str, diff: float, p_holm: float, alpha: float = ALPHA) -> str:
+def mark(direction: str, diff: float, p_holm: float, alpha: float = STATS.alpha) -> str:
     """'regression' when candidate − baseline goes the metric's bad way with Holm p < alpha,
     'improvement' when it goes the good way likewise, '' otherwise (always for a metric without
     a direction of its own)."""
@@ -167,7 +163,7 @@ def segments(labels: pd.DataFrame) -> tuple[list[str], str | None]:
     return have, (f"no labelled turn in {', '.join(empty)}" if empty else None)
 
 
-COUNTS = ("n_turns", "n_sessions", "n_unmeasured")
+COUNTS = ("n_turns", "n_sessions", "n_unmeasured", "holm_m")
 
 
 def _cell(r: dict) -> dict:
@@ -195,16 +191,16 @@ def _labels(table: pd.DataFrame, pairs: dict, metrics: list[str], segs: list[str
 
 
 def _operational(base: RunData, cand: RunData, names: list[str], arms: list[str] | None, specs: list[str] | None,
-                 pairs: dict, n_resamples: int) -> dict | None:
+                 pairs: dict) -> dict | None:
     """Candidate − baseline of the operational metrics over all turns, per label, apart from the
     verdict: whether the pair changed at all, and where each run was timed."""
     if not names:
         return None
-    c = compare_data([base, cand], names, ["all"], arms, specs, n_resamples=n_resamples,
-                     n_permutations=max(n_resamples, N_PERMUTATIONS))
+    c = compare_data([base, cand], names, ["all"], arms, specs)
     rows = []
     for label, g in c.table.groupby("label", sort=False):
-        cells = {r["metric"]: {k: _plain(r.get(k)) for k in ("diff", "ci_lo", "ci_hi", "p_holm", "mean_ref", "mean_arm")}
+        cells = {r["metric"]: {k: _plain(r.get(k)) for k in ("diff", "ci_lo", "ci_hi", "p", "p_holm", "p_floor", "mean_ref",
+                                                       "mean_arm")}
                  for r in g.to_dict("records")}
         rows.append({"label": label, "changed": bool(pairs[label].changes), "cells": cells})
     timed = {r.name: (r.manifest.machine.model_dump() if r.manifest.machine else None) for r in (base, cand)}
@@ -221,14 +217,13 @@ def _not_compared(base: RunData, cand: RunData, pairs: list) -> list[str]:
 
 
 def block(base: RunData, cand: RunData, policy: Policy | None, extra_metrics: list[str], arms: list[str] | None,
-          pairs: list[str] | None, n_resamples: int = N_RESAMPLES) -> dict:
+          pairs: list[str] | None) -> dict:
     """One candidate against the baseline (CompareError, GateUsageError: bad input)."""
     gate = evaluate(base.path, cand.path, policy, pairs) if policy is not None else None
     ms, ops = _metrics(base, cand, policy, extra_metrics)
     segs, seg_note = segments(base.labels)
     specs = [f"{b}={c}" for b, c in (policy.pairs if policy else {}).items()] + list(pairs or [])
-    c = compare_data([base, cand], ms, segs, arms, specs or None, n_resamples=n_resamples,
-                     n_permutations=max(n_resamples, N_PERMUTATIONS))
+    c = compare_data([base, cand], ms, segs, arms, specs or None)  # the counts of STATS, as compare and the gate
     try:
         pairing = pair_runs(base, cand, specs or None)
     except PairingError as e:
@@ -245,11 +240,10 @@ def block(base: RunData, cand: RunData, policy: Policy | None, extra_metrics: li
             "metrics": [{"name": m, "direction": resolve(m).direction, "unit": resolve(m).unit, "na": na.get(m)}
                         for m in shown],
             "turns": turn_pairs(base, cand, [p for p in pairing.pairs if p.label in compared]),
-            "segments": segs, "segment_note": seg_note, "labels": labels, "notes": c.notes, "alpha": ALPHA,
+            "segments": segs, "segment_note": seg_note, "labels": labels, "notes": c.notes,
             "evidence": _not_compared(base, cand, [p for p in pairing.pairs if p.label in compared]),
-            "operational": _operational(base, cand, ops, arms, specs or None, by_label, n_resamples),
-            "n_tests": int(c.table["p"].notna().sum()), "n_resamples": n_resamples,
-            "n_permutations": max(n_resamples, N_PERMUTATIONS),
+            "operational": _operational(base, cand, ops, arms, specs or None, by_label),
+            "n_tests": int(c.table["p"].notna().sum()), **STATS.method(), "method": STATS.said(),
             "judged": [] if gate else judged_warnings(base, cand, [p for p in pairing.pairs if p.label in compared],
                                                       segs),  # with a policy, the gate's warnings say it
             "regressions": [x[:3] for x in marks if x[3] == "regression"],
@@ -257,7 +251,7 @@ def block(base: RunData, cand: RunData, policy: Policy | None, extra_metrics: li
 
 
 def verdicts(p: Plan, policy_path: Path | None = None, extra_metrics: list[str] = (), arms: list[str] | None = None,
-             pairs: list[str] | None = None, n_resamples: int = N_RESAMPLES) -> dict:
+             pairs: list[str] | None = None) -> dict:
     """{blocks: [one per candidate that can be paired], why_not: [reasons], policy: its name}.
     Bad input (a policy, metric, arm or pair that does not fit these runs) raises
     GateUsageError or CompareError with the file:line or option it concerns."""
@@ -274,7 +268,7 @@ def verdicts(p: Plan, policy_path: Path | None = None, extra_metrics: list[str] 
             if reason:
                 why.append(reason)
                 continue
-            blocks.append(block(base, cand, policy, list(extra_metrics), arms, pairs, n_resamples))
+            blocks.append(block(base, cand, policy, list(extra_metrics), arms, pairs))
     if policy is not None and not blocks:
         raise GateUsageError(f"--policy {Path(policy_path).name}: no candidate to gate against a baseline ("
                              + "; ".join(why) + ")")

@@ -75,7 +75,7 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
     """Per-metric, per-segment paired differences with CIs, Holm-corrected p-values, wins/ties/losses by each
     metric's direction. Runs pair arms by label; labels without a partner are named. Runs must be complete (unless
     --allow-partial); stale tables are scored again first, and it says so."""
-    from harness.analysis.compare import COLUMNS, compare_runs, compare_within, to_markdown
+    from harness.analysis.compare import COLUMNS, compare_runs, compare_within, families, to_markdown
     from harness.metrics.registry import coverage, headline
     from harness.report.endings import compare_ending
     from harness.report.terminal import compare_tables, under
@@ -96,7 +96,8 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
     out.mkdir(parents=True, exist_ok=True)
     df.reindex(columns=[x for x in COLUMNS if x in df.columns]).to_csv(out / "compare.csv", index=False)
     (out / "compare.md").write_text(to_markdown(c, runs[0].name), encoding="utf-8")
-    tables = compare_tables(df, f"(its arms) against {reference}" if reference else f"against {runs[0].name}")
+    tables = compare_tables(df, f"(its arms) against {reference}" if reference else f"against {runs[0].name}",
+                            families(df))
     for t in tables:
         console.print(t)
     said = [escape(f"changed in {label}: {changes}")
@@ -163,11 +164,14 @@ def _explain(baseline: Path, candidate: Path, policy: Path, pairs: list[str]) ->
     x = explain(baseline, candidate, load_policy(policy), pairs)
     keys = ("check", "metric", "label", "segment", "baseline", "candidate", "both")
     rows = [{**{k: escape("—" if r[k] is None else str(r[k])) for k in keys},
-             "would be": escape(f"{r['will']} (needs {r['need']} sessions)")} for r in x["rows"]]
-    t = fitted(f"{policy.name} on {x['baseline']} → {x['candidate']}: the sessions each check would see",
-               [Col(c, right=c in ("baseline", "candidate", "both"), wrap=c in ("check", "metric", "label", "would be"),
-                   drop={"baseline": 1, "candidate": 2}.get(c, 0))
-                for c in (*keys, "would be")], rows)  # a cell breaks only between words (harness.report.fit)
+             "would be": escape(f"{r['will']} (needs {r['need']} sessions)"),
+             "power": escape(r.get("power") or "—")} for r in x["rows"]]
+    t = fitted(f"{policy.name} on {x['baseline']} → {x['candidate']}: the sessions each check would see, and the "
+               "smallest drop each rule can show (from the baseline's spread between sessions)",
+               [Col(c, right=c in ("baseline", "candidate", "both"),
+                    wrap=c in ("check", "metric", "label", "would be", "power"),
+                    drop={"baseline": 1, "candidate": 2}.get(c, 0))
+                for c in (*keys, "would be", "power")], rows)  # a cell breaks only between words (harness.report.fit)
     for n in ([f"not compared (coverage: subset): {x['not_compared']}"] if x["not_compared"] else []) + \
             x["evidence"] + x["warnings"]:
         say(f"note: {n}")

@@ -5,18 +5,34 @@ and the share of the oracle gap closed where an oracle arm exists. Compute only;
 writing are elsewhere."""
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from harness.metrics.registry import headline
 from harness.metrics.segments import parse_segment, segment_keys
-from harness.metrics.stats import TurnMeans, compare_arms, holm, oracle_gap_closed
+from harness.metrics.stats import TurnMeans, compare_arms, holm_over
 
 DEFAULT_SEGMENTS = ("all", "turn_index>=2")
 
 
+def oracle_gap_closed(ref_mean: float, arm_mean: float, oracle_mean: float,
+                      eps: float = 1e-12) -> float | None:
+    """Share of the reference-to-oracle gap closed by the arm:
+    ``(arm - ref) / (oracle - ref)``. None when the gap is ~0 (``|oracle - ref| <= eps``) or
+    an input is missing/NaN. Can be negative (arm worse than ref) or > 1 (arm beyond the
+    oracle)."""
+    vals = (ref_mean, arm_mean, oracle_mean)
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in vals):
+        return None
+    gap = float(oracle_mean) - float(ref_mean)
+    if abs(gap) <= eps:
+        return None
+    return (float(arm_mean) - float(ref_mean)) / gap
+
+
 def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list, reference: str | None = None,
-                 metrics=None, segments=DEFAULT_SEGMENTS, n_resamples: int = 2000, seed: int = 0,
-                 settings: dict | None = None) -> pd.DataFrame:
+                 metrics=None, segments=DEFAULT_SEGMENTS, settings: dict | None = None) -> pd.DataFrame:
     """`arms`: the run's arms (harness.run.armset.ArmInfo); the reference is `reference` (an arm id)
     or the arm that declares the `reference` capability; the oracle gap is measured to the arm
     that declares `oracle`. `metrics`: the run's headline recall and nDCG (its metric `settings`)
@@ -43,8 +59,7 @@ def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list, refer
         for m in metrics:
             if m not in measured:
                 continue
-            df = compare_arms(means, m, ref, others, segment_keys=key_set, n_resamples=n_resamples,
-                              n_permutations=n_resamples, seed=seed)
+            df = compare_arms(means, m, ref, others, segment_keys=key_set)  # the counts of STATS
             if df.empty:
                 continue
             df = df.assign(segment=seg.name)
@@ -57,7 +72,7 @@ def paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list, refer
     if not frames:
         return pd.DataFrame()
     out = pd.concat(frames, ignore_index=True)
-    out["p_holm"] = holm(out["p"].tolist())  # across every comparison of this table
+    holm_over(out)  # across every comparison of this table
     # cost per recall point relative to the reference: extra USD per turn per +1 point of headline recall
     cost = per_turn[per_turn["metric"] == "cost_usd"].groupby("arm_id")["value"].mean()
     rec = out[(out["metric"] == recall) & (out["segment"] == "all")].set_index("arm")["diff"]

@@ -5,23 +5,24 @@ differences between arms are the paired comparisons' (harness.metrics.paired). C
 scoring step into the run folder (its `spread` table); the report only reads it."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
 from harness.metrics.aggregate import groups, turn_values
 from harness.metrics.registry import headline, judged
 from harness.metrics.segments import BUCKETS, bucket
-from harness.metrics.stats import bootstrap_of_sums, session_sums
+from harness.metrics.stats import KEY, STATS, check_columns, bootstrap_of_sums, session_sums
 
 COLUMNS = ["arm_id", "metric", "bucket", "mean", "lo", "hi", "n", "n_sessions"]
-N_RESAMPLES = 1000
 
 
 def _point(sessions: np.ndarray, values: np.ndarray, n_resamples: int) -> tuple[float, float, float, int]:
     """(mean, lo, hi, sessions) of one group's per-turn values (with their session ids, in the
     table's row order): a session bootstrap."""
     sums, counts = session_sums(sessions, values)
-    mean, lo, hi = bootstrap_of_sums(sums, counts, n_resamples, 0.05, 0)
+    mean, lo, hi = bootstrap_of_sums(sums, counts, n_resamples, STATS.alpha, STATS.seed)
     return float(mean), float(lo), float(hi), len(sums)
 
 
@@ -30,7 +31,7 @@ def spread_metrics(settings: dict | None) -> list[str]:
     return headline(settings) + judged()
 
 
-def spread_table(per_turn: pd.DataFrame, metrics=None, n_resamples: int = N_RESAMPLES,
+def spread_table(per_turn: pd.DataFrame, metrics=None, n_resamples: int = STATS.spread_resamples,
                  settings: dict | None = None) -> pd.DataFrame:
     """One row per arm, metric and bucket ("1", "2", "3", "4+", "all") that has a measured turn;
     `metrics`: spread_metrics(settings) unless given."""
@@ -45,3 +46,24 @@ def spread_table(per_turn: pd.DataFrame, metrics=None, n_resamples: int = N_RESA
                 mean, lo, hi, n_sessions = _point(sess[part], value[part], n_resamples)
                 rows.append([arm[g[0]], metric[g[0]], b, mean, lo, hi, len(part), n_sessions])
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def between_repeat_spread(per_turn: pd.DataFrame, metric: str, arm: str) -> float:
+    """Mean over turns of the standard deviation (ddof=1) of the measured repeats of a turn.
+
+    NaN repeats are ignored; only turns with at least two measured repeats enter the mean.
+    0.0 when the arm has measured values but no turn has two measured repeats (e.g. one
+    repeat); NaN when the arm has no measured value for the metric.
+    """
+    check_columns(per_turn)
+    rows = per_turn[(per_turn["metric"] == metric) & (per_turn["arm_id"] == arm)]
+    values = pd.to_numeric(rows["value"], errors="coerce").astype(float)
+    measured = rows.assign(value=values).dropna(subset=["value"])
+    if measured.empty:
+        return math.nan
+    grouped = measured.groupby(KEY)["value"]
+    n = grouped.count()
+    sd = grouped.std(ddof=1)[n >= 2]
+    if sd.empty:
+        return 0.0
+    return float(sd.mean())

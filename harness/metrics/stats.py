@@ -19,14 +19,45 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from harness.metrics.signflip import SignFlip, blocks, p_said, sign_flip
 from harness.run.folder import TURN_COLUMNS
 
 PER_TURN_COLUMNS = [c for c in TURN_COLUMNS if c != "unmeasured"]  # what the statistics read of the metrics file
 KEY = ["session_id", "turn_index"]
 
-# Upper bound on the number of elements of one resampling block (rows x sessions), so that
-# 10k resamples x many sessions never materialise one huge matrix.
-_BLOCK_ELEMENTS = 2_000_000
+
+@dataclass(frozen=True)
+class StatsDefaults:
+    """The one home of the statistics' counts and levels: every comparison (harness compare, the gate,
+    gate.md and gate.json, the report's verdict block, answer and comparisons table) and every spread
+    uses these, so one comparison prints the same CI and p wherever it is shown.
+
+    n_resamples: session-bootstrap resamples of a CI; n_permutations: sign patterns drawn by the
+    Monte Carlo randomization test (its p is at least 1 / (1 + n_permutations), so Holm over ~1000
+    comparisons can still reach alpha); exact_max_sessions: up to this many sessions every one of
+    the 2^S patterns is enumerated instead; alpha: a CI's level (1 - alpha) and the tests' level;
+    power: of the smallest detectable difference; seed: of every draw."""
+    n_resamples: int = 10_000
+    spread_resamples: int = 1_000  # of one arm's own CI (plot bands, the headline's spread), never a comparison
+    n_permutations: int = 20_000
+    exact_max_sessions: int = 20
+    alpha: float = 0.05
+    power: float = 0.8
+    seed: int = 0
+
+    def said(self) -> str:
+        """How a CI and a p are computed, in the words every output states them."""
+        return (f"{1 - self.alpha:.0%} CI: session bootstrap ({self.n_resamples:,} resamples, seed {self.seed}); "
+                f"p: two-sided session sign-flip test (every sign pattern up to {self.exact_max_sessions} sessions, "
+                f"else {self.n_permutations:,} drawn; `<x (resolution)` where no draw was as extreme)")
+
+    def method(self) -> dict:
+        """The counts as the outputs state them."""
+        return {"n_resamples": self.n_resamples, "n_permutations": self.n_permutations,
+                "exact_max_sessions": self.exact_max_sessions, "alpha": self.alpha, "seed": self.seed}
+
+
+STATS = StatsDefaults()
 
 
 @dataclass(frozen=True)
@@ -44,7 +75,7 @@ class Unmeasured:
     total: int
 
 
-def _check_columns(per_turn: pd.DataFrame) -> None:
+def check_columns(per_turn: pd.DataFrame) -> None:
     missing = [c for c in PER_TURN_COLUMNS if c not in per_turn.columns]
     if missing:
         raise ValueError(f"per-turn table lacks columns {missing}")
@@ -72,7 +103,7 @@ def paired_frame(per_turn: pd.DataFrame, metric: str, arm_a: str, arm_b: str
     Returns ``(frame, unmeasured)`` where ``frame`` has columns
     ``session_id, turn_index, a, b`` sorted by session and turn.
     """
-    _check_columns(per_turn)
+    check_columns(per_turn)
     return _paired(_turn_means(per_turn, metric, arm_a), _turn_means(per_turn, metric, arm_b))
 
 
@@ -122,7 +153,7 @@ class TurnMeans:
     per candidate and segment. A subclass may hand over each (metric, arm)'s rows (`rows_of`)."""
 
     def __init__(self, per_turn: pd.DataFrame):
-        _check_columns(per_turn)
+        check_columns(per_turn)
         self.per_turn = per_turn
         self._means: dict[tuple[str, str], pd.Series] = {}
 
@@ -142,6 +173,11 @@ class TurnMeans:
         return means[np.fromiter((k in keys for k in means.index), bool, len(means))] if keys else means.iloc[0:0]
 
 
+def paired_of(means: "TurnMeans", metric: str, arm_a: str, arm_b: str, segment_keys=None) -> pd.DataFrame:
+    """paired_frame of two arms' turn means in `means` (restricted to `segment_keys` when given)."""
+    return _paired(means.of(metric, arm_a, segment_keys), means.of(metric, arm_b, segment_keys))[0]
+
+
 def _session_sums(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per-session sum of turn differences (b - a) and per-session turn counts."""
     if frame.empty:
@@ -158,17 +194,8 @@ def session_sums(session_ids: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np
     return np.bincount(inverse, weights=d), np.bincount(inverse).astype(float)
 
 
-def _blocks(n_rows: int, n_cols: int) -> Iterable[int]:
-    size = max(1, _BLOCK_ELEMENTS // max(n_cols, 1))
-    done = 0
-    while done < n_rows:
-        step = min(size, n_rows - done)
-        yield step
-        done += step
-
-
-def session_bootstrap_ci(frame: pd.DataFrame, n_resamples: int = 10000, alpha: float = 0.05,
-                         seed: int = 0) -> tuple[float, float, float]:
+def session_bootstrap_ci(frame: pd.DataFrame, n_resamples: int = STATS.n_resamples, alpha: float = STATS.alpha,
+                         seed: int = STATS.seed) -> tuple[float, float, float]:
     """Mean difference over turns (b - a) with a paired, session-level percentile bootstrap CI.
 
     Each resample draws ``S`` sessions with replacement out of the ``S`` sessions in
@@ -181,8 +208,8 @@ def session_bootstrap_ci(frame: pd.DataFrame, n_resamples: int = 10000, alpha: f
     return bootstrap_of_sums(*_session_sums(frame), n_resamples, alpha, seed)
 
 
-def bootstrap_of_sums(sums: np.ndarray, counts: np.ndarray, n_resamples: int = 10000, alpha: float = 0.05,
-                      seed: int = 0) -> tuple[float, float, float]:
+def bootstrap_of_sums(sums: np.ndarray, counts: np.ndarray, n_resamples: int = STATS.n_resamples,
+                      alpha: float = STATS.alpha, seed: int = STATS.seed) -> tuple[float, float, float]:
     """session_bootstrap_ci of the per-session sums and turn counts (`session_sums`)."""
     n_sessions = len(sums)
     if n_sessions == 0:
@@ -191,7 +218,7 @@ def bootstrap_of_sums(sums: np.ndarray, counts: np.ndarray, n_resamples: int = 1
     rng = np.random.default_rng(seed)
     boot = np.empty(n_resamples)
     start = 0
-    for step in _blocks(n_resamples, n_sessions):
+    for step in blocks(n_resamples, n_sessions):
         idx = rng.integers(0, n_sessions, size=(step, n_sessions))
         boot[start:start + step] = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
         start += step
@@ -199,35 +226,26 @@ def bootstrap_of_sums(sums: np.ndarray, counts: np.ndarray, n_resamples: int = 1
     return (mean_diff, float(lo), float(hi))
 
 
-def session_randomization_test(frame: pd.DataFrame, n_permutations: int = 10000,
-                               seed: int = 0) -> float:
+def session_randomization_test(frame: pd.DataFrame, n_permutations: int = STATS.n_permutations,
+                               seed: int = STATS.seed) -> float:
     """Two-sided paired randomization (sign-flip) test with sessions as the unit.
 
     Under the null hypothesis the two arms are exchangeable within each session, so the
     sign of a whole session's differences may be flipped (all its turns together).
     Statistic: mean difference over turns, ``T = sum_s e_s * D_s / N`` with ``D_s`` the
-    session's sum of (b - a), ``N`` the number of turns and ``e_s`` in {-1, +1}.
-    ``p = (1 + #{|T_perm| >= |T_obs|}) / (1 + n_permutations)`` (a tiny relative tolerance
-    absorbs floating-point noise in the comparison). Identical arms give ``p = 1.0``.
-    NaN for an empty frame.
+    session's sum of (b - a), ``N`` the number of turns and ``e_s`` in {-1, +1}. Exact (all 2^S
+    patterns) up to STATS.exact_max_sessions sessions, else
+    ``p = (1 + #{|T_perm| >= |T_obs|}) / (1 + n_permutations)`` (harness.metrics.signflip).
+    Identical arms give ``p = 1.0``. NaN for an empty frame.
     """
-    return randomization_of_sums(_session_sums(frame)[0], n_permutations, seed)
+    return randomization_of_sums(_session_sums(frame)[0], n_permutations, seed).p
 
 
-def randomization_of_sums(sums: np.ndarray, n_permutations: int = 10000, seed: int = 0) -> float:
-    """session_randomization_test of the per-session sums of differences (`session_sums`)."""
-    n_sessions = len(sums)
-    if n_sessions == 0:
-        return math.nan
-    observed = abs(float(sums.sum()))
-    tol = 1e-12 * max(1.0, float(np.abs(sums).sum()))
-    rng = np.random.default_rng(seed)
-    hits = 0
-    for step in _blocks(n_permutations, n_sessions):
-        signs = rng.integers(0, 2, size=(step, n_sessions), dtype=np.int8) * 2 - 1
-        perm = np.abs(signs @ sums)
-        hits += int(np.count_nonzero(perm >= observed - tol))
-    return (1 + hits) / (1 + n_permutations)
+def randomization_of_sums(sums: np.ndarray, n_permutations: int = STATS.n_permutations,
+                          seed: int = STATS.seed) -> SignFlip:
+    """session_randomization_test of the per-session sums of differences (`session_sums`), with how
+    its p was computed and the smallest p that computation can give."""
+    return sign_flip(sums, n_permutations, seed, STATS.exact_max_sessions)
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -258,22 +276,7 @@ def wins_ties_losses(frame: pd.DataFrame, tol: float = 1e-12, direction: str = "
     return (down, tie, up) if direction == "lower" else (up, tie, down)
 
 
-def oracle_gap_closed(ref_mean: float, arm_mean: float, oracle_mean: float,
-                      eps: float = 1e-12) -> float | None:
-    """Share of the reference-to-oracle gap closed by the arm:
-    ``(arm - ref) / (oracle - ref)``. None when the gap is ~0 (``|oracle - ref| <= eps``) or
-    an input is missing/NaN. Can be negative (arm worse than ref) or > 1 (arm beyond the
-    oracle)."""
-    vals = (ref_mean, arm_mean, oracle_mean)
-    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in vals):
-        return None
-    gap = float(oracle_mean) - float(ref_mean)
-    if abs(gap) <= eps:
-        return None
-    return (float(arm_mean) - float(ref_mean)) / gap
-
-
-def min_detectable_drop(frame: pd.DataFrame, alpha: float = 0.05, power: float = 0.8) -> float:
+def min_detectable_drop(frame: pd.DataFrame, alpha: float = STATS.alpha, power: float = STATS.power) -> float:
     """Smallest mean change this eval set can detect (two-sided level ``alpha``, given power).
 
     ``MDE = (z_{1-alpha/2} + z_{power}) * sd_session / sqrt(n_sessions)`` where ``sd_session``
@@ -297,36 +300,16 @@ def min_detectable_drop(frame: pd.DataFrame, alpha: float = 0.05, power: float =
     return (z(1 - alpha / 2) + z(power)) * sd / math.sqrt(n)
 
 
-def between_repeat_spread(per_turn: pd.DataFrame, metric: str, arm: str) -> float:
-    """Mean over turns of the standard deviation (ddof=1) of the measured repeats of a turn.
-
-    NaN repeats are ignored; only turns with at least two measured repeats enter the mean.
-    0.0 when the arm has measured values but no turn has two measured repeats (e.g. one
-    repeat); NaN when the arm has no measured value for the metric.
-    """
-    _check_columns(per_turn)
-    rows = per_turn[(per_turn["metric"] == metric) & (per_turn["arm_id"] == arm)]
-    values = pd.to_numeric(rows["value"], errors="coerce").astype(float)
-    measured = rows.assign(value=values).dropna(subset=["value"])
-    if measured.empty:
-        return math.nan
-    grouped = measured.groupby(KEY)["value"]
-    n = grouped.count()
-    sd = grouped.std(ddof=1)[n >= 2]
-    if sd.empty:
-        return 0.0
-    return float(sd.mean())
-
-
 COMPARE_COLUMNS = ["metric", "direction", "reference", "arm", "n_turns", "n_sessions", "n_unmeasured",
-                   "mean_ref", "mean_arm", "diff", "ci_lo", "ci_hi", "p", "p_holm",
-                   "wins", "ties", "losses", "mde"]
+                   "mean_ref", "mean_arm", "diff", "ci_lo", "ci_hi", "p", "p_holm", "holm_m", "p_exact",
+                   "p_floor", "wins", "ties", "losses", "mde"]
 
 
 def compare_arms(per_turn: pd.DataFrame | TurnMeans, metric: str, reference: str = "original",
-                 candidates: Iterable[str] = (), segment_keys=None, n_resamples: int = 10000,
-                 n_permutations: int = 10000, alpha: float = 0.05, power: float = 0.8,
-                 seed: int = 0, tol: float = 1e-12, direction: str | None = None) -> pd.DataFrame:
+                 candidates: Iterable[str] = (), segment_keys=None, n_resamples: int = STATS.n_resamples,
+                 n_permutations: int = STATS.n_permutations, alpha: float = STATS.alpha,
+                 power: float = STATS.power, seed: int = STATS.seed, tol: float = 1e-12,
+                 direction: str | None = None) -> pd.DataFrame:
     """One row per candidate arm compared with ``reference`` on ``metric``.
 
     ``per_turn``: the per-turn table, or its :class:`TurnMeans` when the caller compares on several
@@ -336,7 +319,8 @@ def compare_arms(per_turn: pd.DataFrame | TurnMeans, metric: str, reference: str
     ``n_unmeasured`` (turns unmeasured in either arm, not paired), ``mean_ref, mean_arm``
     (over the paired turns), ``diff`` (mean_arm - mean_ref), ``ci_lo, ci_hi`` (session
     bootstrap), ``p`` (session sign-flip test), ``p_holm`` (Holm across the rows of this
-    call), ``wins, ties, losses`` (per turn, for the candidate, by the metric's direction),
+    call; ``holm_m``: how many p-values that family holds), ``p_exact`` (every sign pattern
+    enumerated), ``p_floor`` (the test's resolution when ``p`` sits at it, else NaN), ``wins, ties, losses`` (per turn, for the candidate, by the metric's direction),
     ``mde``. ``direction``: the metric's (higher, lower, none), from the registry unless given.
     Every candidate uses the same ``seed``, so a row does not depend on the order of
     ``candidates``.
@@ -354,18 +338,57 @@ def compare_arms(per_turn: pd.DataFrame | TurnMeans, metric: str, reference: str
         sums, counts = _session_sums(frame)  # once for the interval and the test
         if n_turns:
             diff, lo, hi = bootstrap_of_sums(sums, counts, n_resamples, alpha, seed)
-            p = randomization_of_sums(sums, n_permutations, seed)
+            test = randomization_of_sums(sums, n_permutations, seed)
+            p, exact, floor = test.p, test.exact, test.resolution if test.at_resolution else math.nan
             a, b = frame["a"].to_numpy(float), frame["b"].to_numpy(float)
             mean_ref, mean_arm = float(a.sum() / n_turns), float(b.sum() / n_turns)  # as Series.mean (no NaN here)
         else:
-            diff = lo = hi = p = mean_ref = mean_arm = math.nan
+            diff = lo = hi = p = mean_ref = mean_arm = floor = math.nan
+            exact = False
         wins, ties, losses = wins_ties_losses(frame, tol, direction)
         rows.append({"metric": metric, "direction": direction, "reference": reference, "arm": arm, "n_turns": n_turns,
                      "n_sessions": len(sums),
                      "n_unmeasured": unmeasured.either, "mean_ref": mean_ref,
                      "mean_arm": mean_arm, "diff": diff, "ci_lo": lo, "ci_hi": hi, "p": p,
-                     "wins": wins, "ties": ties, "losses": losses,
+                     "p_exact": exact, "p_floor": floor, "wins": wins, "ties": ties, "losses": losses,
                      "mde": min_detectable_drop(frame, alpha, power)})
-    out = pd.DataFrame(rows, columns=[c for c in COMPARE_COLUMNS if c != "p_holm"])
-    out.insert(COMPARE_COLUMNS.index("p_holm"), "p_holm", holm(out["p"].tolist()))
-    return out
+    out = pd.DataFrame(rows, columns=[c for c in COMPARE_COLUMNS if c not in ("p_holm", "holm_m")])
+    out.insert(COMPARE_COLUMNS.index("p_holm"), "p_holm", math.nan)
+    out.insert(COMPARE_COLUMNS.index("holm_m"), "holm_m", 0)
+    return holm_over(out)
+
+
+def holm_over(table: pd.DataFrame, part=None) -> pd.DataFrame:
+    """`table` with `p_holm` (Holm over the p of the rows of `part`, a boolean mask; every row when
+    None) and `holm_m` (the size of that family, which every output states beside a Holm p) set on
+    those rows; the table is changed in place and returned."""
+    part = np.ones(len(table), bool) if part is None else np.asarray(part, bool)
+    if "p_holm" not in table:
+        table["p_holm"] = math.nan
+    if "holm_m" not in table:
+        table["holm_m"] = 0
+    if part.any():
+        p = table.loc[part, "p"].tolist()
+        table.loc[part, "p_holm"] = holm(p)
+        table.loc[part, "holm_m"] = int(np.count_nonzero(~np.isnan(np.asarray(p, float))))
+    return table
+
+
+def holm_said(m: int, what: str = "comparisons of this table") -> str:
+    """Which family a Holm p is adjusted over, as every output names it."""
+    return f"pHolm: Holm over the {m} {what}"
+
+
+def p_cells(r) -> tuple[str, str]:
+    """(p, pHolm) of a comparison row (a dict or a named tuple of compare_arms' columns) as written."""
+    get = r.get if isinstance(r, dict) else lambda k, d=None: getattr(r, k, d)
+    floor = get("p_floor")
+    return p_said(get("p"), floor), p_said(get("p_holm"), floor, adjusted=True)
+
+
+def sessions_needed(mde: float, n_sessions: int, margin: float) -> int | None:
+    """About how many sessions would bring the smallest detectable difference `mde` (measured with
+    `n_sessions`) down to `margin`: the MDE shrinks as 1 / sqrt(sessions). None when not estimable."""
+    if not margin > 0 or math.isnan(mde) or not n_sessions:
+        return None
+    return int(math.ceil(n_sessions * (mde / margin) ** 2))

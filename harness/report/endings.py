@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 from rich.markup import escape
 
+from harness.metrics.stats import STATS
 from harness.report.fit import Col, Wrapped
 from harness.report.terminal import fitted, short_segment
 
@@ -14,6 +15,7 @@ def gate_summary(v: dict) -> list:
     """The gate's verdict for the terminal (gate.md holds the full Markdown): what was compared,
     what was not, and every check in a table that fits the console."""
     icon = {"pass": "[green]pass[/green]", "regression": "[red]REGRESSION[/red]",
+            "insufficient data": "[red]INSUFFICIENT DATA[/red]",
             "infrastructure": "[yellow]INFRASTRUCTURE[/yellow]"}[v["verdict"]]
     said = [f"Gate: {icon}  baseline {escape(v['baseline'])} → candidate {escape(v['candidate'])}"
             + (f" ({escape(v['scope'])})" if v.get("scope") else "")]
@@ -44,7 +46,8 @@ def gate_ending(code: int, v: dict | None, meaning: dict[int, str]) -> list:
     """The last lines of `harness gate`: each failed check with its detail (at most FAILED_SHOWN,
     each within three lines), then the verdict line: the verdict, the exit code and its meaning,
     and the failed checks by name (or why nothing was gated)."""
-    head = f"Gate: {'pass' if code == 0 else 'REGRESSION' if code == 1 else meaning.get(code, 'error')}"
+    said = "INSUFFICIENT DATA" if v is not None and v["verdict"] == "insufficient data" else "REGRESSION"
+    head = f"Gate: {'pass' if code == 0 else said if code == 1 else meaning.get(code, 'error')}"
     head += f" (exit {code}: {meaning.get(code, 'error')})"
     if v is None:
         return [f"{head}: nothing was gated; the error above says why"]
@@ -66,7 +69,7 @@ def gate_ending(code: int, v: dict | None, meaning: dict[int, str]) -> list:
     return out + [f"{head}: {len(failed)} of {len(results)} checks failed: {names}"]
 
 
-def compare_ending(df: pd.DataFrame, against: str, alpha: float = 0.05, per_arm: int = 3) -> str:
+def compare_ending(df: pd.DataFrame, against: str, alpha: float = STATS.alpha, per_arm: int = 3) -> str:
     """The last line of `harness compare`: the arms (labels; with their run when several runs were
     compared) whose difference is significant (Holm p < alpha) on some metric and segment, with
     those differences (at most `per_arm` each), then those that are not."""

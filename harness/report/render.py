@@ -22,6 +22,7 @@ from harness.metrics.families.answers import SHOULD_ABSTAIN
 from harness.report.format import shown_path
 from harness.report.limits import DRILL_SESSIONS
 from harness.report.load import ReportRun, load_runs
+from harness.metrics.stats import STATS
 from harness.report.sections import (abstention, agreement, comparisons, drilldown, evidence, guards, headline,
                                      leaders as leaders_, manifests, metrics, rounds, tradeoff, verdict, warnings)
 from harness.run.folder import JUDGMENTS, METRICS, TABLES
@@ -80,6 +81,7 @@ def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | Non
         "run_keys": keys,
         "headline_names": _headline(runs),
         "files": FILES,
+        "method": STATS.said(), "alpha": STATS.alpha,
         "top_hits": drilldown.TOP_HITS,
         "abstention_should": sorted(SHOULD_ABSTAIN),
         "leaders": leaders_.build(leaders, runs, v),

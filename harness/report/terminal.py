@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from harness.metrics.stats import STATS, holm_said, p_cells
 from harness.run.record import Manifest
 from harness.report.fit import Col, Fitted, Wrapped, table
 from harness.report.table import TURN_SEGMENTS, bucket, coinciding_text
@@ -26,7 +27,8 @@ ARM = Col("arm", wrap=True)
 # the paired columns: label, metric, segment, difference and CI always; the others left out of a
 # narrow console in this order
 PAIRED = [ARM, Col("metric"), Col("segment"), Col("n", right=True, drop=3), Col("diff", right=True),
-          Col("95% CI", right=True), Col("p", right=True, drop=4), Col("W/T/L", right=True, drop=2)]
+          Col("95% CI", right=True), Col("p", right=True, drop=5), Col("pHolm", right=True, drop=4),
+          Col("W/T/L", right=True, drop=2)]
 GAP = Col("gap", right=True, drop=1)
 
 
@@ -96,13 +98,15 @@ def metric_tables(res, names: list[str], labels: dict[str, str], eval_set: str, 
 
 
 def _paired_row(label: str, metric: str, r, gap=None) -> dict:
-    """One row of a paired table: a difference with its CI, Holm p and wins/ties/losses, or `not
-    measured` when no turn was (never `nan`)."""
+    """One row of a paired table: a difference with its CI, raw and Holm p and wins/ties/losses, or
+    `not measured` when no turn was (never `nan`)."""
     row = {"arm": escape(label), "metric": metric, "segment": short_segment(r.segment)}
     if not r.n_turns:
-        return {**row, "n": "0", "diff": "n/a", "95% CI": "not measured", "p": "—", "W/T/L": "—", "gap": "—"}
+        return {**row, "n": "0", "diff": "n/a", "95% CI": "not measured", "p": "—", "pHolm": "—", "W/T/L": "—",
+                "gap": "—"}
+    p, p_holm = p_cells(r)
     return {**row, "n": f"{r.n_turns}/{r.n_sessions}s", "diff": f"{r.diff:+.3f}",
-            "95% CI": f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", "p": f"{r.p_holm:.3f}",
+            "95% CI": f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", "p": escape(p), "pHolm": escape(p_holm),
             "W/T/L": f"{r.wins}/{r.ties}/{r.losses}" + (" (up/tie/down)" if getattr(r, "direction", "") == "none" else ""),
             "gap": "—" if gap is None or gap != gap else f"{gap:.0%}"}
 
@@ -114,18 +118,21 @@ def paired(pt, labels: dict[str, str], run: str | None = None) -> Fitted | None:
     where = f" ({run})" if run else ""
     rows = [_paired_row(labels.get(r.arm, r.arm), r.metric, r, getattr(r, "oracle_gap_closed", None))
             for r in pt.itertuples()]
-    return fitted(f"paired vs {ref}{where}: session bootstrap 95% CI, randomization p (Holm), W/T/L by direction",
+    m = int(pt["holm_m"].max()) if "holm_m" in pt and len(pt) else 0
+    return fitted(f"paired vs {ref}{where}: {STATS.said()}; {holm_said(m)}; W/T/L by direction",
                   [*PAIRED, GAP], rows)
 
 
-def compare_tables(df: pd.DataFrame, what: str) -> list[Fitted]:
+def compare_tables(df: pd.DataFrame, what: str, families: str = "") -> list[Fitted]:
     """harness compare's tables: one per candidate run, named in its title (`what` says against
-    what), a row per arm label, metric and segment."""
+    what), a row per arm label, metric and segment; `families`: over what the Holm p are adjusted
+    (harness.analysis.compare.families), said in each title with how CI and p are computed."""
     out = []
     for run, sub in df.groupby("candidate_run", sort=False):
         rows = [_paired_row(r.label, r.metric + {"higher": "↑", "lower": "↓"}.get(r.direction, ""), r)
                 for r in sub.itertuples()]
-        out.append(fitted(f"{run} {what} (W/T/L by each metric's direction)", PAIRED, rows))
+        out.append(fitted(f"{run} {what} (W/T/L by each metric's direction; {STATS.said()}"
+                          + (f"; {families}" if families else "") + ")", PAIRED, rows))
     return out
 
 

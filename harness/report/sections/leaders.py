@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.metrics.signflip import p_said
 from harness.report.format import fmt, missing
 from harness.report.load import ReportRun
 from harness.report.sections.verdict import ARROW
@@ -14,10 +15,6 @@ from harness.report.sections.verdict import ARROW
 NOT_COMPUTED = ("rendered from run folders alone: `harness report RUN...` computes each run's best arm against its "
                 "reference arm and opens the report with it")
 SHOWN_TIED = 4  # tied arms named; the others counted
-
-
-def p_text(p) -> str:
-    return "—" if missing(p) else ("<0.001" if p < 0.001 else f"{p:.3f}")
 
 
 def _signed(v) -> str:
@@ -28,7 +25,8 @@ def stats(c: dict) -> dict:
     """A comparison of the best arm with another, as the table shows it (best − other)."""
     ci = "—" if missing(c["ci_lo"]) else f"[{_signed(c['ci_lo'])}, {_signed(c['ci_hi'])}]"
     return {"label": c["label"], "mean": fmt(c["mean"]), "diff": _signed(c["diff"]), "ci": ci,
-            "p_holm": p_text(c.get("p_holm")), "cls": c.get("mark") or "",
+            "p": p_said(c.get("p"), c.get("p_floor"), digits=3),
+            "p_holm": p_said(c.get("p_holm"), c.get("p_floor"), adjusted=True, digits=3), "cls": c.get("mark") or "",
             "n": f"{c['n_turns']} turns, {c['n_sessions']} sessions paired"}
 
 
@@ -73,7 +71,8 @@ def build(inputs: dict | None, runs: list[ReportRun], verdict: dict) -> dict:
         return {"computed": False, "why_not": NOT_COMPUTED, "runs": [], "blocks": _blocks(verdict)}
     out = [_run(inputs[str(Path(r.dir).resolve())], r.key) for r in runs if str(Path(r.dir).resolve()) in inputs]
     any_run = next(iter(inputs.values()), None)
-    method = None if any_run is None else {k: any_run[k] for k in ("alpha", "n_resamples", "n_permutations")}
+    method = None if any_run is None else {k: any_run[k] for k in ("alpha", "n_resamples", "n_permutations",
+                                                                    "exact_max_sessions")}
     return {"computed": True, "why_not": None, "runs": out, "blocks": _blocks(verdict), "method": method}
 
 

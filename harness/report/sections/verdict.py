@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.metrics.signflip import p_said
+from harness.metrics.stats import STATS, holm_said
 from harness.report.format import missing, scrub
 from harness.report.load import ReportRun
 
@@ -16,7 +18,8 @@ ARROW = {"higher": ("↑", "higher is better"), "lower": ("↓", "lower is bette
 DIGITS = {"ms": 1, "USD": 6}
 NOT_COMPUTED = ("rendered from run folders alone: `harness report BASELINE CANDIDATE` (or --baseline RUN with "
                 "candidates) computes candidate − baseline and opens the report with it")
-GATE_CLASS = {"pass": "improvement", "regression": "regression", "infrastructure": "regression"}
+GATE_CLASS = {"pass": "improvement", "regression": "regression", "insufficient data": "regression",
+              "infrastructure": "regression"}
 
 
 def seg_text(segment: str) -> str:
@@ -37,7 +40,8 @@ def _cell(metric: dict, c: dict | None, row_n: tuple | None) -> dict:
     means = "" if missing(c["mean_ref"]) else f"baseline {c['mean_ref']:.{d}f} → candidate {c['mean_arm']:.{d}f}; "
     return {"present": True, "metric": metric["name"], "cls": c["mark"], "diff": _signed(c["diff"], d),
             "ci": "—" if missing(c["ci_lo"]) else f"[{_signed(c['ci_lo'], d)}, {_signed(c['ci_hi'], d)}]",
-            "p_holm": "—" if missing(c["p_holm"]) else f"{c['p_holm']:.3f}",
+            "p": p_said(c.get("p"), c.get("p_floor"), digits=3),
+            "p_holm": p_said(c["p_holm"], c.get("p_floor"), adjusted=True, digits=3),
             "title": f"{means}{n[0]} turns / {n[1]} sessions paired",
             "n": None if n == row_n else f"n={n[0]} / {n[1]}s", "unmeasured": c["n_unmeasured"] or 0}
 
@@ -66,8 +70,10 @@ def _said(items: list, segs: list[str]) -> str:
 
 def summary(b: dict) -> dict:
     """The block's answer: what was compared, then its regressions and improvements in words."""
+    m = max([c["holm_m"] or 0 for lab in b["labels"] for r in lab["rows"] for c in r["cells"].values() if c] or [0])
     head = (f"{len(b['labels'])} label(s) × {len(b['metrics'])} metric(s) × {len(b['segments'])} segment(s): "
-            f"{b['n_tests']} comparisons, Holm-adjusted together; marked where p_Holm < {b['alpha']}.")
+            f"{b['n_tests']} comparisons; {holm_said(m, 'quality comparisons of this block')} (coverage figures "
+            f"apart); marked where pHolm < {b['alpha']}. {b.get('method') or STATS.said()}.")
     return {"head": head, "regressions": _said(b["regressions"], b["segments"]) or "none",
             "improvements": _said(b["improvements"], b["segments"]) or "none",
             "n_regressions": len(b["regressions"]), "n_improvements": len(b["improvements"])}
@@ -104,8 +110,8 @@ def operational(op: dict | None) -> dict | None:
                 cells.append({"text": "—", "n": ""})
                 continue
             ci = "" if missing(c["ci_lo"]) else f"[{_signed(c['ci_lo'], d)}, {_signed(c['ci_hi'], d)}]"
-            cells.append({"text": _signed(c["diff"], d), "n": f"{ci} p {c['p_holm']:.3f}" if c["p_holm"] is not None
-                          else ci})
+            cells.append({"text": _signed(c["diff"], d), "n": f"{ci} p {p_said(c.get('p'), c.get('p_floor'), digits=3)}"
+                          if c.get("p") is not None else ci})
         rows.append({"label": r["label"], "changed": r["changed"], "cells": cells})
     return {"metrics": op["metrics"], "rows": rows, "timed": [_timed(k, v) for k, v in op["timed"].items()]}
 
@@ -120,7 +126,7 @@ def _block(b: dict, keys: dict[str, str], policy: str | None) -> dict:
             "evidence": scrub(list(b.get("evidence") or [])), "judged": scrub(list(b.get("judged") or [])),
             "operational": operational(b.get("operational")),
             "na": [m["na"] for m in b["metrics"] if m.get("na")],
-            "n_resamples": b["n_resamples"], "n_permutations": b["n_permutations"]}
+            **{k: b[k] for k in ("n_resamples", "n_permutations", "exact_max_sessions", "seed", "alpha")}}
 
 
 def build(inputs: dict | None, runs: list[ReportRun]) -> dict:
