@@ -26,6 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from harness.analysis.gate import MEANING  # noqa: E402
 from harness.llm.cache import prompt_hash  # noqa: E402
 from harness.roles.prompts import PromptError, is_path, load_prompt  # noqa: E402
 from harness.run.folder import RunFolder  # noqa: E402
@@ -41,7 +42,6 @@ EVAL_SET = ROOT / "eval_sets/b2b-shop"
 # identifier floor of the policy then has its min_sessions (10) too
 SLICE = {"sessions": 10, "turns": 2}
 BIN = Path(sys.executable).parent
-MEANING = {0: "pass", 1: "REGRESSION", 2: "bad input", 3: "infrastructure"}
 
 
 class Refused(Exception):
@@ -170,13 +170,21 @@ def arm_prompt(run: Path) -> str:
     return next((a.get("prompts", {}).get(ROLE) for a in arms if a.get("prompts", {}).get(ROLE)), "?")
 
 
+def verdict_of(report: Path, code: int) -> str:
+    """The gate's own word for its verdict (gate.json: REGRESSION or INSUFFICIENT DATA share exit 1)."""
+    try:
+        return json.loads((report / "gate.json").read_text(encoding="utf-8"))["verdict"]
+    except (OSError, ValueError, KeyError):
+        return MEANING.get(code, f"exit {code}")
+
+
 def summary(base: Source, edit: Source, runs: dict[str, Path], code: int, report: Path, seconds: float) -> str:
     """The closing lines: both prompts, their hashes and the verdict."""
     lines = ["", "gate-local: the rewrite prompt, on the local model (numbers of that model, not of LLM rewriting):"]
     for which, src in (("baseline", base), ("edit", edit)):
         ref = arm_prompt(runs["base" if which == "baseline" else "edit"])
         lines.append(f"  {which:<8} {src.said}: prompt hash {src.hash} (the arm id's prompt.{ROLE}={ref})")
-    lines.append(f"gate-local: {MEANING.get(code, f'exit {code}')} (exit {code}) for the edit {edit.hash} against "
+    lines.append(f"gate-local: {verdict_of(report, code)} (exit {code}) for the edit {edit.hash} against "
                  f"the baseline {base.hash}; {report / 'gate.md'}; {seconds:.0f} s")
     return "\n".join(lines)
 

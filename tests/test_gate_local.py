@@ -145,11 +145,16 @@ def test_a_harmless_edit_passes_and_both_prompt_hashes_are_named(gated):
     assert before != after and f"prompt.rewrite={before}" in r.stdout and f"prompt.rewrite={after}" in r.stdout
 
 
-def test_a_harmful_edit_is_a_regression_and_its_exit_code_is_passed_through(gated):
+def test_a_harmful_edit_does_not_pass_and_its_exit_code_is_passed_through(gated):
+    """Every rewrite "zzz": rule 1 fails, as a regression or (10 sessions: the set's smallest
+    detectable drop may exceed the bound) as insufficient data; both exit 1, and the closing line
+    says the gate's own verdict, not a word of its own."""
     tmp, out = gated
     r, base, edit, calls = out["harmful"]
     said = r.stdout + r.stderr
     assert r.returncode == 1, said[-3000:]
-    assert "Gate: REGRESSION" in r.stdout and "failed: rule 1: noninferiority recall@10 [all]" in r.stdout
-    assert f"REGRESSION (exit 1) for the edit {prompt_hash(edit.read_text(encoding='utf-8'))}" in r.stdout
+    verdict = json.loads((tmp / "out/reports/gate-local-harmful/gate.json").read_text(encoding="utf-8"))["verdict"]
+    assert verdict in ("regression", "insufficient data")
+    assert "failed: rule 1: noninferiority recall@10 [all]" in r.stdout, r.stdout[-3000:]
+    assert f"{verdict} (exit 1) for the edit {prompt_hash(edit.read_text(encoding='utf-8'))}" in r.stdout
     assert 0 < calls <= out["harmless"][3] // 2 + 1  # the baseline came from the LLM cache, the edit was asked
