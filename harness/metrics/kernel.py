@@ -108,10 +108,11 @@ class Traces:
         return pa.concat_tables(scalars).combine_chunks(), np.concatenate(offsets), codes, base
 
     @classmethod
-    def read(cls, run_dir: Path) -> "Traces":
+    def read(cls, run_dir: Path, parts: list[Path] | None = None) -> "Traces":
+        """The run's trace parts, or the trace files `parts` (one session group's)."""
         from harness.run.folder import RunFolder
 
-        parts = RunFolder(run_dir).parts()
+        parts = RunFolder(run_dir).parts() if parts is None else parts
         from harness.run.traces import SCHEMA, TraceError
 
         tables = []
@@ -362,6 +363,7 @@ class Scoring:
     schema: list[dict]
     arms: dict  # arm_id -> harness.run.armset.ArmInfo
     run_dir: Path | None = None
+    judged_sessions: object = None  # a session group's: Series of session ids -> which to score (None: all)
 
     def __post_init__(self):
         # the code tables of the per-turn rows: the traces' arms and sessions, and any that only
