@@ -8,7 +8,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -104,13 +104,14 @@ def empty_result(manifest: dict, labels: pd.DataFrame) -> MetricsResult:
 
 def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timings: dict | None = None,
                     measures: list[str] = (), qrels: str = HUMAN, group_turns: int = GROUP_TURNS,
-                    each_group: Callable[[Group], None] | None = None, keep: set[str] | None = None) -> MetricsResult:
+                    each_group: Callable[[Group], None] | None = None,
+                    keep: Callable[[str], bool] | None = None) -> MetricsResult:
     """Per-turn values of every registered metric and their aggregates, computed a session group
     of about `group_turns` labelled turns at a time (harness.metrics.groups). `timings`, when
     given, receives seconds per stage; `measures`: ranking measures to compute beyond the run's
     settings (`harness metrics -m`); `qrels`: people's labels, or people's and an LLM's for the
     holes. `each_group`: called with every group as it is scored (the scoring step streams its
-    tables from it); `keep`: the metrics whose per-turn rows the result holds (None: all)."""
+    tables from it); `keep`: which metrics' per-turn rows the result holds (None: all)."""
     stage = _Stages(timings)
     run_dir = Path(run_dir)
     man = read_manifest(run_dir)
@@ -133,7 +134,8 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
             agg.add(g.per_turn)
             if each_group is not None:
                 each_group(g)
-            frames.append(g.per_turn if keep is None else g.per_turn[g.per_turn["metric"].isin(keep)])
+            frames.append(g.per_turn if keep is None else g.per_turn[g.per_turn["metric"].isin(
+                [m for m in g.metrics if keep(m)])])
             stage("aggregates")
         table = agg.table(names, sorted(a["arm_id"] for a in man.arms))
     if not names:
@@ -157,31 +159,31 @@ def typed_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def metrics_pieces(res: MetricsResult, chunk_rows: int = 1_000_000) -> Iterator[pa.Table]:
-    """The metrics table as written, a piece at a time: aggregate rows (kind=aggregate), then
-    per-turn rows (kind=turn) a million at a time, every piece of the first piece's schema."""
-    agg = res.aggregates.assign(kind="aggregate", session_id=None, turn_index=None, repeat=None, value=None, unmeasured=None)
-    pt = res.per_turn
+def metrics_pieces(aggregates: pd.DataFrame, turns: Iterable[pd.DataFrame], chunk_rows: int = 1_000_000
+                   ) -> Iterator[pa.Table]:
+    """The metrics table as written, a piece at a time: aggregate rows (kind=aggregate), then the
+    per-turn rows of each frame of `turns` (kind=turn) a million at a time, every piece of the first
+    piece's schema."""
+    agg = aggregates.assign(kind="aggregate", session_id=None, turn_index=None, repeat=None, value=None,
+                            unmeasured=None)
     schema = None
-    for start in [None, *range(0, len(pt), chunk_rows)]:
-        part = agg if start is None else pt.iloc[start:start + chunk_rows].assign(
-            kind="turn", segment=None, mean=None, p50=None, p95=None, n=None, n_unmeasured=None,
-            n_sessions=None, repeat_sd=None)
+    for part in [agg, *(pt.iloc[a:a + chunk_rows] for pt in turns for a in range(0, len(pt), chunk_rows))]:
+        if part is not agg:
+            part = part.assign(kind="turn", segment=None, mean=None, p50=None, p95=None, n=None, n_unmeasured=None,
+                               n_sessions=None, repeat_sd=None)
         t = pa.Table.from_pandas(typed_metrics_frame(part), preserve_index=False)
         schema = schema or t.schema
         yield t.cast(schema) if not t.schema.equals(schema) else t
 
 
-def write_metrics(run_dir: Path, res: MetricsResult, metadata: dict[str, str] | None = None,
-                  chunk_rows: int = 1_000_000) -> Path:
-    """The run folder's metrics (`metrics_pieces`), built and written a million rows at a time (one
-    concatenated copy of everything doubles the memory of a 100,000-turn run). `metadata`: added
-    to the file's schema (scoring's stamp)."""
+def write_pieces(run_dir: Path, pieces: Iterable[pa.Table], metadata: dict[str, str] | None = None) -> Path:
+    """The run folder's metrics file from `metrics_pieces`, written a piece at a time. `metadata`:
+    added to the file's schema (scoring's stamp)."""
     folder = RunFolder(run_dir)
     with folder.metrics_writer() as tmp:
         writer = None
         try:
-            for t in metrics_pieces(res, chunk_rows):
+            for t in pieces:
                 if writer is None:
                     extra = {k.encode(): v.encode() for k, v in (metadata or {}).items()}
                     writer = pq.ParquetWriter(tmp, t.schema.with_metadata({**(t.schema.metadata or {}), **extra}))
@@ -191,3 +193,8 @@ def write_metrics(run_dir: Path, res: MetricsResult, metadata: dict[str, str] | 
                 writer.close()
     return tmp.with_name(tmp.name.removesuffix(".tmp"))
 
+
+def write_metrics(run_dir: Path, res: MetricsResult, metadata: dict[str, str] | None = None,
+                  chunk_rows: int = 1_000_000) -> Path:
+    """The metrics of a result in memory (`write_pieces`), a million rows at a time."""
+    return write_pieces(run_dir, metrics_pieces(res.aggregates, [res.per_turn], chunk_rows), metadata)
