@@ -96,8 +96,10 @@ class _Tables:
         rounds = read_rounds(g.parts, TRACE_COLUMNS)
         if any(f.get("kind") != "entitlement" for f in self.schema) and len(rounds):
             self.filters.append(filter_fields_table(rounds, g.labels, self.schema))
-        final = rounds.loc[rounds["is_final"], COINCIDING_COLUMNS]  # what coinciding reads, top 10 only
-        self.final.append(final.assign(ranking=[list(r)[:TOP] for r in final["ranking"]]))
+        # what coinciding reads; of a ranking only its top 10's hash (equal top 10s, equal hashes;
+        # 64-bit hashes within one process), not the run's lists of document ids
+        final = rounds.loc[rounds["is_final"], COINCIDING_COLUMNS]
+        self.final.append(final.assign(ranking=[(hash(tuple(list(r)[:TOP])),) for r in final["ranking"]]))
 
     def turns(self) -> Iterator[pd.DataFrame]:
         """The spilled per-turn rows, a million at a time."""
