@@ -4,6 +4,7 @@ turns are counted beside the mean, never averaged in as 0 and never dropped sile
 whose arm lacks the capability it needs (harness.run.armset) has no row for that arm."""
 from __future__ import annotations
 
+import itertools
 import tempfile
 import time
 from dataclasses import dataclass
@@ -167,7 +168,8 @@ def metrics_pieces(aggregates: pd.DataFrame, turns: Iterable[pd.DataFrame], chun
     agg = aggregates.assign(kind="aggregate", session_id=None, turn_index=None, repeat=None, value=None,
                             unmeasured=None)
     schema = None
-    for part in [agg, *(pt.iloc[a:a + chunk_rows] for pt in turns for a in range(0, len(pt), chunk_rows))]:
+    pieces = (pt.iloc[a:a + chunk_rows] for pt in turns for a in range(0, len(pt), chunk_rows))
+    for part in itertools.chain([agg], pieces):  # one piece in memory at a time
         if part is not agg:
             part = part.assign(kind="turn", segment=None, mean=None, p50=None, p95=None, n=None, n_unmeasured=None,
                                n_sessions=None, repeat_sd=None)
