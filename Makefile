@@ -119,3 +119,9 @@ gate-local: setup
 .PHONY: bench
 bench: setup
 	$(BIN)/python bench/all.py
+
+# make bench-scale: harness metrics' peak memory and time at 10^4, 10^5 and 2x10^5 synthetic turns x 5 arms,
+# each in its own process (minutes; not part of make bench, never run by CI); table in bench/results/scale-latest.md
+.PHONY: bench-scale
+bench-scale: setup
+	$(BIN)/python bench/scale.py --turns $${TURNS:-10000,100000,200000}

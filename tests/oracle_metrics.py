@@ -19,7 +19,8 @@ except ImportError:  # Windows: no lock, each test process compiles its own kern
 from harness.run.armset import run_arms
 from harness.guards.identifiers import preserved
 from harness.run.manifest import read_manifest
-from harness.metrics.aggregate import aggregate
+from harness.metrics.aggregate import _quantiles
+from harness.run.folder import AGG_COLUMNS
 from harness.metrics.compute import MetricsResult, load_labels
 from harness.metrics.families.guards import _norm_filter
 from harness.metrics.registry import ranking_names
@@ -381,3 +382,32 @@ def reference_metrics(run_dir: Path, segments=None) -> MetricsResult:
     per_turn = pd.concat([p for p in parts if not p.empty], ignore_index=True)
     agg = aggregate(per_turn, labels, segments or default_segments(labels))
     return MetricsResult(per_turn, agg, [a.arm_id for a in arms], list(dict.fromkeys(per_turn["metric"])), labels)
+
+
+# the pandas aggregation harness.metrics.compute used before it scored session groups (issue 45):
+# the reference its Aggregator must equal
+def aggregate(per_turn: pd.DataFrame, labels: pd.DataFrame, segments: list[Segment]) -> pd.DataFrame:
+    """Mean over turns (repeats first averaged per turn), with counts of measured and unmeasured
+    turns and the between-repeat spread (mean per-turn standard deviation across repeats)."""
+    g = per_turn.groupby(["arm_id", "metric", "session_id", "turn_index"], sort=False)
+    turn = g["value"].agg(["mean", "std", "count"]).reset_index()
+    turn = turn.rename(columns={"mean": "value", "std": "repeat_sd", "count": "n_measured_repeats"})
+    keys = labels[["session_id", "turn_index"]]
+    rows = []
+    for seg in segments:
+        sel = keys[seg.mask(labels).to_numpy()]
+        if sel.empty:
+            continue
+        sub = turn.merge(sel, on=["session_id", "turn_index"], how="inner")
+        for (arm_id, metric), grp in sub.groupby(["arm_id", "metric"], sort=False):
+            measured = grp["n_measured_repeats"] > 0
+            vals = grp.loc[measured, "value"]
+            p50, p95 = _quantiles(vals.to_numpy(float))
+            rows.append({
+                "arm_id": arm_id, "metric": metric, "segment": seg.name,
+                "mean": float(vals.mean()) if len(vals) else np.nan, "p50": p50, "p95": p95,
+                "n": int(measured.sum()), "n_unmeasured": int((~measured).sum()),
+                "n_sessions": int(grp.loc[measured, "session_id"].nunique()),
+                "repeat_sd": float(grp["repeat_sd"].mean()) if grp["repeat_sd"].notna().any() else np.nan,
+            })
+    return pd.DataFrame(rows, columns=AGG_COLUMNS)

@@ -5,11 +5,11 @@ averaged in as 0."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from harness.metrics.kernel import Labels, Long
 from harness.metrics.segments import Segment
 from harness.run.folder import AGG_COLUMNS
 
@@ -65,67 +65,68 @@ def _mean(vals: np.ndarray) -> float:
     return float(vals.sum() / len(vals))
 
 
-def aggregate(per_turn: pd.DataFrame, labels: pd.DataFrame, segments: list[Segment]) -> pd.DataFrame:
-    """Mean over turns (repeats first averaged per turn), with counts of measured and unmeasured
-    turns and the between-repeat spread (mean per-turn standard deviation across repeats)."""
-    g = per_turn.groupby(["arm_id", "metric", "session_id", "turn_index"], sort=False)
-    turn = g["value"].agg(["mean", "std", "count"]).reset_index()
-    turn = turn.rename(columns={"mean": "value", "std": "repeat_sd", "count": "n_measured_repeats"})
-    keys = labels[["session_id", "turn_index"]]
-    rows = []
-    for seg in segments:
-        sel = keys[seg.mask(labels).to_numpy()]
-        if sel.empty:
-            continue
-        sub = turn.merge(sel, on=["session_id", "turn_index"], how="inner")
-        for (arm_id, metric), grp in sub.groupby(["arm_id", "metric"], sort=False):
-            measured = grp["n_measured_repeats"] > 0
-            vals = grp.loc[measured, "value"]
-            p50, p95 = _quantiles(vals.to_numpy(float))
-            rows.append({
-                "arm_id": arm_id, "metric": metric, "segment": seg.name,
-                "mean": float(vals.mean()) if len(vals) else np.nan, "p50": p50, "p95": p95,
-                "n": int(measured.sum()), "n_unmeasured": int((~measured).sum()),
-                "n_sessions": int(grp.loc[measured, "session_id"].nunique()),
-                "repeat_sd": float(grp["repeat_sd"].mean()) if grp["repeat_sd"].notna().any() else np.nan,
-            })
-    return pd.DataFrame(rows, columns=AGG_COLUMNS)
+class Aggregator:
+    """Aggregates per (arm, metric, segment) over per-turn rows fed a session group at a time
+    (`add`): each turn's value (repeats averaged), between-repeat spread, measured repeats, label
+    row are appended to a temporary file per (arm, metric), and
+    `table` aggregates one (arm, metric) at a time. What stays in memory is one (arm, metric)'s
+    turns (four floats a turn), not the run's per-turn table. Means over measured turns in the
+    order fed (repeats: a turn's value is the mean of its measured repeats)."""
 
+    def __init__(self, labels: pd.DataFrame, segments: list[Segment], spill: Path):
+        self.names = [seg.name for seg in segments]
+        self.masks = np.stack([seg.mask(labels).to_numpy(bool) for seg in segments]) if segments else None
+        sid = labels["session_id"].astype(str)
+        self.lsess, self.sessions = pd.factorize(sid)
+        self.stride = int(labels["turn_index"].max() if len(labels) else 0) + 1
+        self.lookup = pd.Index(self.lsess * self.stride + labels["turn_index"].to_numpy(np.int64))
+        self.spill, self.files = Path(spill), {}
 
-def aggregate_long(long: Long, lab: Labels, arms: list, sessions: list, metrics: list,
-                   labels: pd.DataFrame, segments: list[Segment]) -> pd.DataFrame | None:
-    """aggregate without a merge per segment: each (arm, metric) group's rows are
-    contiguous once (stable sort), a segment is a boolean mask over them. None when turns repeat
-    (repeats: the per-turn mean and spread need aggregate's groupby)."""
-    c = long.cols
-    turn = c["sess"] * (int(c["tix"].max(initial=0)) + 1) + c["tix"]
-    am = c["arm"] * (len(metrics) + 1) + c["metric"]
-    key = am * (int(turn.max(initial=0)) + 1) + turn
-    if pd.Index(key).has_duplicates:
-        return None
-    li = lab.rows_of(c["sess"], c["tix"], sessions)
-    value = c["value"]
-    measured = ~np.isnan(value)
-    group_rows = groups(pd.factorize(am)[0])
-    n_sess = int(c["sess"].max(initial=0)) + 1
-    out = []
-    for seg in segments:
-        mask = seg.mask(labels).to_numpy(bool)
-        sel_row = (li >= 0) & mask[np.clip(li, 0, None)] if len(li) else np.zeros(0, bool)
-        found = []
-        for rows in group_rows:
-            sel = rows[sel_row[rows]]
-            if len(sel):
-                found.append((sel[0], sel))
-        for _, sel in sorted(found, key=lambda x: x[0]):
-            meas = measured[sel]
-            nm = int(meas.sum())
-            vals = value[sel][meas]
-            p50, p95 = _quantiles(vals)
-            r0 = sel[0]
-            out.append({"arm_id": arms[c["arm"][r0]], "metric": metrics[c["metric"][r0]], "segment": seg.name,
-                        "mean": _mean(vals) if nm else np.nan, "p50": p50, "p95": p95,
-                        "n": nm, "n_unmeasured": int(len(sel) - nm),
-                        "n_sessions": int(np.count_nonzero(np.bincount(c["sess"][sel][meas], minlength=n_sess))),
-                        "repeat_sd": np.nan})
-    return pd.DataFrame(out, columns=AGG_COLUMNS)
+    def _rows(self, per_turn: pd.DataFrame) -> np.ndarray:
+        """Label row of each per-turn row (-1: none)."""
+        ls = self.sessions.get_indexer(per_turn["session_id"].astype(str))
+        tix = per_turn["turn_index"].to_numpy(np.int64)
+        ok = (ls >= 0) & (tix >= 0) & (tix < self.stride)
+        return np.where(ok, self.lookup.get_indexer(np.where(ok, ls * self.stride + tix, -1)), -1)
+
+    def add(self, per_turn: pd.DataFrame) -> None:
+        """One session group's per-turn rows (compute_metrics' columns)."""
+        keys = ["arm_id", "metric", "session_id", "turn_index"]
+        pt = per_turn.assign(value=pd.to_numeric(per_turn["value"], errors="coerce").astype(float))
+        if pt.duplicated(keys).any():  # repeats: a turn's value is the mean of its measured repeats
+            g = pt.groupby(keys, sort=False)
+            pt = g["value"].agg(["mean", "std", "count"]).reset_index()
+            pt = pt.rename(columns={"mean": "value", "std": "sd", "count": "nrep"})
+        else:
+            pt = pt.assign(sd=np.nan, nrep=(~np.isnan(pt["value"].to_numpy())).astype(float))
+        data = np.column_stack([pt["value"].to_numpy(float), pt["sd"].to_numpy(float), pt["nrep"].to_numpy(float),
+                                self._rows(pt).astype(float)])
+        for rows in groups(pd.factorize(pd.MultiIndex.from_arrays([pt["arm_id"], pt["metric"]]))[0]):
+            key = (str(pt["arm_id"].iloc[rows[0]]), str(pt["metric"].iloc[rows[0]]))
+            path = self.files.setdefault(key, self.spill / f"agg-{len(self.files):05d}.f8")
+            with open(path, "ab") as f:
+                data[rows].tofile(f)
+
+    def table(self, metrics: list[str], arms: list[str]) -> pd.DataFrame:
+        """Rows by segment (in the order given), then metric (`metrics`' order), then arm (`arms`'),
+        whatever the session groups were."""
+        out = []
+        rank = {m: i for i, m in enumerate(metrics)}, {a: i for i, a in enumerate(arms)}
+        for (arm_id, metric), path in self.files.items():
+            value, sd, nrep, li = np.fromfile(path, np.float64).reshape(-1, 4).T
+            li = li.astype(np.int64)
+            for si, seg in enumerate(self.names):
+                sel = np.flatnonzero((li >= 0) & self.masks[si][np.clip(li, 0, None)])
+                if not len(sel):
+                    continue
+                meas = nrep[sel] > 0
+                vals, nm = value[sel][meas], int(meas.sum())
+                p50, p95 = _quantiles(vals)
+                sds, has_sd = sd[sel], ~np.isnan(sd[sel])  # pandas' NaN-skipping mean: NaN as 0 in the sum
+                out.append(((si, rank[0].get(metric, len(rank[0])), rank[1].get(arm_id, len(rank[1]))), {
+                    "arm_id": arm_id, "metric": metric, "segment": seg, "mean": _mean(vals) if nm else np.nan,
+                    "p50": p50, "p95": p95, "n": nm, "n_unmeasured": int(len(sel) - nm),
+                    "n_sessions": int(len(np.unique(self.lsess[li[sel][meas]]))),
+                    "repeat_sd": float(np.where(has_sd, sds, 0.0).sum() / has_sd.sum()) if has_sd.any() else np.nan}))
+        out.sort(key=lambda x: x[0])
+        return pd.DataFrame([r for _, r in out], columns=AGG_COLUMNS)

@@ -4,10 +4,12 @@ turns are counted beside the mean, never averaged in as 0 and never dropped sile
 whose arm lacks the capability it needs (harness.run.armset) has no row for that arm."""
 from __future__ import annotations
 
+import itertools
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -17,8 +19,9 @@ import pyarrow.parquet as pq
 from harness.run.armset import run_arms
 from harness.run.folder import AGG_COLUMNS, METRICS_COLUMNS, TURN_COLUMNS, RunFolder
 from harness.run.manifest import read_manifest
-from harness.metrics.aggregate import aggregate, aggregate_long
-from harness.metrics.kernel import Long, Scoring, Traces, scoring, to_frame
+from harness.metrics.aggregate import Aggregator
+from harness.metrics.groups import GROUP_TURNS, Group, group_parts, score_group
+from harness.metrics.kernel import Long, Scoring
 from harness.metrics.qrels import HUMAN, HUMAN_LLM, LLMLabels, check_qrels, with_llm_labels
 from harness.metrics.registry import families, lookup
 from harness.metrics.segments import Segment, default_segments
@@ -83,16 +86,33 @@ def family_rows(s: Scoring, stage=lambda name: None) -> list[Long]:
     return out
 
 
+def merge_order(merged: list[str], names: list[str]) -> None:
+    """Adds to `merged` the names of one group (in the order its kernels produced them) that it
+    lacks, each after the name that preceded it there: the run's order however the groups fell."""
+    prev = -1
+    for n in names:
+        if n in merged:
+            prev = merged.index(n)
+        else:
+            merged.insert(prev + 1, n)
+            prev += 1
+
+
 def empty_result(manifest: dict, labels: pd.DataFrame) -> MetricsResult:
     return MetricsResult(pd.DataFrame(columns=TURN_COLUMNS), pd.DataFrame(columns=AGG_COLUMNS),
                          [a["arm_id"] for a in manifest.arms], [], labels, run_arms(manifest))
 
 
 def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timings: dict | None = None,
-                    measures: list[str] = (), qrels: str = HUMAN) -> MetricsResult:
-    """Per-turn values of every registered metric and their aggregates. `timings`, when given,
-    receives seconds per stage; `measures`: ranking measures to compute beyond the run's settings
-    (`harness metrics -m`); `qrels`: people's labels, or people's and an LLM's for the holes."""
+                    measures: list[str] = (), qrels: str = HUMAN, group_turns: int = GROUP_TURNS,
+                    each_group: Callable[[Group], None] | None = None,
+                    keep: Callable[[str], bool] | None = None) -> MetricsResult:
+    """Per-turn values of every registered metric and their aggregates, computed a session group
+    of about `group_turns` labelled turns at a time (harness.metrics.groups). `timings`, when
+    given, receives seconds per stage; `measures`: ranking measures to compute beyond the run's
+    settings (`harness metrics -m`); `qrels`: people's labels, or people's and an LLM's for the
+    holes. `each_group`: called with every group as it is scored (the scoring step streams its
+    tables from it); `keep`: which metrics' per-turn rows the result holds (None: all)."""
     stage = _Stages(timings)
     run_dir = Path(run_dir)
     man = read_manifest(run_dir)
@@ -102,24 +122,28 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
         labels, llm = with_llm_labels(folder, labels)
     if not folder.parts():
         return empty_result(man, labels)
-    s = scoring(run_dir, man, labels, Traces.read(run_dir))
-    s.settings["measures"] = [*s.settings["measures"], *measures]
-    stage("read traces and labels")
-    parts = family_rows(s, stage)
-    if not parts:
+    frames, names = [], []
+    with tempfile.TemporaryDirectory(prefix="harness-agg-") as spill, group_parts(folder, labels, group_turns) as gp:
+        agg = Aggregator(labels, segments or default_segments(labels), Path(spill))
+        stage("read traces and labels")
+        for i, (sessions, parts) in enumerate(gp):
+            g = score_group(run_dir, man, labels, sessions, parts, list(measures), i == 0)
+            stage("metrics")
+            if g is None or g.per_turn is None:
+                continue
+            merge_order(names, g.metrics)
+            agg.add(g.per_turn)
+            if each_group is not None:
+                each_group(g)
+            frames.append(g.per_turn if keep is None else g.per_turn[g.per_turn["metric"].isin(
+                [m for m in g.metrics if keep(m)])])
+            stage("aggregates")
+        table = agg.table(names, sorted(a["arm_id"] for a in man.arms))
+    if not names:
         return empty_result(man, labels)
-    long = Long.concat(parts)
-    del parts
-    names = [s.codes.names[i] for i in sorted(set(np.unique(long.cols["metric"]).tolist()))]  # metrics with rows
-    segs = segments or default_segments(labels)
-    agg = aggregate_long(long, s.lab, s.arm_names, s.session_names, s.codes.names, labels, segs)
-    stage("aggregates")
-    per_turn = to_frame(long, s.arm_names, s.session_names, s.codes.names)
-    if agg is None:  # repeats: the per-turn mean and spread need the groupby
-        agg = aggregate(per_turn, labels, segs)
-        stage("aggregates")
+    per_turn = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
     stage("per-turn frame")
-    return MetricsResult(per_turn, agg, [a["arm_id"] for a in man.arms], names, labels, list(s.arms.values()), llm)
+    return MetricsResult(per_turn, table, [a["arm_id"] for a in man.arms], names, labels, run_arms(man), llm)
 
 
 
@@ -136,31 +160,32 @@ def typed_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def metrics_pieces(res: MetricsResult, chunk_rows: int = 1_000_000) -> Iterator[pa.Table]:
-    """The metrics table as written, a piece at a time: aggregate rows (kind=aggregate), then
-    per-turn rows (kind=turn) a million at a time, every piece of the first piece's schema."""
-    agg = res.aggregates.assign(kind="aggregate", session_id=None, turn_index=None, repeat=None, value=None, unmeasured=None)
-    pt = res.per_turn
+def metrics_pieces(aggregates: pd.DataFrame, turns: Iterable[pd.DataFrame], chunk_rows: int = 1_000_000
+                   ) -> Iterator[pa.Table]:
+    """The metrics table as written, a piece at a time: aggregate rows (kind=aggregate), then the
+    per-turn rows of each frame of `turns` (kind=turn) a million at a time, every piece of the first
+    piece's schema."""
+    agg = aggregates.assign(kind="aggregate", session_id=None, turn_index=None, repeat=None, value=None,
+                            unmeasured=None)
     schema = None
-    for start in [None, *range(0, len(pt), chunk_rows)]:
-        part = agg if start is None else pt.iloc[start:start + chunk_rows].assign(
-            kind="turn", segment=None, mean=None, p50=None, p95=None, n=None, n_unmeasured=None,
-            n_sessions=None, repeat_sd=None)
+    pieces = (pt.iloc[a:a + chunk_rows] for pt in turns for a in range(0, len(pt), chunk_rows))
+    for part in itertools.chain([agg], pieces):  # one piece in memory at a time
+        if part is not agg:
+            part = part.assign(kind="turn", segment=None, mean=None, p50=None, p95=None, n=None, n_unmeasured=None,
+                               n_sessions=None, repeat_sd=None)
         t = pa.Table.from_pandas(typed_metrics_frame(part), preserve_index=False)
         schema = schema or t.schema
         yield t.cast(schema) if not t.schema.equals(schema) else t
 
 
-def write_metrics(run_dir: Path, res: MetricsResult, metadata: dict[str, str] | None = None,
-                  chunk_rows: int = 1_000_000) -> Path:
-    """The run folder's metrics (`metrics_pieces`), built and written a million rows at a time (one
-    concatenated copy of everything doubles the memory of a 100,000-turn run). `metadata`: added
-    to the file's schema (scoring's stamp)."""
+def write_pieces(run_dir: Path, pieces: Iterable[pa.Table], metadata: dict[str, str] | None = None) -> Path:
+    """The run folder's metrics file from `metrics_pieces`, written a piece at a time. `metadata`:
+    added to the file's schema (scoring's stamp)."""
     folder = RunFolder(run_dir)
     with folder.metrics_writer() as tmp:
         writer = None
         try:
-            for t in metrics_pieces(res, chunk_rows):
+            for t in pieces:
                 if writer is None:
                     extra = {k.encode(): v.encode() for k, v in (metadata or {}).items()}
                     writer = pq.ParquetWriter(tmp, t.schema.with_metadata({**(t.schema.metadata or {}), **extra}))
@@ -170,3 +195,8 @@ def write_metrics(run_dir: Path, res: MetricsResult, metadata: dict[str, str] | 
                 writer.close()
     return tmp.with_name(tmp.name.removesuffix(".tmp"))
 
+
+def write_metrics(run_dir: Path, res: MetricsResult, metadata: dict[str, str] | None = None,
+                  chunk_rows: int = 1_000_000) -> Path:
+    """The metrics of a result in memory (`write_pieces`), a million rows at a time."""
+    return write_pieces(run_dir, metrics_pieces(res.aggregates, [res.per_turn], chunk_rows), metadata)

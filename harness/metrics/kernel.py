@@ -108,10 +108,11 @@ class Traces:
         return pa.concat_tables(scalars).combine_chunks(), np.concatenate(offsets), codes, base
 
     @classmethod
-    def read(cls, run_dir: Path) -> "Traces":
+    def read(cls, run_dir: Path, parts: list[Path] | None = None) -> "Traces":
+        """The run's trace parts, or the trace files `parts` (one session group's)."""
         from harness.run.folder import RunFolder
 
-        parts = RunFolder(run_dir).parts()
+        parts = RunFolder(run_dir).parts() if parts is None else parts
         from harness.run.traces import SCHEMA, TraceError
 
         tables = []
@@ -292,14 +293,24 @@ class Groups:
 
 
 
-def to_frame(long: Long, arms: list, sessions: list, metrics: list) -> pd.DataFrame:
-    """The per-turn DataFrame of compute_metrics (str columns decoded by Arrow from the codes).
-    Consumes `long`: its columns are released as the frame's are built."""
+def decoded(codes: np.ndarray, table: list, chunk_rows: int = 1_000_000) -> pa.ChunkedArray:
+    """The strings of `table` at `codes`, as 64-bit-offset strings decoded `chunk_rows` rows at a
+    time: one 32-bit string array holds at most 2 GB of text, which an arm id repeated over every
+    per-turn row of 200,000 turns x 5 arms exceeds (issue 45: Take overflowed)."""
+    dictionary = pa.array(table, pa.large_string())
+    chunks = [pa.DictionaryArray.from_arrays(pa.array(codes[a:a + chunk_rows], pa.int32()), dictionary)
+              .dictionary_decode() for a in range(0, len(codes), chunk_rows)]
+    return pa.chunked_array(chunks, pa.large_string())
+
+
+def to_frame(long: Long, arms: list, sessions: list, metrics: list, chunk_rows: int = 1_000_000) -> pd.DataFrame:
+    """The per-turn DataFrame of compute_metrics (str columns decoded by Arrow from the codes,
+    `decoded`'s chunks of `chunk_rows` rows). Consumes `long`: its columns are released as the
+    frame's are built."""
     c = long.cols
 
     def strings(name, table):
-        codes = c.pop(name)
-        arr = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(table, pa.string())).dictionary_decode()
+        arr = decoded(c.pop(name), table, chunk_rows)
         return pd.array(arr, dtype=pd.StringDtype("pyarrow", na_value=np.nan))
 
     cols = {"arm_id": strings("arm", arms), "repeat": c.pop("rep"), "session_id": strings("sess", sessions),
@@ -352,6 +363,7 @@ class Scoring:
     schema: list[dict]
     arms: dict  # arm_id -> harness.run.armset.ArmInfo
     run_dir: Path | None = None
+    judged_sessions: object = None  # a session group's: Series of session ids -> which to score (None: all)
 
     def __post_init__(self):
         # the code tables of the per-turn rows: the traces' arms and sessions, and any that only

@@ -8,27 +8,37 @@ whether the run was complete when it was scored."""
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from harness.defaults import metric_settings
-from harness.metrics.coinciding import coinciding_arms
-from harness.metrics.compute import MetricsResult, compute_metrics, metrics_pieces, write_metrics
+from harness.metrics.coinciding import TOP, coinciding_arms
+from harness.metrics.compute import MetricsResult, compute_metrics, metrics_pieces, write_pieces
 from harness.metrics.families.answers import abstention_table
-from harness.metrics.families.guards import filter_fields_table
-from harness.metrics.paired import paired_table
+from harness.metrics.families.guards import filter_fields_table, merge_filter_fields
+from harness.metrics.groups import GROUP_TURNS, Group, read_rounds
+from harness.metrics.paired import PairedSums
 from harness.metrics.provenance import certify, metadata, read_stamp, stamp
 from harness.metrics.qrels import HUMAN, agreement_table, check_qrels, scored_labels
-from harness.metrics.spread import spread_table
+from harness.metrics.spread import SpreadSums
+from harness.run.armset import run_arms
 from harness.run.folder import RunFolder, RunFolderError
 from harness.run.integrity import Completeness, completeness
-from harness.run.traces import read_traces
 
 TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "applied_filters", "ranking",
                  "verdict_reason", "not_applicable", "error"]
+COINCIDING_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "ranking", "verdict_reason", "not_applicable",
+                      "error"]
+
+SPILL_SCHEMA = pa.schema([("arm_id", pa.large_string()), ("repeat", pa.int64()), ("session_id", pa.large_string()),
+                          ("turn_index", pa.int64()), ("metric", pa.large_string()), ("value", pa.float64()),
+                          ("unmeasured", pa.large_string())])  # compute_metrics' per-turn columns
 
 
 @dataclass
@@ -59,10 +69,55 @@ def scored_qrels(folder: RunFolder) -> str | None:
     return None if st is None else scored_labels(st)[0]
 
 
-def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None) -> Scored:
+def _kept(metric: str) -> bool:
+    """The metrics whose per-turn rows the scoring step keeps in memory for what it prints (abstention,
+    rounds, answers, the pool's holes); every other per-turn row only goes to the metrics file."""
+    return metric in ("abstained", "answered", "rounds_used") or metric.startswith("holes")
+
+
+class _Tables:
+    """Every table of the scoring step but the metrics, fed a session group at a time (the groups'
+    per-turn rows spilled to `spill` for the metrics file, which is written after its aggregates)."""
+
+    def __init__(self, folder: RunFolder, man, spill: Path):
+        self.settings, self.schema = metric_settings(man.metrics), man.filter_schema
+        labels = folder.labels()
+        self.paired = PairedSums(labels, run_arms(man), settings=self.settings)
+        self.spread = SpreadSums(settings=self.settings)
+        self.filters, self.final = [], []
+        self.spill, self.writer = spill, None
+
+    def __call__(self, g: Group) -> None:
+        self.paired.add(g.per_turn, g.labels)
+        self.spread.add(g.per_turn)
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.spill, SPILL_SCHEMA)
+        self.writer.write_table(pa.Table.from_pandas(g.per_turn, schema=SPILL_SCHEMA, preserve_index=False))
+        rounds = read_rounds(g.parts, TRACE_COLUMNS)
+        if any(f.get("kind") != "entitlement" for f in self.schema) and len(rounds):
+            self.filters.append(filter_fields_table(rounds, g.labels, self.schema))
+        # what coinciding reads; of a ranking only its top 10's hash (equal top 10s, equal hashes;
+        # 64-bit hashes within one process), not the run's lists of document ids
+        final = rounds.loc[rounds["is_final"], COINCIDING_COLUMNS]
+        self.final.append(final.assign(ranking=[(hash(tuple(list(r)[:TOP])),) for r in final["ranking"]]))
+
+    def turns(self) -> Iterator[pd.DataFrame]:
+        """The spilled per-turn rows, a million at a time."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if not self.spill.exists():
+            return
+        for batch in pq.ParquetFile(self.spill).iter_batches(batch_size=1_000_000):
+            yield batch.to_pandas()
+
+
+def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None, group_turns: int = GROUP_TURNS
+              ) -> Scored:
     """Every table of a run folder, written into it; `measures`: ranking measures to compute beyond
     the run's metric settings (`harness metrics -m map`); `qrels`: `human` or `human+llm`, None:
-    what the folder was scored with before (a stale run scored again keeps its choice)."""
+    what the folder was scored with before (a stale run scored again keeps its choice). Scored a
+    session group of about `group_turns` labelled turns at a time (harness.metrics.groups)."""
     folder = RunFolder(run_dir)
     man = folder.read_manifest()
     done = completeness(folder, man)
@@ -70,24 +125,20 @@ def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None)
         raise RunFolderError(done.describe())
     qrels = check_qrels(qrels or scored_qrels(folder) or HUMAN)
     st = stamp(folder, man, done)  # the inputs as read now: a later change shows as stale
-    res = compute_metrics(folder.path, measures=measures, qrels=qrels)
-    st.update(qrels=qrels, llm=dataclasses.asdict(res.llm) if res.llm is not None else None)
-    settings = metric_settings(man.metrics)
-    comparisons = paired_table(res.per_turn, res.labels, res.arm_infos, settings=settings)
-    abstention = abstention_table(res.per_turn, res.labels)
-    schema = man.filter_schema
-    rounds = read_traces(folder.path, TRACE_COLUMNS).to_pandas()
-    filters = pd.DataFrame()
-    if any(f.get("kind") != "entitlement" for f in schema) and len(rounds):
-        filters = filter_fields_table(rounds, res.labels, schema)
-    final = rounds[rounds["is_final"]] if len(rounds) else rounds
-    same = coinciding_arms(final, res.arms) if len(final) else pd.DataFrame()
-    tables = {"comparisons": comparisons, "abstention": abstention, "filter_fields": filters, "coinciding": same,
-              "spread": spread_table(res.per_turn, settings=settings),
-              "agreement": agreement_table(folder)}
-    written = {n: [pa.Table.from_pandas(df, preserve_index=False)] for n, df in tables.items() if len(df)}
-    meta = metadata(certify(st, {"metrics": metrics_pieces(res), **written}))  # a table gone or edited shows too
-    path = write_metrics(folder.path, res, meta)
+    with tempfile.TemporaryDirectory(prefix="harness-score-") as tmp:
+        acc = _Tables(folder, man, Path(tmp) / "turns.parquet")
+        res = compute_metrics(folder.path, measures=measures, qrels=qrels, group_turns=group_turns,
+                              each_group=acc, keep=_kept)
+        st.update(qrels=qrels, llm=dataclasses.asdict(res.llm) if res.llm is not None else None)
+        final = pd.concat(acc.final, ignore_index=True) if acc.final else pd.DataFrame()
+        tables = {"comparisons": acc.paired.table(), "abstention": abstention_table(res.per_turn, res.labels),
+                  "filter_fields": merge_filter_fields(acc.filters),
+                  "coinciding": coinciding_arms(final, res.arms) if len(final) else pd.DataFrame(),
+                  "spread": acc.spread.table(), "agreement": agreement_table(folder)}
+        written = {n: [pa.Table.from_pandas(df, preserve_index=False)] for n, df in tables.items() if len(df)}
+        meta = metadata(certify(st, {"metrics": metrics_pieces(res.aggregates, acc.turns()), **written}))
+        path = write_pieces(folder.path, metrics_pieces(res.aggregates, acc.turns()), meta)
     for name, df in tables.items():
         _write(folder, name, df, meta)
-    return Scored(res, comparisons, abstention, filters, same, path, done)
+    return Scored(res, tables["comparisons"], tables["abstention"], tables["filter_fields"], tables["coinciding"],
+                  path, done)

@@ -18,34 +18,51 @@ from harness.metrics.stats import KEY, STATS, check_columns, bootstrap_of_sums, 
 COLUMNS = ["arm_id", "metric", "bucket", "mean", "lo", "hi", "n", "n_sessions"]
 
 
-def _point(sessions: np.ndarray, values: np.ndarray, n_resamples: int) -> tuple[float, float, float, int]:
-    """(mean, lo, hi, sessions) of one group's per-turn values (with their session ids, in the
-    table's row order): a session bootstrap."""
-    sums, counts = session_sums(sessions, values)
-    mean, lo, hi = bootstrap_of_sums(sums, counts, n_resamples, STATS.alpha, STATS.seed)
-    return float(mean), float(lo), float(hi), len(sums)
-
-
 def spread_metrics(settings: dict | None) -> list[str]:
     """The metrics whose spread scoring writes: the run's headline ranking metrics and the judged ones."""
     return headline(settings) + judged()
 
 
+class SpreadSums:
+    """spread_table fed a session group at a time (`add`): each (arm, metric, bucket)'s per-session
+    sums and turn counts, bootstrapped once in `table`."""
+
+    def __init__(self, metrics=None, n_resamples: int = STATS.spread_resamples, settings: dict | None = None):
+        self.metrics = metrics or spread_metrics(settings)
+        self.n_resamples = n_resamples
+        self.parts: dict[tuple[str, str], dict[str, list]] = {}  # (arm, metric) -> bucket -> [sums, counts, n]
+
+    def add(self, per_turn: pd.DataFrame) -> None:
+        t = turn_values(per_turn[per_turn["metric"].isin(self.metrics)], ("arm_id", "metric", "session_id", "turn_index"))
+        arm, metric, sess = (t[c].to_numpy(object) for c in ("arm_id", "metric", "session_id"))
+        value, buckets = t["value"].to_numpy(float), t["turn_index"].map(bucket).to_numpy(object)
+        for g in groups(pd.factorize(pd.MultiIndex.from_arrays([arm, metric]))[0]):  # in order of appearance
+            got = self.parts.setdefault((arm[g[0]], metric[g[0]]), {})
+            for b, part in [*((b, g[buckets[g] == b]) for b in BUCKETS), ("all", g)]:
+                if len(part):
+                    sums, counts = session_sums(sess[part], value[part])
+                    acc = got.setdefault(b, [[], [], 0])
+                    acc[0].append(sums)
+                    acc[1].append(counts)
+                    acc[2] += len(part)
+
+    def table(self) -> pd.DataFrame:
+        rows = []
+        for (arm, metric), got in self.parts.items():
+            for b in (b for b in (*BUCKETS, "all") if b in got):
+                sums, counts, n = np.concatenate(got[b][0]), np.concatenate(got[b][1]), got[b][2]
+                mean, lo, hi = bootstrap_of_sums(sums, counts, self.n_resamples, STATS.alpha, STATS.seed)
+                rows.append([arm, metric, b, float(mean), float(lo), float(hi), n, len(sums)])
+        return pd.DataFrame(rows, columns=COLUMNS)
+
+
 def spread_table(per_turn: pd.DataFrame, metrics=None, n_resamples: int = STATS.spread_resamples,
                  settings: dict | None = None) -> pd.DataFrame:
-    """One row per arm, metric and bucket ("1", "2", "3", "4+", "all") that has a measured turn;
-    `metrics`: spread_metrics(settings) unless given."""
-    metrics = metrics or spread_metrics(settings)
-    t = turn_values(per_turn[per_turn["metric"].isin(metrics)], ("arm_id", "metric", "session_id", "turn_index"))
-    arm, metric, sess = (t[c].to_numpy(object) for c in ("arm_id", "metric", "session_id"))
-    value, buckets = t["value"].to_numpy(float), t["turn_index"].map(bucket).to_numpy(object)
-    rows = []
-    for g in groups(pd.factorize(pd.MultiIndex.from_arrays([arm, metric]))[0]):  # in order of appearance
-        for b, part in [*((b, g[buckets[g] == b]) for b in BUCKETS), ("all", g)]:
-            if len(part):
-                mean, lo, hi, n_sessions = _point(sess[part], value[part], n_resamples)
-                rows.append([arm[g[0]], metric[g[0]], b, mean, lo, hi, len(part), n_sessions])
-    return pd.DataFrame(rows, columns=COLUMNS)
+    """One row per arm, metric and bucket ("1", "2", "3", "4+", and "all") that has a measured turn;
+    `metrics`: spread_metrics(settings) unless given. SpreadSums over one table."""
+    sums = SpreadSums(metrics, n_resamples, settings)
+    sums.add(per_turn)
+    return sums.table()
 
 
 def between_repeat_spread(per_turn: pd.DataFrame, metric: str, arm: str) -> float:

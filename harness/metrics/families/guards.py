@@ -123,3 +123,19 @@ def filter_fields_table(rounds: pd.DataFrame, labels: pd.DataFrame, schema: list
              "precision": c[0] / c[1] if c[1] else np.nan, "recall": c[0] / c[2] if c[2] else np.nan}
             for (arm, field), c in sorted(counts.items())]  # an order that does not hang on set iteration
     return pd.DataFrame(rows, columns=["arm_id", "field", "applied", "expected", "precision", "recall"])
+
+
+def merge_filter_fields(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """filter_fields_table over the whole run from its tables of session groups: counts added, true
+    positives taken back from each table's precision (or recall) times its count."""
+    cols = ["arm_id", "field", "applied", "expected", "precision", "recall"]
+    tables = [t for t in tables if len(t)]
+    if not tables:
+        return pd.DataFrame(columns=cols)
+    t = pd.concat(tables, ignore_index=True)
+    tp = np.where(t["applied"] > 0, t["precision"].fillna(0) * t["applied"], t["recall"].fillna(0) * t["expected"])
+    t = t.assign(tp=np.rint(tp).astype(np.int64)).groupby(["arm_id", "field"], sort=True)[["tp", "applied", "expected"]].sum()
+    t = t.reset_index()
+    t["precision"] = np.where(t["applied"] > 0, t["tp"] / t["applied"].where(t["applied"] > 0, 1), np.nan)
+    t["recall"] = np.where(t["expected"] > 0, t["tp"] / t["expected"].where(t["expected"] > 0, 1), np.nan)
+    return t[cols]

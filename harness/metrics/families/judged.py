@@ -44,6 +44,8 @@ def judged_rows(s: Scoring) -> Long | None:
         raise RunFolderError(f"{folder.path / JUDGMENTS}: unreadable (no column {', '.join(lack)}: not written by "
                              "`harness judge`); judge the run again or remove the file")
     j = j[~j["status"].astype(str).str.startswith("skipped")]
+    if s.judged_sessions is not None:  # scored a session group at a time (harness.metrics.groups)
+        j = j[s.judged_sessions(j["session_id"]).to_numpy(bool)]
     return Long(arm=_codes(j["arm_id"].tolist(), s.arm_names), rep=j["repeat"].to_numpy(np.int64),
                 sess=_codes(j["session_id"].tolist(), s.session_names), tix=j["turn_index"].to_numpy(np.int64),
                 metric=np.asarray([s.codes(x) for x in j["metric"]], np.int64), value=j["value"].astype(float).to_numpy(),

@@ -1,0 +1,120 @@
+"""Scoring a run a session group at a time (issue 45): the run's sessions in sorted order cut into
+groups of about GROUP_TURNS labelled turns, the trace parts split once into one temporary file per
+group, and every metric family's per-turn rows computed over one group's traces and labels. A
+session's turns never span two groups, so what the statistics resample (sessions) is whole in
+one group, and the memory of a group's arrays does not grow with the run."""
+from __future__ import annotations
+
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.metrics.kernel import Long, Traces, scoring, to_frame
+from harness.run.folder import RunFolder
+from harness.run.record import Manifest
+from harness.run.traces import KEY, SCHEMA, TraceError
+
+GROUP_TURNS = 10_000  # labelled turns per session group: bounds the memory of one group's arrays
+
+
+@dataclass
+class Group:
+    """One session group's labels (the run's label rows of its sessions, their index kept), its
+    per-turn rows of every metric (compute_metrics' columns) and names of the metrics with rows."""
+
+    labels: pd.DataFrame
+    per_turn: pd.DataFrame
+    metrics: list[str]
+    parts: list[Path]  # the group's trace rows (a temporary file, or the run's parts for one group)
+    arm_infos: list
+
+
+def session_groups(labels: pd.DataFrame, group_turns: int = GROUP_TURNS) -> list[list[str]]:
+    """The labels' sessions in sorted order, cut into groups of at least `group_turns` labelled turns
+    (the last may hold fewer); one group when the run is smaller."""
+    counts = labels.groupby(labels["session_id"].astype(str), sort=True).size()
+    groups, current, n = [], [], 0
+    for sid, k in counts.items():
+        current.append(sid)
+        n += int(k)
+        if n >= group_turns:
+            groups.append(current)
+            current, n = [], 0
+    return groups + [current] if current or not groups else groups
+
+
+def _split(parts: list[Path], groups: list[list[str]], out: Path) -> list[list[Path]]:
+    """The trace rows of each group in a file of its own, read part by part once. Rows of a session
+    no label names go with the first group (where scoring refuses them, as for one group)."""
+    if len(groups) == 1:
+        return [list(parts)]
+    index = pd.Index([s for g in groups for s in g])
+    group_of = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+    paths = [out / f"group-{i:05d}.parquet" for i in range(len(groups))]
+    writers: dict[int, pq.ParquetWriter] = {}
+    try:
+        for p in parts:
+            try:
+                t = pq.read_table(p, schema=SCHEMA)
+            except (pa.ArrowInvalid, OSError) as e:
+                raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume` to redo it") from None
+            pos = index.get_indexer(pd.Index(t.column("session_id").to_numpy(zero_copy_only=False)))
+            g = np.where(pos >= 0, group_of[np.clip(pos, 0, None)], 0)
+            for i in np.unique(g).tolist():
+                if i not in writers:
+                    writers[i] = pq.ParquetWriter(paths[i], SCHEMA)
+                writers[i].write_table(t.filter(pa.array(g == i)))
+    finally:
+        for w in writers.values():
+            w.close()
+    return [[paths[i]] if i in writers else [] for i in range(len(groups))]
+
+
+@contextmanager
+def group_parts(folder: RunFolder, labels: pd.DataFrame, group_turns: int = GROUP_TURNS
+                ) -> Iterator[list[tuple[list[str], list[Path]]]]:
+    """Each session group with the files holding its trace rows (temporary, removed after)."""
+    groups = session_groups(labels, group_turns)
+    with tempfile.TemporaryDirectory(prefix="harness-groups-") as tmp:
+        yield list(zip(groups, _split(folder.parts(), groups, Path(tmp))))
+
+
+def read_rounds(parts: list[Path], columns: list[str]) -> pd.DataFrame:
+    """`columns` of the trace rows in `parts`, in key order (harness.run.traces.read_traces' order)."""
+    if not parts:
+        return SCHEMA.empty_table().select(columns).to_pandas()
+    read = list(dict.fromkeys([*columns, *KEY]))
+    t = pa.concat_tables([pq.read_table(p, columns=read, schema=SCHEMA) for p in parts])
+    return t.sort_by([(k, "ascending") for k in KEY]).select(columns).to_pandas()
+
+
+def score_group(run_dir: Path, man: Manifest, labels: pd.DataFrame, sessions: list[str], parts: list[Path],
+                measures: list[str], first: bool) -> Group | None:
+    """Every family's per-turn rows over one group's traces (None: the group has no trace row).
+    `first`: the group that also takes judgments of sessions no label names."""
+    from harness.metrics.compute import family_rows
+
+    mine = labels["session_id"].astype(str).isin(set(sessions)).to_numpy()
+    lab = labels[mine]
+    rows = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
+    if not rows:
+        return None
+    s = scoring(run_dir, man, lab.reset_index(drop=True), Traces.read(run_dir, parts))
+    known = set(labels["session_id"].astype(str))
+    s.judged_sessions = lambda ids: ids.astype(str).isin(set(sessions)) | (first & ~ids.astype(str).isin(known))
+    s.settings["measures"] = [*s.settings["measures"], *measures]
+    found = family_rows(s)
+    if not found:
+        return Group(lab, None, [], parts, list(s.arms.values()))
+    long = Long.concat(found)
+    names = [s.codes.names[i] for i in sorted(set(np.unique(long.cols["metric"]).tolist()))]
+    return Group(lab, to_frame(long, s.arm_names, s.session_names, s.codes.names), names, parts,
+                 list(s.arms.values()))
+
