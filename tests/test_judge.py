@@ -16,7 +16,7 @@ from harness.errors import BadInput
 from harness.roles.judge import FAITHFULNESS_MAX_TOKENS, SYSTEM
 
 from harness.run.folder import JUDGMENTS
-from harness.run.judge import NOT_MEASURED, SKIPPED, judge_run
+from harness.run.judge import NOT_MEASURED, SKIPPED, judge_command, judge_run
 from harness.run.manifest import write_manifest
 from harness.testing import TestServer
 from harness.run.traces import rows_to_table
@@ -233,10 +233,12 @@ def test_cache_second_run_zero_calls_refresh_asks_again(tmp_path, srv):
     judge_run(run)
     first, calls = judgments(run), srv.calls
     assert calls > 0
-    judge_run(run)
+    summary = judge_command(run)
     again = [r for r in srv.requests[calls:]]
     # every request served from the cache but the broken judge's: its invalid replies were not cached
     assert again and all("BROKEN-JUDGE" in json.dumps(r.json["messages"]) for r in again)
+    # counted over both metrics' clients (faithfulness at 1024 tokens, the question at 256)
+    assert summary.http_calls == len(again) and summary.cache_hits == calls - len(again) > 0
     assert judgments(run) == first
     before = srv.calls
     judge_run(run, refresh=True)
