@@ -212,7 +212,8 @@ def test_invalid_reply_is_repaired_once_then_a_named_error(tmp_path, srv):
     asked = [r.json for r in srv.requests if r.path.endswith("/chat/completions") and is_statements(r.json)]
     mine = [r for r in asked if BROKEN in prompt(r)]
     assert [len(r["messages"]) for r in mine] == [2, 4]  # the question, then the question and the repair
-    assert mine[1]["messages"][2]["role"] == "assistant" and "not valid (invalid JSON" in mine[1]["messages"][3]["content"]
+    repair = mine[1]["messages"]
+    assert repair[2]["role"] == "assistant" and "not valid (invalid JSON" in repair[3]["content"]
     good = [r for r in asked if GOOD in prompt(r)]
     assert len(good) == 2 and j[("baseline", "s1", 1)]["status"] == "ok"  # repaired: measured
     assert j[("baseline", "s1", 1)]["value"] == pytest.approx(2 / 3)
