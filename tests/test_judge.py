@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import BadInput
+from harness.roles.judge import FAITHFULNESS_MAX_TOKENS, SYSTEM
 
 from harness.run.folder import JUDGMENTS
-from harness.run.judge import NOT_MEASURED, SKIPPED, judge_run
+from harness.run.judge import NOT_MEASURED, SKIPPED, judge_command, judge_run
 from harness.run.manifest import write_manifest
 from harness.testing import TestServer
 from harness.run.traces import rows_to_table
@@ -31,16 +32,26 @@ STATEMENTS = ["Employees get 30 days of holiday per year.", "Leftover days must 
               "Employees get a bonus."]
 
 
+def schema_name(req: dict) -> str | None:
+    """The reply model a judge request asks for: its strict json_schema's name."""
+    return ((req.get("response_format") or {}).get("json_schema") or {}).get("name")
+
+
+def prompt(req: dict) -> str:
+    """Ragas' prompt: the user message after the judge's system message (a repair appends more)."""
+    return req["messages"][1]["content"]
+
+
 def is_statements(req: dict) -> bool:
-    return "StatementGeneratorOutput" in req["messages"][0]["content"]
+    return schema_name(req) == "StatementGeneratorOutput"
 
 
 def is_verdicts(req: dict) -> bool:
-    return "NLIStatementOutput" in req["messages"][0]["content"]
+    return schema_name(req) == "NLIStatementOutput"
 
 
 def is_question(req: dict) -> bool:
-    return "AnswerRelevanceOutput" in req["messages"][0]["content"]
+    return schema_name(req) == "AnswerRelevanceOutput"
 
 
 QUESTIONS = {"30 days": "How many days of holiday do I get per year?", "M8 hex bolt": "What is the M8 hex bolt made of?"}
@@ -48,13 +59,13 @@ QUESTIONS = {"30 days": "How many days of holiday do I get per year?", "M8 hex b
 
 def question(req: dict) -> dict:
     """Response relevancy's question generation: a question per answer the script knows."""
-    user = req["messages"][-1]["content"]
+    user = prompt(req)
     return {"question": next((q for k, q in QUESTIONS.items() if k in user), "What?"), "noncommittal": 0}
 
 
 def verdicts(req: dict) -> dict:
     """Every statement supported except one about a bonus: 3 statements, 2 supported."""
-    user = req["messages"][-1]["content"]
+    user = prompt(req)
     return {"statements": [{"statement": s, "reason": "checked", "verdict": 0 if "bonus" in s else 1}
                            for s in STATEMENTS if s in user] or
             [{"statement": "x", "reason": "checked", "verdict": 1}]}
@@ -63,7 +74,7 @@ def verdicts(req: dict) -> dict:
 def script(srv: TestServer) -> None:
     srv.add_rule({"statements": ["Rail travel is second class."]}, fault="invalid_json",
                  when=lambda r: "BROKEN-JUDGE" in json.dumps(r["messages"]))
-    srv.add_rule({"statements": STATEMENTS}, when=lambda r: is_statements(r) and "30 days" in r["messages"][-1]["content"])
+    srv.add_rule({"statements": STATEMENTS}, when=lambda r: is_statements(r) and "30 days" in prompt(r))
     srv.add_rule({"statements": ["The M8 hex bolt 4711-32 is stainless steel A2."]}, when=is_statements)
     srv.add_rule(verdicts, when=is_verdicts)
     srv.add_rule(question, when=is_question)
@@ -141,9 +152,18 @@ def test_faithfulness_through_our_client(tmp_path, srv):
     assert bolts["value"] == 1.0 and bolts["context_doc_ids"] == ["d3", "d4", "d1"]
     assert j[("baseline", "s1", 2)]["status"] == SKIPPED and j[("baseline", "s1", 2)]["value"] is None
 
-    # what Ragas sent: instructor JSON mode, the schema in the system message
+    # what the judge sent: Ragas' prompt through our client, its reply model as a strict json_schema
+    # (a grammar on llama-server), not instructor's JSON mode (json_object, the schema only in the text)
     reqs = [r.json for r in srv.requests if r.path.endswith("/chat/completions") and not is_question(r.json)]
-    assert all(r["response_format"] == {"type": "json_object"} and r["model"] == "judge-model" for r in reqs)
+    assert reqs and all(r["response_format"]["type"] == "json_schema" and r["response_format"]["json_schema"]["strict"]
+                        is True and r["model"] == "judge-model" for r in reqs)
+    assert {schema_name(r) for r in reqs} == {"StatementGeneratorOutput", "NLIStatementOutput"}
+    assert all(r["messages"][0] == {"role": "system", "content": SYSTEM} for r in reqs)
+    assert all(r["max_tokens"] == FAITHFULNESS_MAX_TOKENS == 1024 and r["temperature"] == 0 for r in reqs)
+    nli_schema = next(r for r in reqs if is_verdicts(r))["response_format"]["json_schema"]["schema"]
+    answer = nli_schema["$defs"]["StatementFaithfulnessAnswer"]
+    assert nli_schema["additionalProperties"] is False and nli_schema["required"] == ["statements"]
+    assert answer["additionalProperties"] is False and answer["required"] == ["statement", "reason", "verdict"]
     assert not any("tools" in r for r in reqs)
     extract = [r for r in reqs if is_statements(r) and "30 days" in r["messages"][-1]["content"]]
     nli = [r for r in reqs if is_verdicts(r) and STATEMENTS[0] in r["messages"][-1]["content"]]
@@ -176,6 +196,29 @@ def test_broken_judge_is_unmeasured(tmp_path, srv):
     assert sum(1 for r in j.values() if r["status"] == "ok") == 3
 
 
+def test_invalid_reply_is_repaired_once_then_a_named_error(tmp_path, srv):
+    """The broken judge's reply never parses: one repair (the reply and the problem shown to the
+    model), then the row's status names the kind; a reply that parses after the repair is measured."""
+    srv.add_rule({"statements": STATEMENTS}, fault="invalid_json", fault_times=1,  # the 30-days statements,
+                 when=lambda r: is_statements(r) and "30 days" in prompt(r))
+    srv.script.rules.insert(0, srv.script.rules.pop())  # invalid the first time: first
+    run = make_run(tmp_path, srv)
+    judge_run(run)
+    j = judgments(run)
+    broken = j[("rewrite", "s1", 2)]
+    assert broken["value"] is None and broken["n_statements"] is None
+    assert broken["status"].startswith("error: statement extraction: invalid JSON: ") and \
+        broken["status"].endswith("(after 2 attempts)"), broken["status"]
+    asked = [r.json for r in srv.requests if r.path.endswith("/chat/completions") and is_statements(r.json)]
+    mine = [r for r in asked if BROKEN in prompt(r)]
+    assert [len(r["messages"]) for r in mine] == [2, 4]  # the question, then the question and the repair
+    repair = mine[1]["messages"]
+    assert repair[2]["role"] == "assistant" and "not valid (invalid JSON" in repair[3]["content"]
+    good = [r for r in asked if GOOD in prompt(r)]
+    assert len(good) == 2 and j[("baseline", "s1", 1)]["status"] == "ok"  # repaired: measured
+    assert j[("baseline", "s1", 1)]["value"] == pytest.approx(2 / 3)
+
+
 def test_http_error_is_unmeasured(tmp_path, srv):
     run = make_run(tmp_path, srv)
     srv.set_faults("500")
@@ -191,10 +234,12 @@ def test_cache_second_run_zero_calls_refresh_asks_again(tmp_path, srv):
     judge_run(run)
     first, calls = judgments(run), srv.calls
     assert calls > 0
-    judge_run(run)
+    summary = judge_command(run)
     again = [r for r in srv.requests[calls:]]
     # every request served from the cache but the broken judge's: its invalid replies were not cached
     assert again and all("BROKEN-JUDGE" in json.dumps(r.json["messages"]) for r in again)
+    # counted over both metrics' clients (faithfulness at 1024 tokens, the question at 256)
+    assert summary.http_calls == len(again) and summary.cache_hits == calls - len(again) > 0
     assert judgments(run) == first
     before = srv.calls
     judge_run(run, refresh=True)

