@@ -17,6 +17,7 @@ import yaml
 from harness.llm.client import EndpointConfig, LLMClient
 from harness.testing import TestServer
 from tests.test_reliability_helpers import (HARNESS, ROOT, all_files, b2b_slice, embeddings_copy, endpoint, model_reply,
+                                            schema_name,
                                             prewarm, slice_index)
 from tests.test_reliability_helpers import loopback_only  # noqa: F401  (autouse: loopback only)
 
@@ -28,9 +29,9 @@ FRAGMENTS = [OPENAI_MARKER, AZURE_MARKER, "OPENAIMARKER", "AZUREMARKER", OPENAI_
 def judge_rules(srv: TestServer) -> None:
     """Ragas faithfulness: statement extraction, then one verdict per statement."""
     srv.add_rule({"statements": ["The product is listed in the catalogue."]},
-                 when=lambda r: "StatementGeneratorOutput" in r["messages"][0]["content"])
+                 when=lambda r: schema_name(r) == "StatementGeneratorOutput")
     srv.add_rule({"statements": [{"statement": "The product is listed in the catalogue.", "reason": "ok", "verdict": 1}]},
-                 when=lambda r: "NLIStatementOutput" in r["messages"][0]["content"])
+                 when=lambda r: schema_name(r) == "NLIStatementOutput")
 
 
 def leaks(blob: bytes | str) -> list[str]:
