@@ -88,18 +88,22 @@ def pick(name: str, rows: list[dict]) -> list[dict]:
 
 
 def cut(name: str, dest_root: Path) -> Path:
-    """The slice of set `name` as an eval-set folder under dest_root: its eval_set.yaml and corpus
-    (links to the shipped ones, so their embeddings are the shipped ones too) and the picked sessions."""
+    """The slice of set `name` as an eval-set folder under dest_root (write_slice)."""
     src = ROOT / "eval_sets" / SLICES[name][0]
-    dest = dest_root / SLICES[name][0]
+    return write_slice(src, dest_root / SLICES[name][0], pick(name, _jsonl(src / "sessions.jsonl")))
+
+
+def write_slice(src: Path, dest: Path, sessions: list[dict]) -> Path:
+    """`dest` as an eval-set folder of `sessions`: its eval_set.yaml, corpus and embeddings linked to
+    the shipped set `src` (so its embeddings are the shipped ones), its sessions.jsonl written only
+    when it changes."""
     dest.mkdir(parents=True, exist_ok=True)
     for part in ("eval_set.yaml", "corpus.jsonl", "embeddings"):
         link = dest / part
         if link.is_symlink() or link.exists():
             link.unlink() if link.is_symlink() or link.is_file() else shutil.rmtree(link)
         link.symlink_to(src / part)
-    picked = pick(name, _jsonl(src / "sessions.jsonl"))
-    text = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in picked)
+    text = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in sessions)
     target = dest / "sessions.jsonl"
     if not target.is_file() or target.read_text(encoding="utf-8") != text:
         target.write_text(text, encoding="utf-8")

@@ -30,7 +30,7 @@ from harness.analysis.gate import MEANING  # noqa: E402
 from harness.llm.cache import prompt_hash  # noqa: E402
 from harness.roles.prompts import PromptError, is_path, load_prompt  # noqa: E402
 from harness.run.folder import RunFolder  # noqa: E402
-from scripts.demo_llm import URL_ENV, default_url, server_problem  # noqa: E402
+from scripts.demo_llm import URL_ENV, default_url, harness, server_problem, write_slice  # noqa: E402
 
 CONFIG = ROOT / "configs/demo-llm/gate-local.yaml"
 POLICY = ROOT / "configs/demo-llm/gate-local-policy.yaml"
@@ -41,7 +41,6 @@ EVAL_SET = ROOT / "eval_sets/b2b-shop"
 # the first main-split sessions with a part number or EAN in their first turns, cut to those turns: the
 # identifier floor of the policy then has its min_sessions (10) too
 SLICE = {"sessions": 10, "turns": 2}
-BIN = Path(sys.executable).parent
 
 
 class Refused(Exception):
@@ -127,29 +126,13 @@ def spec_of(src: Source, out: Path) -> str:
 
 
 def cut_slice(out: Path) -> Path:
-    """The slice of b2b-shop (SLICE) as an eval-set folder under out/.cache/gate-local/: links to the shipped
-    eval_set.yaml, corpus and embeddings, and the picked sessions; the same every time."""
-    dest = out / ".cache/gate-local/eval_sets" / EVAL_SET.name
-    dest.mkdir(parents=True, exist_ok=True)
-    for part in ("eval_set.yaml", "corpus.jsonl", "embeddings"):
-        link = dest / part
-        if link.is_symlink() or link.is_file():
-            link.unlink()
-        link.symlink_to(EVAL_SET / part)
+    """The slice of b2b-shop (SLICE) as an eval-set folder under out/.cache/gate-local/: the first
+    sessions with an identifier in their first turns; the same every time."""
     rows = [json.loads(line) for line in (EVAL_SET / "sessions.jsonl").read_text(encoding="utf-8").splitlines()
             if line.strip()]
     cut = [{**s, "turns": s["turns"][:SLICE["turns"]]} for s in rows]
     picked = [s for s in cut if any(t["labels"].get("identifiers") for t in s["turns"])][:SLICE["sessions"]]
-    text = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in picked)
-    target = dest / "sessions.jsonl"
-    if not target.is_file() or target.read_text(encoding="utf-8") != text:
-        target.write_text(text, encoding="utf-8")
-    return dest
-
-
-def harness(*args: str, env: dict, cwd: Path) -> int:
-    print("$ harness " + " ".join(args), flush=True)
-    return subprocess.run([str(BIN / "harness"), *args], cwd=cwd, env=env).returncode
+    return write_slice(EVAL_SET, out / ".cache/gate-local/eval_sets" / EVAL_SET.name, picked)
 
 
 def replay(which: str, spec: str, es: Path, stamp: str, out: Path, env: dict) -> tuple[int, Path]:
