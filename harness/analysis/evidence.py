@@ -272,16 +272,20 @@ def describe_gaps(gaps: list[Gap], cand: str) -> str:
     return "; ".join(f"{', '.join(labels)}: {what}" for what, labels in by.items())
 
 
+def shard_said(run: RunData, role: str) -> str | None:
+    """`the ROLE NAME is shard i/n of its run (x of y sessions)`, or None when the run is whole."""
+    sh = run.manifest.shard
+    if not sh:
+        return None
+    return (f"the {role} {run.name} is shard {sh.index}/{sh.of} of its run "
+            f"({run.evidence.finals['session_id'].nunique()} of {run.labels['session_id'].nunique()} sessions)")
+
+
 def coverage_notes(base: RunData, cand: RunData, pairs: list) -> list[str]:
     """What comparing these runs does not cover, in words: a run that is a shard, and the baseline
     turns the candidate lacks (the gate refuses both unless the policy says `coverage: subset`)."""
-    out = []
-    for run, role in ((base, "baseline"), (cand, "candidate")):
-        sh = run.manifest.shard
-        if sh:
-            out.append(f"not compared: the {role} {run.name} is shard {sh.index}/{sh.of} of its run "
-                       f"({run.evidence.finals['session_id'].nunique()} of {run.labels['session_id'].nunique()} "
-                       "sessions); merge its shards (`harness merge`) to compare the whole eval set")
+    out = [f"not compared: {said}; merge its shards (`harness merge`) to compare the whole eval set"
+           for said in (shard_said(base, "baseline"), shard_said(cand, "candidate")) if said]
     gaps = coverage(base, cand, pairs)
     if gaps:
         out.append(f"not compared: {cand.name} lacks what the baseline {base.name} has for "

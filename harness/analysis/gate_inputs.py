@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from harness.analysis.compare import RunData, check_same_evalset, load_run, why_missing
-from harness.analysis.evidence import coverage, describe_gaps, same_evidence
+from harness.analysis.evidence import coverage, describe_gaps, same_evidence, shard_said
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.analysis.policy import GateUsageError, Policy
 from harness.metrics.registry import on_request
@@ -145,18 +145,13 @@ def _coverage(base: RunData, cand: RunData, pairs: list[Pair], policy: Policy) -
     """What the verdict will not cover, in words (None: everything the eval set's splits hold):
     baseline turns the candidate lacks, and a baseline that is itself a shard. Bad input unless the
     policy says `coverage: subset`."""
-    out = []
-    shard = base.manifest.shard
-    if shard:
-        out.append(f"the baseline {base.name} is shard {shard.index}/{shard.of} of its run "
-                   f"({base.evidence.finals['session_id'].nunique()} of {base.labels['session_id'].nunique()} "
-                   "sessions)")
+    out = [said] if (said := shard_said(base, "baseline")) else []
     gaps = coverage(base, cand, pairs)
     if gaps:
         out.append(f"{cand.name} lacks what the baseline {base.name} has for {describe_gaps(gaps, cand.name)}")
     if out and policy.coverage == "full":
         what = "the candidate does not cover the baseline" if gaps else "the baseline does not cover its eval set"
-        fix = "merge the baseline's shards (`harness merge`), " if shard else "replay the candidate on the baseline's " \
+        fix = "merge the baseline's shards (`harness merge`), " if base.manifest.shard else "replay the candidate on the baseline's " \
             "sessions, splits and repeats, "
         raise GateUsageError(f"{what}: {'; '.join(out)}. To gate, {fix}or state `coverage: subset` in the policy to "
                              "gate what both hold (the verdict then names what was not compared)")
