@@ -21,9 +21,7 @@ from harness.run.folder import AGG_COLUMNS, METRICS_COLUMNS, TURN_COLUMNS, RunFo
 from harness.run.manifest import read_manifest
 from harness.metrics.aggregate import Aggregator
 from harness.metrics.groups import GROUP_TURNS, Group, group_parts, score_group
-from harness.metrics.kernel import Long, Scoring
 from harness.metrics.qrels import HUMAN, HUMAN_LLM, LLMLabels, check_qrels, with_llm_labels
-from harness.metrics.registry import families, lookup
 from harness.metrics.segments import Segment, default_segments
 
 
@@ -58,32 +56,6 @@ class _Stages:
         self.timings[name] = self.timings.get(name, 0.0) + t - self.clock
         self.timings[f"peak MB after {name}"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         self.clock = t
-
-
-def applicable(s: Scoring, long: Long) -> Long:
-    """Only the rows of metrics whose arm has the capabilities the metric needs: the one place
-    that decides which metric applies to which arm (kernels compute for every arm)."""
-    codes, arms = long.cols["metric"], long.cols["arm"]
-    keep = np.ones(len(long), bool)
-    for code in np.unique(codes).tolist():
-        m = lookup(s.codes.names[code])
-        if m is None or not m.needs:
-            continue
-        ok = np.array([m.applies_to(s.capabilities(a)) for a in s.arm_names], bool)
-        sel = codes == code
-        keep[sel] = ok[arms[sel]]
-    return long if keep.all() else Long(**{f: v[keep] for f, v in long.cols.items()})
-
-
-def family_rows(s: Scoring, stage=lambda name: None) -> list[Long]:
-    """Every family's rows that apply, in family order."""
-    out: list[Long] = []
-    for fam in families():
-        got = fam.kernel(s)
-        out += [x for x in (applicable(s, y) for y in (got if isinstance(got, list) else [got]) if y is not None)
-                if len(x)]
-        stage(f"{fam.name} metrics")
-    return out
 
 
 def merge_order(merged: list[str], names: list[str]) -> None:

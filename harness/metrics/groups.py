@@ -16,7 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.metrics.kernel import Long, Traces, scoring, to_frame
+from harness.metrics.kernel import Long, Scoring, Traces, scoring, to_frame
+from harness.metrics.registry import families, lookup
 from harness.run.folder import RunFolder
 from harness.run.record import Manifest
 from harness.run.traces import KEY, SCHEMA, TraceError
@@ -95,12 +96,36 @@ def read_rounds(parts: list[Path], columns: list[str]) -> pd.DataFrame:
     return t.sort_by([(k, "ascending") for k in KEY]).select(columns).to_pandas()
 
 
+def applicable(s: Scoring, long: Long) -> Long:
+    """Only the rows of metrics whose arm has the capabilities the metric needs: the one place
+    that decides which metric applies to which arm (kernels compute for every arm)."""
+    codes, arms = long.cols["metric"], long.cols["arm"]
+    keep = np.ones(len(long), bool)
+    for code in np.unique(codes).tolist():
+        m = lookup(s.codes.names[code])
+        if m is None or not m.needs:
+            continue
+        ok = np.array([m.applies_to(s.capabilities(a)) for a in s.arm_names], bool)
+        sel = codes == code
+        keep[sel] = ok[arms[sel]]
+    return long if keep.all() else Long(**{f: v[keep] for f, v in long.cols.items()})
+
+
+def family_rows(s: Scoring, stage=lambda name: None) -> list[Long]:
+    """Every family's rows that apply, in family order."""
+    out: list[Long] = []
+    for fam in families():
+        got = fam.kernel(s)
+        out += [x for x in (applicable(s, y) for y in (got if isinstance(got, list) else [got]) if y is not None)
+                if len(x)]
+        stage(f"{fam.name} metrics")
+    return out
+
+
 def score_group(run_dir: Path, man: Manifest, labels: pd.DataFrame, sessions: list[str], parts: list[Path],
                 measures: list[str], first: bool) -> Group | None:
     """Every family's per-turn rows over one group's traces (None: the group has no trace row).
     `first`: the group that also takes judgments of sessions no label names."""
-    from harness.metrics.compute import family_rows
-
     mine = labels["session_id"].astype(str).isin(set(sessions)).to_numpy()
     lab = labels[mine]
     rows = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)

@@ -107,7 +107,7 @@ def _paired_row(label: str, metric: str, r, gap=None) -> dict:
     p, p_holm = p_cells(r)
     return {**row, "n": f"{r.n_turns}/{r.n_sessions}s", "diff": f"{r.diff:+.3f}",
             "95% CI": f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", "p": escape(p), "pHolm": escape(p_holm),
-            "W/T/L": f"{r.wins}/{r.ties}/{r.losses}" + (" (up/tie/down)" if getattr(r, "direction", "") == "none" else ""),
+            "W/T/L": f"{r.wins}/{r.ties}/{r.losses}",
             "gap": "—" if gap is None or gap != gap else f"{gap:.0%}"}
 
 
@@ -131,7 +131,8 @@ def compare_tables(df: pd.DataFrame, what: str, families: str = "") -> list[Fitt
     for run, sub in df.groupby("candidate_run", sort=False):
         rows = [_paired_row(r.label, r.metric + {"higher": "↑", "lower": "↓"}.get(r.direction, ""), r)
                 for r in sub.itertuples()]
-        out.append(fitted(f"{run} {what} (W/T/L by each metric's direction; {STATS.said()}"
+        undirected = "; up/tie/down for a metric without ↑ or ↓" if (sub["direction"] == "none").any() else ""
+        out.append(fitted(f"{run} {what} (W/T/L by each metric's direction{undirected}; {STATS.said()}"
                           + (f"; {families}" if families else "") + ")", PAIRED, rows))
     return out
 
