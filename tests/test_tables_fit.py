@@ -93,8 +93,9 @@ def check_paired(text: str, header: str, labels: list[str], segments: set[str], 
 
 @pytest.mark.parametrize("columns", [120, 80])
 def test_compare_puts_the_run_in_the_title_and_fits(runs, tmp_path, columns):
+    """--all: the copy's arms are all unchanged, which is one line without it (tests/test_unchanged_arms.py)."""
     r = invoke("compare", runs / "b2b", runs / "b2b-again", "-s", "all", "-s", "turn_index>=2", "-s",
-               "split=main & turn_index>=2", "-o", tmp_path / "c", columns=columns)
+               "split=main & turn_index>=2", "--all", "-o", tmp_path / "c", columns=columns)
     assert r.exit_code == 0, r.output
     cols = check_paired(r.output, "95% CI", B2B_LABELS, {"all", "t≥2", "split=main & t≥2"}, columns)
     assert "run" not in cols and r.output.count("b2b-again") == 1, r.output  # the title names it, once
