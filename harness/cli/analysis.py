@@ -165,24 +165,16 @@ def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typ
 def _explain(baseline: Path, candidate: Path, policy: Path, pairs: list[str]) -> None:
     from harness.analysis.explain import explain
     from harness.analysis.policy import load_policy
-    from harness.report.fit import Col
-    from harness.report.terminal import fitted
+    from harness.report.terminal import explain_tables
 
     x = explain(baseline, candidate, load_policy(policy), pairs)
-    keys = ("check", "metric", "label", "segment", "baseline", "candidate", "both")
-    rows = [{**{k: escape("—" if r[k] is None else str(r[k])) for k in keys},
-             "would be": escape(f"{r['will']} (needs {r['need']} sessions)"),
-             "power": escape(r.get("power") or "—")} for r in x["rows"]]
-    t = fitted(f"{policy.name} on {x['baseline']} → {x['candidate']}: the sessions each check would see, and the "
-               "smallest drop each rule can show (from the baseline's spread between sessions)",
-               [Col(c, right=c in ("baseline", "candidate", "both"),
-                    wrap=c in ("check", "metric", "label", "would be", "power"),
-                    drop={"baseline": 1, "candidate": 2}.get(c, 0))
-                for c in (*keys, "would be", "power")], rows)  # a cell breaks only between words (harness.report.fit)
     for n in ([f"not compared (coverage: subset): {x['not_compared']}"] if x["not_compared"] else []) + \
             x["evidence"] + x["warnings"]:
         say(f"note: {n}")
-    console.print(t)
+    say(f"{policy.name} on {x['baseline']} → {x['candidate']}: the sessions each check would see, and the smallest drop "
+        "each rule can show (from the baseline's spread between sessions); a table per check")
+    for t in explain_tables(x):
+        console.print(t)
     console.print(f"{len(x['rows'])} check(s); nothing was gated (--explain)", highlight=False)
 
 
