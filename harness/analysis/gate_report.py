@@ -55,7 +55,10 @@ def folded(v: dict) -> tuple[list[dict], str | None]:
     shown = [r for r in v["results"] if not (r.get("label") in same and r["ok"])]
     if not same:
         return shown, None
-    return shown, f"{said(same)}: their {len(hidden)} checks pass or are n/a (gate.json lists every check)"
+    na = dict.fromkeys(r["detail"].removeprefix("n/a for this arm: ").removeprefix("n/a: ")
+                       for r in hidden if r["status"] == "n/a")  # why, once each: the set's, the arms'
+    why = f"n/a: {'; '.join(na)}; " if na else ""
+    return shown, f"{said(same)}: their {len(hidden)} checks pass or are n/a ({why}gate.json lists every check)"
 
 
 def to_markdown(v: dict) -> str:

@@ -34,11 +34,16 @@ def _same_values(a: pd.DataFrame, b: pd.DataFrame) -> bool:
         return False
     if not len(a):
         return True
-    a, b = a.sort_values(TURN), b.sort_values(TURN)
-    if any(not np.array_equal(a[c].to_numpy(), b[c].to_numpy()) for c in TURN):
-        return False
+    if not _same_turns(a, b):  # rows in the per-turn table's key order as a rule; else sorted once
+        a, b = a.sort_values(TURN), b.sort_values(TURN)
+        if not _same_turns(a, b):
+            return False
     return bool(np.allclose(a["value"].to_numpy(float), b["value"].to_numpy(float), rtol=0, atol=TOL,
                             equal_nan=True))
+
+
+def _same_turns(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    return all(np.array_equal(a[c].to_numpy(), b[c].to_numpy()) for c in TURN)
 
 
 def _quality(base: RunData, cand: RunData) -> list[str]:
