@@ -166,10 +166,23 @@ def judged_line(run: Path) -> str:
     return f"{run.name}: " + ", ".join(parts)
 
 
+def agreement_line(run: Path) -> str:
+    """The relevance labels' agreement with people's labels on a run (Cohen's kappa), or why there is none."""
+    from harness.metrics.qrels import agreement, agreement_table
+    from harness.run.folder import RunFolder
+
+    f = RunFolder(run)
+    if not f.has_relevance_labels():
+        return f"{run.name}: no relevance labels"
+    said = agreement(agreement_table(f))
+    return f"{run.name}: " + (said.line() if said else "no labelled pair was graded")
+
+
 def summary(runs: list[Path], walls: dict[str, float] | None = None, since: float = 0.0,
             cache: Path = ROOT / ".cache/llm-demo") -> str:
     parts = [arm_table(r) for r in runs]
     parts.append("judged answers per run\n" + "\n".join(judged_line(r) for r in runs))
+    parts.append(f"relevance labels ({MODEL_NAME}) against people's\n" + "\n".join(agreement_line(r) for r in runs))
     parts.append(role_table(runs, cache, since))
     if walls:
         parts.append("wall per set (run, judge, relevance labels): "

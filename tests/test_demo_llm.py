@@ -115,6 +115,8 @@ def test_the_demo_on_the_scripted_endpoint_names_the_model_of_every_number(tmp_p
     roles = {line.split(" | ")[0][2:] for line in r.stdout.split("per role")[1].splitlines() if line.startswith("| ")}
     assert {"rewrite", "grade", "answer"} <= roles, r.stdout
     assert (tmp_path / ".cache/llm-demo/llm_cache.sqlite").is_file()
+    assert f"relevance labels ({MODEL_NAME}) against people's" in r.stdout  # Cohen's kappa per run
+    assert "demo-llm-t-handbook: agreement with people's labels on" in r.stdout, r.stdout
     # the steps after the replay reached the endpoint: harness judge reads the recorded config, whose
     # ${HARNESS_LOCAL_LLM_URL} is not expanded (every judgment failed with a connection error)
     folder = RunFolder(tmp_path / "runs/demo-llm-t-handbook")
