@@ -199,8 +199,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
 
     _check_metric_names(metric_names or [])
     if steps:
-        err.print(f"scoring: {Path(run_dir).name}: every metric per turn and segment, paired comparisons",
-                  highlight=False, markup=False)
+        say(f"scoring: {Path(run_dir).name}: every metric per turn and segment, paired comparisons", stderr=True)
     scored = score_run(run_dir, metric_names or [], qrels)  # a ranking measure named here is computed too
     done = scored.completeness
     if done is not None and not done.complete:
