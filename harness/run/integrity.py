@@ -21,13 +21,15 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
-import pyarrow.compute as pc
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from harness.run.armset import run_arms
 from harness.run.folder import JUDGMENTS, LABELS, RunFolder, RunFolderError
 from harness.run.shard import shard_of
-from harness.run.traces import KEY, read_traces
+from harness.run.traces import KEY, TraceError, read_traces
 
 TURN_KEY = ["arm_id", "repeat", "session_id", "turn_index"]
 SHOW = 3  # sessions named per arm in a message
@@ -178,19 +180,43 @@ def _outside(rows: pd.DataFrame, arms: list, repeats: int) -> list[str]:
     return out
 
 
+IDENTITY = ("arm_id", "run_id", "arm", "params")  # what every trace row says of the run and arm that wrote it
+
+
+def _part_rows(folder: RunFolder) -> tuple[np.ndarray, list[dict]]:
+    """64-bit hashes of every row's trace key, and the row count per (arm id, run id, arm name,
+    parameters), read a part at a time with the strings as dictionaries (a run of 10^5 turns: a few
+    MB where the whole table as strings took hundreds)."""
+    hashes, counts = [], {}
+    for p in folder.parts():
+        try:
+            have = set(pq.read_schema(p).names)
+            cols = [c for c in dict.fromkeys([*KEY, *IDENTITY]) if c in have]
+            t = pq.read_table(p, columns=cols, read_dictionary=[c for c in cols if c not in ("repeat", "turn_index",
+                                                                                              "round")])
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume {folder.path}` to set it "
+                             "aside and replay its turns") from None
+        keys = t.select([k for k in KEY if k in cols]).to_pandas()
+        hashes.append(pd.util.hash_pandas_object(keys, index=False).to_numpy())
+        ident = [c for c in IDENTITY if c in cols]
+        for g in t.select(ident).group_by(ident).aggregate([([], "count_all")]).to_pylist():
+            k = tuple(g.get(c) for c in IDENTITY)
+            counts[k] = counts.get(k, 0) + g["count_all"]
+    groups = [{**dict(zip(IDENTITY, k)), "count_all": n} for k, n in counts.items()]
+    return (np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)), groups
+
+
 def foreign_rows(folder: RunFolder, manifest, arms: list) -> list[str]:
     """Rows this run's replay did not write, in words: a trace key (with its round) twice, another
     run's id (neither the manifest's nor that of a shard it merges), an arm name or parameters other
     than those the manifest lists for the row's arm id (an oracle's rows listed as a rewrite arm).
     Columns an older trace part lacks read as nulls and are not checked."""
-    t = read_traces(folder.path, [*KEY, "run_id", "arm", "params"])
-    if not t.num_rows:
-        return []
+    hashes, groups = _part_rows(folder)
     out = []
-    twice = pc.sum(pc.greater(t.group_by(list(KEY)).aggregate([([], "count_all")])["count_all"], 1)).as_py()
-    if twice:
+    _, n = np.unique(hashes, return_counts=True)
+    if (twice := int((n > 1).sum())):
         out.append(f"{twice} trace key(s) (arm, repeat, session, turn, round) written more than once")
-    groups = t.group_by(["arm_id", "run_id", "arm", "params"]).aggregate([([], "count_all")]).to_pylist()
     own = {manifest.run_id, *[m.get("run_id") for m in manifest.merged_from or []]}
     other = [g for g in groups if g["run_id"] is not None and g["run_id"] not in own]
     if other:
