@@ -53,8 +53,9 @@ def make_candidate(dst: Path) -> Path:
         t.loc[(t["arm_id"] == rewrite) & later, "ms_total"] += 400.0
         cc = (t["arm"] == "concat") & later
         t.loc[cc, "ranking"] = t.loc[cc, "ranking"].map(lambda r: list(r)[10:] + list(r)[:10])
-        extra = t[t["arm"] == "concat"].assign(arm_id=EIGHTH)
-        pd.concat([t, extra]).to_parquet(part, index=False)
+        extra = t[t["arm"] == "concat"].assign(arm_id=EIGHTH, params=t.loc[t["arm"] == "concat", "params"].str.replace(
+            '"max_turns":0', '"max_turns":2'))
+        pd.concat([t, extra]).assign(run_id="candidate").to_parquet(part, index=False)  # as a replay of its own writes
     m["run_id"] = "candidate"
     for a in m["arms"]:
         if a["arm_id"] == rewrite:

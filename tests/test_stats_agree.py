@@ -39,7 +39,7 @@ def last_n2(dst):
         if top is not None:
             t.at[i, "ranking"] = top + [d for d in t.at[i, "ranking"] if d not in top]
     t.loc[mine, "arm_id"] = new_id
-    t.loc[mine, "params"] = t.loc[mine, "params"].str.replace('"last_n": 4', '"last_n": 2')
+    t.loc[mine, "params"] = t.loc[mine, "params"].str.replace('"last_n":4', '"last_n":2')
     t["run_id"] = run.name
     write_traces(run, t, parts=2)
     assert invoke("metrics", run).exit_code == 0
@@ -155,3 +155,18 @@ def test_one_comparison_same_numbers_everywhere(cand, tmp_path, monkeypatch):
     html = out.read_text(encoding="utf-8")
     cell = re.search(r'data-label="rewrite" data-segment="all">.*?data-metric="ndcg@10".*?</td>', html, re.S).group(0)
     assert f"[{lo:+.3f}, {hi:+.3f}] p {p_said(res['p'], res.get('p_floor'), digits=3)}" in cell, cell
+
+
+def test_a_ci_and_a_p_that_disagree_are_said(tmp_path):
+    """Observation 6 (handbook-de's oracle recall@10, 6/54/1 turns): the 95% CI excludes 0, the raw
+    p is 0.0642. Both are right for their method; the table said nothing, so the reader saw a
+    significant CI beside a p that is not."""
+    from harness.analysis.compare import disagreements
+
+    row = {"label": "oracle", "metric": "recall@10", "segment": "all", "diff": 0.074, "ci_lo": 0.008, "ci_hi": 0.148,
+           "p": 0.0642, "p_floor": None, "wins": 6, "ties": 54, "losses": 1}
+    agree = {**row, "label": "rewrite", "ci_lo": -0.01, "p": 0.3}
+    notes = disagreements(pd.DataFrame([row, agree]))
+    assert notes == ["oracle recall@10 [all]: the 95% CI [+0.008, +0.148] excludes 0 but p 0.0642 is not below 0.05: "
+                     "the session bootstrap and the sign-flip test part near the edge (W/T/L 6/54/1 turns): read it "
+                     "as borderline (docs/statistics.md)"], notes

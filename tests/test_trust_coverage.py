@@ -56,6 +56,7 @@ def test_a_label_that_looks_the_same_but_is_not_is_named(tmp_path):
     arm["params"]["last_n"] = 2
     write_manifest(cand, m)
     t = traces(cand)
+    t.loc[t["arm_id"] == old, "params"] = t.loc[t["arm_id"] == old, "params"].str.replace('"last_n":4', '"last_n":2')
     t.loc[t["arm_id"] == old, "arm_id"] = new
     write_traces(cand, t)
     assert invoke("metrics", cand).exit_code == 0

@@ -25,6 +25,25 @@ def test_policy_numbers_are_finite(tmp_path, check):
         load_policy(p)
 
 
+@pytest.mark.parametrize("check, said", [
+    ("rules: [{metric: recall@10, max_drop: 5}]",
+     "rules.0.max_drop: recall@10 lies in [0, 1]: no change can be worse than −1, so max_drop 5 would pass every "
+     "change"),
+    ("rules: [{metric: ndcg@10, max_drop: 1e308}]", "rules.0.max_drop: ndcg@10 lies in [0, 1]"),
+    ("floors: [{metric: identifier_preservation, min: -0.5}]",
+     "floors.0.min: identifier_preservation lies in [0, 1]: min -0.5 lies outside it, so the check could never fail"),
+    ("budgets: [{metric: cost_usd, max: -1}]",
+     "budgets.0.max: cost_usd lies in [0, inf]: max -1 lies outside it, so the check could never pass"),
+])
+def test_policy_numbers_are_in_their_metrics_range(tmp_path, check, said):
+    """Finite but out of range: a margin no change can exceed passed a recall −0.63 candidate."""
+    p = tmp_path / "policy.yaml"
+    p.write_text(check + "\n")
+    with pytest.raises(GateUsageError) as e:
+        load_policy(p)
+    assert f"policy.yaml:1: {said}" in str(e.value)
+
+
 # --- issue 42, items 4 and 7: bounds on what the candidate no longer measures, operational rules ---
 
 

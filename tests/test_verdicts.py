@@ -95,7 +95,10 @@ def _with_rewrite_changed(src: Path, dst: Path) -> Path:
     (dst / "manifest.json").write_text(json.dumps(man))
     for p in [*(dst / "traces").glob("*.parquet"), dst / "metrics.parquet"]:
         t = pq.read_table(p).to_pandas()
-        t["arm_id"] = t["arm_id"].replace({old["arm_id"].replace("last_n=1", "last_n=4"): new_id})
+        mine = t["arm_id"] == old["arm_id"].replace("last_n=1", "last_n=4")
+        t.loc[mine, "arm_id"] = new_id
+        if "params" in t:  # the trace rows say what the manifest says of their arm
+            t.loc[mine, "params"] = t.loc[mine, "params"].str.replace('"last_n":4', '"last_n":1')
         t.to_parquet(p, index=False)
     return dst
 

@@ -19,6 +19,7 @@ from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.analysis.unchanged import collapse, kept, said as unchanged_said, unchanged
 from harness.run.armset import changes
+from harness.metrics.signflip import p_said
 from harness.metrics.stats import STATS, TurnMeans, compare_arms, holm_over, holm_said, p_cells
 
 
@@ -209,7 +210,26 @@ def _finish(rows: list[dict], notes: list[str], found: dict[str, dict[str, str]]
     out["holm_m"] = 0
     for part in (cov, ~cov):
         holm_over(out, part)
-    return Comparison(out, list(dict.fromkeys(notes)), collapse(out, found))
+    return Comparison(out, list(dict.fromkeys(notes + disagreements(out))), collapse(out, found))
+
+
+def disagreements(table: pd.DataFrame, alpha: float = STATS.alpha) -> list[str]:
+    """Rows whose CI and raw p say different things at `alpha` (the CI excludes 0 and p ≥ alpha, or
+    the reverse), in words: the session bootstrap and the sign-flip test are two methods, and with
+    few sessions that differ at all they part near the edge. Said, never resolved silently."""
+    out = []
+    for r in table.itertuples():
+        if any(pd.isna(v) for v in (r.ci_lo, r.ci_hi, r.p)):
+            continue
+        excludes = r.ci_lo > 0 or r.ci_hi < 0
+        if excludes == (r.p < alpha):
+            continue
+        ci = f"{1 - alpha:.0%} CI [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] {'excludes' if excludes else 'includes'} 0"
+        out.append(f"{r.label} {r.metric} [{r.segment}]: the {ci} but p {p_said(r.p, getattr(r, 'p_floor', None))} "
+                   f"is {'not ' if excludes else ''}below {alpha}: the session bootstrap and the sign-flip test part "
+                   f"near the edge (W/T/L {r.wins}/{r.ties}/{r.losses} turns): read it as borderline "
+                   "(docs/statistics.md)")
+    return out
 
 
 def compare_runs(paths: list[Path], metrics: list[str], segments: list[str], arms: list[str] | None = None,
@@ -340,5 +360,5 @@ def to_markdown(c: Comparison, base_name: str, show_all: bool = False) -> str:
         lines += ["", "Changes between paired arms:", ""]
         lines += [f"- {r.label}: {r.changes}" for r in changed.itertuples()]
     if c.notes:
-        lines += ["", "Not compared:", ""] + [f"- {n}" for n in c.notes]
+        lines += ["", "Notes:", ""] + [f"- {n}" for n in c.notes]
     return "\n".join(lines) + "\n"

@@ -99,16 +99,18 @@ def check_run(path: str | Path, complete: bool = True, scored: bool = True, resc
 
 def same_evidence(base: RunData, cand: RunData) -> str | None:
     """Two runs whose evidence is byte for byte one (the same trace parts, labels and judgments by
-    content hash) under two run ids, in words; None otherwise. A replay writes its run id into every
-    trace row, so two replays never share a trace part: one folder is a copy of the other."""
+    content hash) though their manifests differ (in start time: a run id other than the one on the
+    rows is refused before, harness.run.integrity), in words; None otherwise. A replay writes its
+    run id into every trace row, so two replays never share a trace part: one folder is a copy."""
     ib, ic = inputs(base.folder, base.manifest), inputs(cand.folder, cand.manifest)
     if not ib["traces"] or sorted(ib["traces"].values()) != sorted(ic["traces"].values()):
         return None
     if any(ib.get(k) != ic.get(k) for k in ib if k not in ("traces", "manifest")):
         return None
     return (f"the candidate {cand.name}'s evidence is byte-identical to the baseline {base.name}'s (the same trace "
-            f"parts, labels and judgments by content hash) under another run id ({cand.manifest.run_id}, "
-            f"{base.manifest.run_id}): one folder is a copy of the other, and this verdict compares a run with itself")
+            f"parts, labels and judgments by content hash) under another manifest (run {cand.manifest.run_id} "
+            f"started {cand.manifest.started}, run {base.manifest.run_id} started {base.manifest.started}): one folder "
+            "is a copy of the other, and this verdict compares a run with itself")
 
 
 # --- the labels both runs were scored with ----------------------------------------------------------
@@ -157,6 +159,22 @@ def label_differences(base: RunData, cand: RunData) -> str | None:
     return (f"{cand.name}'s labels differ from {base.name}'s on the splits both hold, though both name the same eval "
             f"set: {'; '.join(parts)}. A labels snapshot was edited, or the runs read different copies of the eval "
             "set; replay the run whose labels are wrong")
+
+
+def turns_beyond(base: RunData, cand: RunData) -> str | None:
+    """The labelled turns the candidate holds and the baseline does not (splits it ran beside the
+    baseline's), in words: no check reads them, since a verdict compares the baseline's turns."""
+    key = ["session_id", "turn_index"]
+    b = base.labels[key].astype({"turn_index": "int64"}).drop_duplicates()
+    c = cand.labels.astype({"turn_index": "int64"}).drop_duplicates(key)
+    extra = c.merge(b.assign(_b=True), on=key, how="left")
+    extra = extra[extra["_b"].isna()]
+    if extra.empty:
+        return None
+    by = extra.groupby(extra["split"].astype(str) if "split" in extra else pd.Series("?", index=extra.index))
+    said = ", ".join(f"split {s} ({g['session_id'].nunique()} sessions, {len(g)} turns)" for s, g in by)
+    return (f"not compared: {cand.name} holds {said} that the baseline {base.name} does not hold; every check reads "
+            "the baseline's turns only")
 
 
 # --- turns the candidate left unmeasured ------------------------------------------------------------

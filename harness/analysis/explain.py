@@ -17,11 +17,12 @@ from harness.metrics.stats import min_detectable_drop, paired_of
 from harness.run.folder import RunData
 
 
-def sessions(run: RunData, arm_id: str, metric: str, segment: str) -> set[str]:
-    """Sessions with a measured value of `metric` for the arm inside `segment`."""
+def sessions(run: RunData, arm_id: str, metric: str, segment: str, labels: pd.DataFrame) -> set[str]:
+    """Sessions with a measured value of `metric` for the arm inside `segment` of `labels` (the
+    baseline's: the turns every check reads)."""
     pt = run.per_turn
     rows = pt[(pt["arm_id"] == arm_id) & (pt["metric"] == metric) & pt["value"].notna()]
-    keys = segment_keys(run.labels, segment)
+    keys = segment_keys(labels, segment)
     inside = pd.MultiIndex.from_arrays([rows["session_id"], rows["turn_index"]]).isin(list(keys))
     return set(rows.loc[inside, "session_id"])
 
@@ -48,8 +49,8 @@ def _row(kind: str, i: int, item, pair, prep: dict, need: int, split: Split) -> 
     if not all(m.applies_to(getattr(pair, s).capabilities) for s in sides):
         return {**out, "baseline": None, "candidate": None, "both": None,
                 "will": f"n/a: {m.name} needs {', '.join(sorted(m.needs))}"}
-    c = sessions(cand, pair.candidate.arm_id, m.name, seg)
-    b = sessions(base, pair.baseline.arm_id, m.name, seg) if kind == "rule" else None
+    c = sessions(cand, pair.candidate.arm_id, m.name, seg, base.labels)
+    b = sessions(base, pair.baseline.arm_id, m.name, seg, base.labels) if kind == "rule" else None
     seen = len(b & c) if b is not None else len(c)
     will = "n/a: no turn measures it here" if not c and kind != "rule" else \
         "compared" if seen >= need else f"insufficient data ({seen} < {need} sessions)"

@@ -149,8 +149,10 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
                  split)
 
 
-def _candidate_values(cand: RunData, arm_id: str, metric: str, segment: str) -> pd.Series:
-    keys = segment_keys(cand.labels, segment)
+def _candidate_values(base: RunData, cand: RunData, arm_id: str, metric: str, segment: str) -> pd.Series:
+    """The candidate arm's values per turn of the segment, on the baseline's labelled turns only: the
+    turns the verdict says it compared (turns the candidate holds beyond them are named, not read)."""
+    keys = segment_keys(base.labels, segment)
     pt = cand.per_turn[(cand.per_turn["arm_id"] == arm_id) & (cand.per_turn["metric"] == metric)]
     inside = pd.MultiIndex.from_arrays([pt["session_id"], pt["turn_index"]]).isin(list(keys))
     return pt[inside].groupby(["session_id", "turn_index"])["value"].mean()
@@ -167,7 +169,7 @@ def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunDa
     if not m.applies_to(pair.candidate.capabilities):
         return _dropped(kind, name, pair, m, seg) or _na(kind, name, pair, m, seg)
     need = policy.min_sessions
-    turns = _candidate_values(cand, pair.candidate.arm_id, m.name, seg)
+    turns = _candidate_values(base, cand, pair.candidate.arm_id, m.name, seg)
     out = {"kind": kind, "name": name, "label": pair.label, "metric": m.name, "segment": seg, "direction": m.direction}
     gone, beside = missing_values(base, cand, pair, m.name, seg, policy.limits.max_lost_rate)
     gone = gone or not_finite(turns.dropna(), m.name)  # a metric no longer measured, an infinite value: failed

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from harness.analysis.compare import RunData, check_same_evalset, load_run, why_missing
-from harness.analysis.evidence import coverage, describe_gaps, same_evidence, shard_said
+from harness.analysis.evidence import coverage, describe_gaps, same_evidence, shard_said, turns_beyond
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.analysis.policy import GateUsageError, Policy
 from harness.metrics.registry import on_request
@@ -198,6 +198,8 @@ def prepare(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[str
                         "verdict compares a run with itself")
     elif copied := same_evidence(base, cand):
         warnings.append(copied)
+    if beyond := turns_beyond(base, cand):
+        warnings.append(beyond)
     evidence = [n for r in (base, cand) for n in r.evidence.notes(r.name)] + \
         [f"failed turns: {x}" for x in failed_turns([base, cand])]
     return {"base": base, "cand": cand, "pairs": pairs, "warnings": warnings, "chosen": chosen,

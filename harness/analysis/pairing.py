@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from harness.errors import BadInput
 from harness.run.armset import ArmInfo, changes
+from harness.run.integrity import a_kind
 from harness.yamlpos import did_you_mean
 
 
@@ -76,21 +77,17 @@ def partner_hint(cand: str, base_labels: list[str]) -> str | None:
     return f"hint: for {cand!r}{near.removeprefix(';')}" if near else None
 
 
-def _a(kind: str) -> str:
-    return ("an " if kind[:1].lower() in "aeiou" else "a ") + kind
-
-
 def same_kind(b: ArmInfo, c: ArmInfo, how: str, base_name: str, cand_name: str) -> None:
     """Refuse a pair whose arms are not of one kind: under one label always, and an arm reading
     reference labels against one that does not even when named."""
     if b.reads_labels != c.reads_labels:
         ref = c if c.reads_labels else b
         reads = ", ".join(sorted(ref.reads_labels))
-        raise PairingError(f"{b.label!r} of {base_name} is {_a(b.kind)} arm and {c.label!r} of {cand_name} "
-                           f"{_a(c.kind)} arm: {ref.name} reads the turns' reference labels ({reads}), an upper "
+        raise PairingError(f"{b.label!r} of {base_name} is {a_kind(b.kind)} arm and {c.label!r} of {cand_name} "
+                           f"{a_kind(c.kind)} arm: {ref.name} reads the turns' reference labels ({reads}), an upper "
                            "bound, never gated as a system arm. Compare it with an arm of its kind")
     if how != "named" and b.kind != c.kind:
-        raise PairingError(f"label {b.label!r} names {_a(b.kind)} arm in {base_name} and {_a(c.kind)} arm in "
+        raise PairingError(f"label {b.label!r} names {a_kind(b.kind)} arm in {base_name} and {a_kind(c.kind)} arm in "
                            f"{cand_name}: a change of kind under one label is another arm, not a change of it. "
                            "Give the new arm its own label, or pair them on purpose with --pair BASELINE=CANDIDATE")
 
@@ -153,8 +150,28 @@ def pair_arms(base: list[ArmInfo], cand: list[ArmInfo], named: dict[str, str] | 
                    [a.label for a in cand if a.arm_id not in used_c])
 
 
+# settings of a whole run that change what every arm of it retrieves: (name, read from a manifest); the
+# dense engine is not one (every engine the harness runs searches exactly: docs/scaling.md)
+RUN_SETTINGS = (("embedder", lambda m: m.embedder), ("index max_chars", lambda m: m.index.max_chars),
+                ("seed", lambda m: m.seed))
+
+
+def run_changes(base, cand) -> str | None:
+    """`run settings: embedder A → B; index max_chars 2000 → 500` for two run manifests, or None
+    when they agree: a change every pair shares, which the arms' own parameters do not show."""
+    said = [f"{name} {get(base)} → {get(cand)}" for name, get in RUN_SETTINGS if get(base) != get(cand)]
+    return "run settings: " + "; ".join(said) if said else None
+
+
 def pair_runs(base, cand, specs: list[str] | None = None, named: dict[str, str] | None = None) -> Pairing:
     """Pair two loaded runs (anything with `.arms` and `.name`): named pairs from a policy
-    (`named`) and from the command line (`specs`, BASELINE=CANDIDATE), then by label and id."""
+    (`named`) and from the command line (`specs`, BASELINE=CANDIDATE), then by label and id. Run
+    settings that differ (harness.run.record.Manifest, when the runs have one) lead every pair's
+    changes."""
     pairs = {**(named or {}), **dict(split_pair(p, base.arms, cand.arms) for p in specs or [])}
-    return pair_arms(base.arms, cand.arms, pairs, base.name, cand.name)
+    pairing = pair_arms(base.arms, cand.arms, pairs, base.name, cand.name)
+    manifests = getattr(base, "manifest", None), getattr(cand, "manifest", None)
+    shared = run_changes(*manifests) if None not in manifests else None
+    for p in pairing.pairs if shared else []:
+        p.changes.insert(0, shared)
+    return pairing

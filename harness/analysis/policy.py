@@ -98,6 +98,30 @@ class GateUsageError(BadInput):
     """Bad input (exit 2)."""
 
 
+# the values a metric can take, by its unit (harness list metrics); a unit not here is unbounded
+INF = float("inf")
+RANGES = {"share": (0.0, 1.0), "0-1": (0.0, 1.0), "0/1": (0.0, 1.0), "rate": (0.0, 1.0), "cosine": (-1.0, 1.0),
+          "count": (0.0, INF), "rounds": (0.0, INF), "calls": (0.0, INF), "tokens": (0.0, INF), "ms": (0.0, INF),
+          "USD": (0.0, INF)}
+
+
+def _out_of_range(kind: str, item, m) -> tuple[str, str] | None:
+    """(field, why) when a number of a check lies outside what its metric can take, so that the check
+    could never fail (a margin as wide as the metric's range) or never pass (a floor beyond its end);
+    None when it is in range."""
+    lo, hi = RANGES.get(m.unit, (-INF, INF))
+    where = f"{m.name} lies in [{lo:g}, {hi:g}]"
+    if kind == "rules":
+        return None if item.max_drop < hi - lo else \
+            ("max_drop", f"{where}: no change can be worse than −{hi - lo:g}, so max_drop {item.max_drop:g} would pass "
+                         f"every change; write a margin below {hi - lo:g}")
+    for field, v in (("min", getattr(item, "min", None)), ("max", item.max)):
+        if v is not None and not lo <= v <= hi:
+            never = "pass" if (field == "min") == (v > hi) else "fail"  # a min above the range, a max below it
+            return field, f"{where}: {field} {v:g} lies outside it, so the check could never {never}"
+    return None
+
+
 def operational_rule(name: str) -> str:
     """Why a relative rule on an operational metric is refused: it would count noise as a change."""
     return (f"{name} is an operational metric: operational metrics take absolute budgets (`budgets: - {{metric: "
@@ -135,6 +159,8 @@ def _semantic_problems(pol: Policy) -> list[tuple[tuple, str]]:
                             f"{m.direction}: use a floor"))
             if kind == "floors" and item.min is None and item.max is None:
                 out.append(((kind, i, "min"), "a floor needs min or max"))
+            elif bad := _out_of_range(kind, item, m):
+                out.append(((kind, i, bad[0]), bad[1]))
     return out
 
 

@@ -8,6 +8,9 @@
 - **Inputs**: content hashes of what scoring reads (trace parts, labels, judgments, ratings, the
   manifest's arms and settings, the eval set's hash); the metrics layer records them in the tables
   it writes and compares them with these (harness/metrics/provenance.py).
+- **Sound**: every row is one this run's replay wrote: its final rows inside the plan, once; every
+  trace key (with its round) once; the run id on every row the manifest's (or a shard's it merges);
+  every row's arm name and parameters those the manifest lists for its arm id.
 - **Failures**: the turns whose arm raised or whose LLM calls failed after their retries, per arm.
 
 Reads the run folder only; raises RunFolderError (a file that cannot be read, named) and
@@ -18,12 +21,15 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from harness.run.armset import run_arms
-from harness.run.folder import RunFolder
+from harness.run.folder import JUDGMENTS, LABELS, RunFolder, RunFolderError
 from harness.run.shard import shard_of
-from harness.run.traces import read_traces
+from harness.run.traces import KEY, TraceError, read_traces
 
 TURN_KEY = ["arm_id", "repeat", "session_id", "turn_index"]
 SHOW = 3  # sessions named per arm in a message
@@ -81,8 +87,14 @@ class Completeness:
         return f"{head}{' (' + arms + ')' if arms else ''}. `{self.resume}` completes it"
 
 
-def _short(session_id: str) -> str:
-    return session_id if len(session_id) <= 24 else session_id[:12] + "…" + session_id[-6:]
+def a_kind(kind: str) -> str:
+    """`an oracle`, `a rewrite`: an arm's kind with its article, as messages name it."""
+    return ("an " if kind[:1].lower() in "aeiou" else "a ") + kind
+
+
+def _short(text: str, limit: int = 24) -> str:
+    """A session id (or any text) cut in its middle to `limit` characters."""
+    return text if len(text) <= limit else text[:limit // 2] + "…" + text[-(limit // 4):]
 
 
 def planned_turns(manifest: dict, labels: pd.DataFrame) -> pd.DataFrame:
@@ -103,10 +115,23 @@ def final_keys(folder: RunFolder) -> pd.DataFrame:
     return t.assign(repeat=t["repeat"].astype(int), turn_index=t["turn_index"].astype(int))
 
 
+def check_label_keys(folder: RunFolder, labels: pd.DataFrame) -> None:
+    """RunFolderError unless the labels snapshot keys its turns as `harness run` writes them (session
+    ids as text, turn indices as integers): a snapshot edited by hand is named, never a crash."""
+    for col, ok, want in (("session_id", pd.api.types.is_string_dtype, "text"),
+                          ("turn_index", pd.api.types.is_integer_dtype, "integers")):
+        if col in labels and not ok(labels[col]):
+            kind = pd.api.types.infer_dtype(labels[col], skipna=True)
+            raise RunFolderError(f"{folder.path / LABELS}: unreadable (column {col} holds {kind} values, not {want}: "
+                                 "not a labels snapshot written by `harness run`); replay the run")
+
+
 def completeness(folder: RunFolder, manifest: dict | None = None, labels: pd.DataFrame | None = None,
                  finals: pd.DataFrame | None = None) -> Completeness:
     man = manifest if manifest is not None else folder.read_manifest()
     labels = labels if labels is not None else folder.labels()
+    check_label_keys(folder, labels)
+    check_judged_answers(folder)
     finals = finals if finals is not None else final_keys(folder)
     turns = planned_turns(man, labels)
     arms = run_arms(man)
@@ -128,8 +153,8 @@ def completeness(folder: RunFolder, manifest: dict | None = None, labels: pd.Dat
         gaps.append(ArmGap(a.label, a.arm_id, len(mine), len(m), mine["session_id"].nunique(), len(sessions),
                            sessions[:SHOW]))
     return Completeness(folder.name, str(man.status), len(plan), len(plan) - len(missing), gaps,
-                        f"harness run --resume {folder.path}", _outside(outside, arms, repeats),
-                        int(finals.duplicated().sum()))
+                        f"harness run --resume {folder.path}", _outside(outside, arms, repeats) + foreign_rows(
+                            folder, man, arms), int(finals.duplicated().sum()))
 
 
 def _outside(rows: pd.DataFrame, arms: list, repeats: int) -> list[str]:
@@ -153,6 +178,116 @@ def _outside(rows: pd.DataFrame, arms: list, repeats: int) -> list[str]:
         out.append(f"{len(rest)} row(s) of turns the labels snapshot does not hold (e.g. session {first['session_id']} "
                    f"turn {first['turn_index']})")
     return out
+
+
+IDENTITY = ("arm_id", "run_id", "arm", "params")  # what every trace row says of the run and arm that wrote it
+
+
+def _part_rows(folder: RunFolder) -> tuple[np.ndarray, list[dict]]:
+    """64-bit hashes of every row's trace key, and the row count per (arm id, run id, arm name,
+    parameters), read a part at a time with the strings as dictionaries (a run of 10^5 turns: a few
+    MB where the whole table as strings took hundreds)."""
+    hashes, counts = [], {}
+    for p in folder.parts():
+        try:
+            have = set(pq.read_schema(p).names)
+            cols = [c for c in dict.fromkeys([*KEY, *IDENTITY]) if c in have]
+            t = pq.read_table(p, columns=cols, read_dictionary=[c for c in cols if c not in ("repeat", "turn_index",
+                                                                                              "round")])
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume {folder.path}` to set it "
+                             "aside and replay its turns") from None
+        keys = t.select([k for k in KEY if k in cols]).to_pandas()
+        hashes.append(pd.util.hash_pandas_object(keys, index=False).to_numpy())
+        ident = [c for c in IDENTITY if c in cols]
+        for g in t.select(ident).group_by(ident).aggregate([([], "count_all")]).to_pylist():
+            k = tuple(g.get(c) for c in IDENTITY)
+            counts[k] = counts.get(k, 0) + g["count_all"]
+    groups = [{**dict(zip(IDENTITY, k)), "count_all": n} for k, n in counts.items()]
+    return (np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)), groups
+
+
+def foreign_rows(folder: RunFolder, manifest, arms: list) -> list[str]:
+    """Rows this run's replay did not write, in words: a trace key (with its round) twice, another
+    run's id (neither the manifest's nor that of a shard it merges), an arm name or parameters other
+    than those the manifest lists for the row's arm id (an oracle's rows listed as a rewrite arm).
+    Columns an older trace part lacks read as nulls and are not checked."""
+    hashes, groups = _part_rows(folder)
+    out = []
+    _, n = np.unique(hashes, return_counts=True)
+    if (twice := int((n > 1).sum())):
+        out.append(f"{twice} trace key(s) (arm, repeat, session, turn, round) written more than once")
+    own = {manifest.run_id, *[m.get("run_id") for m in manifest.merged_from or []]}
+    other = [g for g in groups if g["run_id"] is not None and g["run_id"] not in own]
+    if other:
+        runs = sorted({g["run_id"] for g in other})
+        out.append(f"{sum(g['count_all'] for g in other)} row(s) written by run {', '.join(runs[:2])}, not by this run "
+                   f"({manifest.run_id}) or a shard it merges")
+    for a in arms:
+        wrong = [g for g in groups if g["arm_id"] == a.arm_id and not _recorded_as(g, a)]
+        if wrong:
+            out.append(f"{sum(x['count_all'] for x in wrong)} row(s) of {a.label!r} recorded "
+                       f"{_recorded_differently(wrong[0], a)}")
+    return out
+
+
+def _recorded_differently(group: dict, arm) -> str:
+    """How rows of one (arm name, parameters) differ from the manifest's entry of their arm id."""
+    if group["arm"] is not None and group["arm"] != arm.name:
+        return f"as {a_kind(group['arm'])} arm, where the manifest lists {a_kind(arm.name)} arm"
+    try:
+        row = json.loads(group["params"])
+    except ValueError:
+        return f"with parameters that are not JSON ({_short(group['params'], 40)})"
+    keys = [k for k in dict.fromkeys([*row, *arm.params]) if k not in row or k not in arm.params
+            or row[k] != arm.params[k]][:3]
+    return f"with {_params_said(row, keys)}, where the manifest lists {_params_said(arm.params, keys)}"
+
+
+def _params_said(params: dict, keys: list[str]) -> str:
+    return ", ".join(f"{k}={json.dumps(params[k]) if k in params else '(none)'}" for k in keys)
+
+
+def _recorded_as(group: dict, arm) -> bool:
+    """Whether rows of one (arm name, parameters) say what the manifest says of their arm id."""
+    if group["arm"] is not None and group["arm"] != arm.name:
+        return False
+    try:
+        return group["params"] is None or json.loads(group["params"]) == arm.params
+    except ValueError:
+        return False
+
+
+def answer_hash(answer) -> str | None:
+    """What a judgment records of the answer it judged (harness.run.judge), so that a reader can tell
+    a judgment of this run's answer from one of another's; None for no answer (null, NaN)."""
+    return hashlib.sha256(answer.encode("utf-8")).hexdigest()[:16] if isinstance(answer, str) else None
+
+
+def check_judged_answers(folder: RunFolder) -> None:
+    """RunFolderError when judgments name answers the final trace rows do not hold (a judgments file
+    copied from another run, or answers replayed after judging); judgments written before they
+    recorded the answer's hash are not checked."""
+    if not folder.has_judgments():
+        return
+    j = folder.judgments()
+    if "answer_hash" not in j:
+        return
+    j = j.dropna(subset=["answer_hash"])
+    if j.empty:
+        return
+    t = read_traces(folder.path, [*TURN_KEY, "is_final", "answer"]).to_pandas()
+    t = t[t["is_final"].astype(bool)]
+    now = t[TURN_KEY].assign(now=t["answer"].map(answer_hash))
+    both = j[[*TURN_KEY, "answer_hash"]].astype({"repeat": "int64", "turn_index": "int64"}).merge(
+        now.astype({"repeat": "int64", "turn_index": "int64"}), on=TURN_KEY, how="left")
+    other = both[both["answer_hash"] != both["now"]].drop_duplicates(TURN_KEY)
+    if len(other):
+        first = other.iloc[0]
+        raise RunFolderError(f"{folder.path / JUDGMENTS}: {len(other)} answer(s) judged are not the answers its traces "
+                             f"hold (e.g. session {first['session_id']} turn {first['turn_index']}): the judgments were "
+                             f"copied from another run, or the answers replayed after judging; run `harness judge "
+                             f"{folder.path}` again")
 
 
 # --- inputs --------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from harness.llm.failures import kind_of
 from harness.roles.base import NOT_MEASURED
 from harness.roles.judge import OK, ROLE, RagasJudge, first_lines
 from harness.run.folder import RunFolder
+from harness.run.integrity import answer_hash
 from harness.run.traces import read_traces
 
 TOP_RANKED = 3  # contexts when the answer cites no documents: the top of the ranking
@@ -51,6 +52,7 @@ SCHEMA = pa.schema([
     ("question", pa.string()),  # the turn's user text (what Ragas saw as user_input)
     ("issued_query", pa.string()),  # the first query the arm issued (rewrite arms: the rewrite)
     ("context_doc_ids", pa.list_(pa.string())),  # the documents given to the judge as contexts
+    ("answer_hash", pa.string()),  # of the answer judged (harness.run.integrity.answer_hash): a reader matches it
 ])
 
 TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "original_query",
@@ -166,7 +168,7 @@ def _record(r: dict, metric: str, question: str, ep, docs: dict, pending: dict, 
            "turn_index": r["turn_index"], "metric": metric, "value": None, "status": None,
            "judge_model": ep.model if ep is not None else None, "embedder": None, "n_statements": None,
            "n_supported": None, "question": question, "issued_query": (r.get("issued_queries") or [None])[0],
-           "context_doc_ids": None}
+           "context_doc_ids": None, "answer_hash": answer_hash(r.get("answer"))}
     if not _answered(r):
         rec.update(status=SKIPPED, judge_model=None)
         return rec

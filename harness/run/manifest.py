@@ -67,6 +67,14 @@ def read_manifest(run_dir: Path) -> Manifest:
     return RunFolder(run_dir).read_manifest()
 
 
+def run_id_of(run_dir: Path, resume: bool) -> str:
+    """The id a replay writes on its rows: the folder's name for a new run; a resumed run keeps its
+    manifest's, so a folder renamed since still holds rows of one run (readers refuse rows under
+    another run's id: harness.run.integrity)."""
+    folder = RunFolder(run_dir)
+    return folder.read_manifest().run_id if resume and folder.is_run() else Path(run_dir).name
+
+
 def eval_set_ref(es, path: str, splits: list[str] | None) -> EvalSetRef:
     """The eval set a run answers, as its manifest records it."""
     return EvalSetRef(name=es.info.name, version=es.info.version, hash=es.content_hash, path=path,

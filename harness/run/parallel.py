@@ -33,7 +33,7 @@ from pathlib import Path
 
 from harness.errors import BadInput, Infrastructure
 from harness.run.folder import RunFolder, RunFolderExists
-from harness.run.manifest import for_workers, machine, now, read_manifest
+from harness.run.manifest import for_workers, machine, now, read_manifest, run_id_of
 from harness.run.progress import Display
 from harness.run.record import Machine
 from harness.run.shard import join_shards
@@ -209,7 +209,8 @@ class ParallelRun:
                 shutil.rmtree(d)
             tasks.append(WorkerTask(raw=self.raw, where="<config>",
                                     source_dir=self.cfg.source_dir, index=i, of=self.n, folder=d,
-                                    run_id=self.run_dir.name, concurrency=share_of(self.cfg.concurrency, self.n, i),
+                                    run_id=run_id_of(self.run_dir, self.resume),
+                                    concurrency=share_of(self.cfg.concurrency, self.n, i),
                                     resume=RunFolder(d).is_run()))
         return tasks
 

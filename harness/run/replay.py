@@ -22,7 +22,8 @@ from harness.run.shard import in_shard
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
 from harness.corpus.memo import Memo
 from harness.run.folder import RunFolder, RunFolderExists
-from harness.run.manifest import for_replay, git_state, machine, now, read_manifest, versions, write_manifest
+from harness.run.manifest import (for_replay, git_state, machine, now, read_manifest, run_id_of, versions,
+                                   write_manifest)
 from harness.run.progress import Display
 from harness.run.traces import PartWriter, TurnKey, read_traces, repair_parts, row, to_json
 from harness.workers import CpuWorkers
@@ -139,7 +140,7 @@ class Replay:
         self.run_dir = Path(run_dir)
         self.resume = resume
         self.shard = shard  # (i, n): only the sessions with shard_of(session_id, n) == i
-        self.run_id = self.run_dir.name
+        self.run_id = run_id_of(self.run_dir, resume)
         self.lanes = TURNS_PER_REQUEST * cfg.concurrency  # turns in progress at once
 
     def _arm_identity(self, arm: BaseArm) -> tuple[str, str, dict, dict]:
