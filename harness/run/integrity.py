@@ -200,7 +200,8 @@ def _part_rows(folder: RunFolder) -> tuple[np.ndarray, list[dict]]:
         keys = t.select([k for k in KEY if k in cols]).to_pandas()
         hashes.append(pd.util.hash_pandas_object(keys, index=False).to_numpy())
         ident = [c for c in IDENTITY if c in cols]
-        for g in t.select(ident).group_by(ident).aggregate([([], "count_all")]).to_pylist():
+        # a part of several row groups reads each with its own dictionary: group_by needs one
+        for g in t.select(ident).unify_dictionaries().group_by(ident).aggregate([([], "count_all")]).to_pylist():
             k = tuple(g.get(c) for c in IDENTITY)
             counts[k] = counts.get(k, 0) + g["count_all"]
     groups = [{**dict(zip(IDENTITY, k)), "count_all": n} for k, n in counts.items()]
