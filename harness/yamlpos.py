@@ -92,13 +92,18 @@ def read_yaml(path, error: type[Exception]) -> tuple[object, str]:
         return load_yaml(text), text
     except yaml.YAMLError as e:
         line, msg = yaml_problem(e)
-        raise error(f"{path}:{line or '?'}: {msg}") from None
+        raise error(f"{where(path, line)}: {msg}") from None
+
+
+def where(path, line: int | None) -> str:
+    """`file:line`, or `file` alone where the line is not known: an error never says `file:?:`."""
+    return f"{path}:{line}" if line else str(path)
 
 
 def located(path, text: str | None, problems) -> str:
-    """One `file:line: field.path: message` line per (key path, message); `?` where the line
-    is not known (no text, or a key the text does not hold)."""
-    return "\n".join(f"{path}:{(line_of(text, loc) if text else None) or '?'}: {'.'.join(map(str, loc))}: {msg}"
+    """One `file:line: field.path: message` line per (key path, message); `file: field.path:
+    message` where the line is not known (no text, or text that is not YAML)."""
+    return "\n".join(f"{where(path, line_of(text, loc) if text else None)}: {'.'.join(map(str, loc))}: {msg}"
                      for loc, msg in problems)
 
 

@@ -70,7 +70,8 @@ def run_failures(runs: list[Path]) -> dict[str, Counter]:
             if frame is not None and len(frame):
                 errors = frame.loc[frame["status"].str.startswith("error"), "status"]
                 kind = error_kind if role == "judge" else (lambda e: e.split(":")[1].strip()[:40])
-                out[role].update(kind(e) for e in errors)
+                if len(errors):
+                    out[role].update(kind(e) for e in errors)
     return out
 
 
@@ -94,13 +95,16 @@ def pct(values: list[float], q: float) -> float:
 
 def role_table(runs: list[Path], cache: Path, since: float) -> str:
     replies, failed, repaired = cache_replies(cache, since), run_failures(runs), run_repairs(runs)
-    lines = [f"LLM calls this demo sent, per role (model: {MODEL_NAME}; a warm demo's replies come from the cache)",
+    lines = [f"LLM calls this demo sent, per role (model: {MODEL_NAME}; a warm demo's replies come from the cache"
+             + (": none sent)" if not any(replies.values()) and not any(failed.values()) else ")"),
              "| role | calls | valid | repaired | failed (by kind) | valid or repaired % | cut at max_tokens | "
              "p50 ms | p95 ms | tokens/s |", "|---|---|---|---|---|---|---|---|---|---|"]
     for role in sorted(set(replies) | set(failed)):
         got, bad = replies.get(role, []), failed.get(role, Counter())
         rep = min(repaired.get(role, 0), len(got))
         calls = len(got) + sum(bad.values())
+        if not calls:  # a warm demo: nothing of this role sent
+            continue
         ms = [x["ms"] for x in got]
         gen = [(x["predicted_n"], x["predicted_ms"]) for x in got if x["predicted_ms"]]
         tps = sum(n for n, _ in gen) / (sum(m for _, m in gen) / 1000) if gen else None
@@ -166,10 +170,23 @@ def judged_line(run: Path) -> str:
     return f"{run.name}: " + ", ".join(parts)
 
 
+def agreement_line(run: Path) -> str:
+    """The relevance labels' agreement with people's labels on a run (Cohen's kappa), or why there is none."""
+    from harness.metrics.qrels import agreement, agreement_table
+    from harness.run.folder import RunFolder
+
+    f = RunFolder(run)
+    if not f.has_relevance_labels():
+        return f"{run.name}: no relevance labels"
+    said = agreement(agreement_table(f))
+    return f"{run.name}: " + (said.line() if said else "no labelled pair was graded")
+
+
 def summary(runs: list[Path], walls: dict[str, float] | None = None, since: float = 0.0,
             cache: Path = ROOT / ".cache/llm-demo") -> str:
     parts = [arm_table(r) for r in runs]
     parts.append("judged answers per run\n" + "\n".join(judged_line(r) for r in runs))
+    parts.append(f"relevance labels ({MODEL_NAME}) against people's\n" + "\n".join(agreement_line(r) for r in runs))
     parts.append(role_table(runs, cache, since))
     if walls:
         parts.append("wall per set (run, judge, relevance labels): "

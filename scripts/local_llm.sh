@@ -158,7 +158,7 @@ start() {
   fi
   echo "llama-server build: $LLAMA_DIR ($(build_time))"
   rm -f "$PIDFILE"
-  nohup "$SERVER" -m "$MODEL" --alias "$ALIAS" --host "$HOST" --port "$PORT" -c 8192 -np 4 -t "$THREADS" \
+  nohup "$SERVER" -m "$MODEL" --alias "$ALIAS" --host "$HOST" --port "$PORT" -c 16384 -np 4 -t "$THREADS" \
     "${TEMPLATE[@]}" >"$LOG" 2>&1 </dev/null &
   echo $! >"$PIDFILE"
   local t0; t0=$(date +%s)

@@ -111,3 +111,23 @@ def test_a_wrong_set_exits_2_with_what_is_wrong(tmp_path, item, said):
     r = _run(_set_config(tmp_path), "--set", item)
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert said in " ".join(r.output.split())
+
+
+def test_no_error_says_a_line_it_does_not_know_as_a_question_mark(tmp_path):
+    """`file:?: field: message` where the line was not known (no text, or text that is not YAML);
+    now `file: field: message` (issue 44, item 8), and no module writes `:?` after a file name."""
+    import re
+
+    from harness.yamlpos import located, read_yaml, where
+
+    assert located("c.yaml", None, [(("eval_set",), "Field required")]) == "c.yaml: eval_set: Field required"
+    assert located("c.yaml", "a: [", [(("a",), "bad")]) == "c.yaml: a: bad"
+    assert where("c.yaml", None) == "c.yaml" and where("c.yaml", 3) == "c.yaml:3"
+    bad = tmp_path / "p.yaml"
+    bad.write_text("rules:\n  - {metric: recall@10\n")
+    with pytest.raises(ConfigError) as e:
+        read_yaml(bad, ConfigError)
+    assert re.match(rf"{re.escape(str(bad))}:\d+: invalid YAML", str(e.value)), str(e.value)
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in (ROOT / "harness").rglob("*.py")
+             for m in re.finditer(r":\{[^{}\n]*or '\?'\}", p.read_text(encoding="utf-8"))]
+    assert not found, found

@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -15,7 +16,7 @@ from harness.config import load_config
 from harness.run.folder import RunFolder
 from harness.testing.server import TestServer
 from scripts.demo_llm import NOT_GENERAL, SLICES, cut, pick, _jsonl
-from scripts.demo_llm_summary import MODEL, MODEL_NAME
+from scripts.demo_llm_summary import MODEL, MODEL_NAME, summary
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "scripts/demo_llm.py"
@@ -115,6 +116,12 @@ def test_the_demo_on_the_scripted_endpoint_names_the_model_of_every_number(tmp_p
     roles = {line.split(" | ")[0][2:] for line in r.stdout.split("per role")[1].splitlines() if line.startswith("| ")}
     assert {"rewrite", "grade", "answer"} <= roles, r.stdout
     assert (tmp_path / ".cache/llm-demo/llm_cache.sqlite").is_file()
+    assert f"relevance labels ({MODEL_NAME}) against people's" in r.stdout  # Cohen's kappa per run
+    # a warm demo sends no replay call: the summary of a role none was sent for has no row
+    warm = summary([tmp_path / "runs/demo-llm-t-handbook"], since=time.time() + 60, cache=tmp_path / ".cache/llm-demo")
+    roles_warm = warm.split("per role")[1]
+    assert "| rewrite |" not in roles_warm and "| answer |" not in roles_warm, warm  # none sent: no row (it divided by 0)
+    assert "demo-llm-t-handbook: agreement with people's labels on" in r.stdout, r.stdout
     # the steps after the replay reached the endpoint: harness judge reads the recorded config, whose
     # ${HARNESS_LOCAL_LLM_URL} is not expanded (every judgment failed with a connection error)
     folder = RunFolder(tmp_path / "runs/demo-llm-t-handbook")

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.errors import BadInput
-from harness.roles.judge import FAITHFULNESS_MAX_TOKENS, SYSTEM
+from harness.roles.judge import FAITHFULNESS_MAX_TOKENS, JUDGE_STATEMENTS, REASON_CHARS, STATEMENT_CHARS, SYSTEM
 
 from harness.run.folder import JUDGMENTS
 from harness.run.judge import NOT_MEASURED, SKIPPED, judge_command, judge_run
@@ -165,6 +165,14 @@ def test_faithfulness_through_our_client(tmp_path, srv):
     answer = nli_schema["$defs"]["StatementFaithfulnessAnswer"]
     assert nli_schema["additionalProperties"] is False and nli_schema["required"] == ["statements"]
     assert answer["additionalProperties"] is False and answer["required"] == ["statement", "reason", "verdict"]
+    # every list and string bounded, so a small model's grammar stops before max_tokens (issue 41)
+    assert nli_schema["properties"]["statements"]["maxItems"] == JUDGE_STATEMENTS
+    assert answer["properties"]["statement"]["maxLength"] == STATEMENT_CHARS
+    assert answer["properties"]["reason"]["maxLength"] == REASON_CHARS
+    assert (answer["properties"]["verdict"]["minimum"], answer["properties"]["verdict"]["maximum"]) == (0, 1)
+    extract_schema = next(r for r in reqs if is_statements(r))["response_format"]["json_schema"]["schema"]
+    assert extract_schema["properties"]["statements"]["maxItems"] == JUDGE_STATEMENTS
+    assert extract_schema["properties"]["statements"]["items"]["maxLength"] == STATEMENT_CHARS
     assert not any("tools" in r for r in reqs)
     extract = [r for r in reqs if is_statements(r) and "30 days" in r["messages"][-1]["content"]]
     nli = [r for r in reqs if is_verdicts(r) and STATEMENTS[0] in r["messages"][-1]["content"]]

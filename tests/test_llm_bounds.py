@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from harness.config import ConfigError, load_config
 from harness.errors import BadInput
 from harness.llm.cache import LLMCache
-from harness.llm.failures import count_key, kind_of, llm_failures_line
+from harness.llm.failures import count_key, cut_error, kind_of, llm_failures_line
 from harness.llm.schema import strict_schema
 from harness.roles.answer import AnswerOutput
 from harness.roles.base import LLMConfig, Roles
@@ -117,6 +117,14 @@ def test_a_reply_cut_at_max_tokens_is_a_named_failure_never_cached_and_counted(t
 ])
 def test_failure_kinds(error, kind):
     assert kind_of(error) == kind
+
+
+def test_a_reply_cut_before_max_tokens_names_the_context_window():
+    """SmolLM2's judge prompts filled a 2048-token slot: 342 tokens of 1024 is no max_tokens cut."""
+    assert cut_error(1024, 1024) == "cut at max_tokens (1024 tokens)"
+    short = cut_error(342, 1024)
+    assert short.startswith("cut at max_tokens (342 of 1024 tokens") and "context window" in short
+    assert kind_of(short) == "cut at max_tokens"
 
 
 def test_a_role_asked_for_fewer_fields_takes_the_rest_offline(tmp_path):

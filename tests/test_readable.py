@@ -45,6 +45,9 @@ def test_metrics_compare_and_gate_fit_120_columns_and_name_arms_by_label(sweep, 
     assert "corrective(" not in r.output  # no full arm id
     assert r.output.count("\n") <= 150
     r = invoke("compare", sweep, sweep, "-o", tmp_path / "cmp")
+    assert r.exit_code == 0, r.output  # every arm unchanged: named in one line
+    assert widest(r.output) <= 120 and all(x in r.output for x in LABELS)
+    r = invoke("compare", sweep, sweep, "--all", "-o", tmp_path / "cmp")  # and their rows
     assert r.exit_code == 0, r.output
     assert widest(r.output) <= 120 and all(x in r.output for x in LABELS)
     policy = tmp_path / "p.yaml"

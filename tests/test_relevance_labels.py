@@ -17,6 +17,7 @@ from harness.metrics.qrels import agreement, cohen_kappa
 from harness.roles.relevance import RelevanceOutput
 from harness.run.folder import RunFolder
 from harness.run.holes import holes
+from harness.metrics.qrels import agreement, agreement_table
 from harness.run.relevance import sample_labelled
 from harness.testing.script import serve
 from tests.evidence import BASELINE, copy_run, gate, invoke
@@ -73,6 +74,11 @@ def test_every_hole_of_every_arm_is_graded_once_with_its_provenance(labelled):
     assert set(sample["human_grade"]) == {1, 2}  # every grade people used is in the sample
     assert calls == len(rel)  # one request per pair
     assert "score with them: harness metrics" in r.output and "--qrels human+llm" in r.output
+    # the agreement with people's labels, printed by the step itself (issue 41: kappa printed)
+    said = agreement(agreement_table(folder))
+    assert said is not None and said.n == 100
+    assert f"relevance: {said.line()}" in " ".join(r.output.split()), r.output
+    assert "Cohen's kappa" in said.line()
     # the grades of the script are the grade map's: 0,1 -> not relevant, 2 -> 1, 3 -> 2
     assert (got["qrel_grade"] == got["llm_grade"].map({0: 0, 1: 0, 2: 1, 3: 2})).all()
 

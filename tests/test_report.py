@@ -1,12 +1,13 @@
 """The HTML review report: one self-contained file, plots embedded, numbers equal to
 metrics.parquet, the drill-down present, and text planted in a corpus document and a user turn
-escaped (checked in the markup and, where Chromium is installed, in a headless browser's DOM)."""
+escaped (checked in the markup and, where Chromium is installed, in a headless browser's DOM).
+Its one script runs by the hash its Content-Security-Policy names; nothing planted can run."""
 import base64
 import copy
-import os
+import hashlib
 import re
 import shutil
-import subprocess
+from html import unescape
 from html.parser import HTMLParser
 
 import pandas as pd
@@ -20,6 +21,7 @@ from harness.metrics.score import score_run
 from harness.run.replay import Replay
 from harness.report.render import build_context, render_report
 from harness.run.folder import METRICS, TABLES, RunFolder
+from tests.chromium import Page
 from tests.conftest import TINY_DOCS, TINY_SESSIONS, write_set
 
 # If any of this ran, it would mark the body (and window); the DOM check looks for the mark.
@@ -122,10 +124,11 @@ def test_one_self_contained_file_with_plots_and_drilldown(report):
     for src in imgs:
         assert src.startswith("data:image/png;base64,")
         assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
-    for t, a in tags.tags:  # nothing is loaded from anywhere: no script, no external link or source
-        assert t not in ("script", "iframe", "object", "embed", "link")
+    for t, a in tags.tags:  # nothing is loaded from anywhere: no external script, link or source
+        assert t not in ("iframe", "object", "embed", "link") and "src" not in a or t == "img", (t, a)
         assert not any(k.startswith("on") for k in a), (t, a)
         assert a.get("href", "#").startswith("#")
+    assert own_script(html)
     # the drill-down: sessions in <details>, every arm side by side, relevant hits marked
     assert html.count('<details class="session"') == 2
     assert "s1" in html and "s2" in html
@@ -153,11 +156,24 @@ def test_numbers_equal_metrics_parquet(report):
         assert values == {want[key]}, key
 
 
+def own_script(html: str) -> str:
+    """The page's one script, the only one its CSP lets run (by its hash), beside the two data blocks
+    (DataTables' script and style, packed) that it unpacks; no other <script> element."""
+    scripts = re.findall(r"<script([^>]*)>(.*?)</script>", html, flags=re.S | re.I)
+    assert [attrs for attrs, _ in scripts] == [' type="application/octet-stream" id="dt-js"',
+                                              ' type="application/octet-stream" id="dt-css"', ""]
+    assert all(re.fullmatch(r"[A-Za-z0-9+/=]+", body) for _, body in scripts[:2])  # base64 only
+    csp = unescape(re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', html).group(1))
+    digest = base64.b64encode(hashlib.sha256(scripts[2][1].encode("utf-8")).digest()).decode()
+    assert csp == f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{digest}' blob:"
+    return scripts[2][1]
+
+
 def test_planted_markup_is_escaped(report):
     _, out, both = report
     for path in (out, both):
         html = path.read_text(encoding="utf-8")
-        assert "<script" not in html.lower()
+        own_script(html)  # the planted <script> is text: no script element beyond the report's own
         assert "<img src=x" not in html.lower()
         assert "&lt;script&gt;window.__pwned=1" in html  # shown as text
         assert "&lt;img src=x onerror=alert(1)&gt;" in html
@@ -285,7 +301,7 @@ def test_missing_tables_are_warnings_not_computed_numbers(scored, tmp_path, no_s
     assert f"filters per field not scored ({TABLES['filter_fields']} is missing): run `harness metrics RUN`." \
         in warnings
     abst = _section(html, "abstention")
-    assert "Abstention not scored" in abst and "<table>" not in abst and 'class="n"' not in abst
+    assert "Abstention not scored" in abst and "<table" not in abst and 'class="n"' not in abst
     guards = _section(html, "guards")
     assert "Filters per field not scored" in guards and "Filters per field: precision / recall" not in guards
     assert f"confidence intervals of the plots and the headline not scored ({TABLES['spread']} is missing)" in warnings
@@ -294,30 +310,19 @@ def test_missing_tables_are_warnings_not_computed_numbers(scored, tmp_path, no_s
     assert parse(html).means  # what the run folder holds is still shown
 
 
-def chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
 def test_headless_browser_dom_has_plots_and_no_planted_effect(report, tmp_path):
-    binary = chromium()
-    if binary is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI=true but no chromium/chromium-browser on PATH: the browser test must run in CI")
-        pytest.skip("chromium not installed (apt-get install chromium); the browser check did not run")
     _, out, _ = report
-    profile = tmp_path / "chromium-profile"
-    profile.mkdir()
-    cmd = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--disable-extensions", f"--user-data-dir={profile}",
-           "--virtual-time-budget=5000", "--dump-dom", out.resolve().as_uri()]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=90, env={**os.environ, "HOME": str(tmp_path)})
-    dom = p.stdout
-    assert p.returncode == 0 and "</html>" in dom, p.stderr[-2000:]
+    with Page(tmp_path) as page:
+        page.open(out)
+        assert page.wait("document.documentElement.getAttribute('data-tables')") == "ready"  # the CSP let it run
+        assert page.js("window.__pwned") is None
+        dom = page.js("document.documentElement.outerHTML")
     tags = parse(dom)
     body = [a for t, a in tags.tags if t == "body"]
     assert body and "data-pwned" not in body[0]
     assert not any("data-pwned" in a for _, a in tags.tags)
-    assert not [t for t, _ in tags.tags if t == "script"]
+    assert [a.get("type") for t, a in tags.tags if t == "script"] == ["application/octet-stream"] * 2 + [None]
+    assert len([a for t, a in tags.tags if t == "table" and "dataTable" in a.get("class", "")]) >= 4
     assert not [a for t, a in tags.tags if t == "img" and not a.get("src", "").startswith("data:image/png;base64,")]
     assert len([a for t, a in tags.tags if t == "img"]) >= 4
     assert len([a for t, a in tags.tags if t == "details" and a.get("class") == "session"]) == 2

@@ -93,8 +93,9 @@ def check_paired(text: str, header: str, labels: list[str], segments: set[str], 
 
 @pytest.mark.parametrize("columns", [120, 80])
 def test_compare_puts_the_run_in_the_title_and_fits(runs, tmp_path, columns):
+    """--all: the copy's arms are all unchanged, which is one line without it (tests/test_unchanged_arms.py)."""
     r = invoke("compare", runs / "b2b", runs / "b2b-again", "-s", "all", "-s", "turn_index>=2", "-s",
-               "split=main & turn_index>=2", "-o", tmp_path / "c", columns=columns)
+               "split=main & turn_index>=2", "--all", "-o", tmp_path / "c", columns=columns)
     assert r.exit_code == 0, r.output
     cols = check_paired(r.output, "95% CI", B2B_LABELS, {"all", "t≥2", "split=main & t≥2"}, columns)
     assert "run" not in cols and r.output.count("b2b-again") == 1, r.output  # the title names it, once
@@ -150,12 +151,65 @@ def test_the_metric_table_never_splits_a_label(runs, columns):
     check_lines(r.output, columns)
 
 
-def test_explain_never_splits_a_label_at_120_columns(runs):
-    """`harness gate --explain` wrapped `multi_query_`/`rrf` at 120 columns (issue 44, item 8)."""
+@pytest.mark.parametrize("columns", [120, 80])
+def test_explain_never_splits_a_label_or_a_metric(runs, columns):
+    """`harness gate --explain` wrapped `multi_query_`/`rrf` at 120 columns (issue 44, item 8), and at 80
+    `multi_que`/`ry_rrf`, `identifier_pres`/`ervation`: a table per check, its metric and segment in
+    its title, a row per label."""
     r = invoke("gate", "--baseline", runs / "b2b", "--candidate", runs / "b2b-again", "--policy",
-               ROOT / "configs/gate.yaml", "--explain", columns=120)
+               ROOT / "configs/gate.yaml", "--explain", columns=columns)
     assert r.exit_code == 0, r.output
-    cells = _names_whole(r.output, "would be", headers(r.output, "would be").index("label"), B2B_LABELS)
-    assert {"multi_query_rrf", "rewrite_adaptive"} <= set(cells)
+    words = {w for label in B2B_LABELS for w in label.split()}
+    found = tables(r.output)
+    assert len(found) == 10, r.output  # 6 rules, 2 floors, 2 budgets of configs/gate.yaml
+    for body in found:
+        arms = [x.strip("│").split("│")[0].strip() for x in body]
+        assert [a for a in arms if a] == B2B_LABELS, arms  # whole, one row each
+    for name in ("identifier_preservation", "entitlement_violations", "latency_total_ms", "[turn_index>=2]"):
+        assert name in r.output, name  # never broken across lines
     assert "…" not in r.output
-    check_lines(r.output, 120)
+    check_lines(r.output, columns)
+
+
+def tables(text: str) -> list[list[str]]:
+    """Every table of the output as the lines of its body rows."""
+    out, body = [], None
+    for line in text.splitlines():
+        if line.startswith("┡"):
+            body = []
+        elif body is not None and line.startswith("│"):
+            body.append(line)
+        elif body is not None:
+            out.append(body)
+            body = None
+    return out
+
+
+@pytest.fixture(scope="module")
+def handbook(runs):
+    """The demo's handbook run (configs/handbook.yaml: eleven arms, the corrective sweep's long labels)."""
+    r = invoke("run", ROOT / "configs/handbook.yaml", "--set", f"runs_dir={runs}", "--run-id", "handbook", "-q",
+               "--no-metrics", columns=120)
+    assert r.exit_code == 0, r.output
+    return runs / "handbook"
+
+
+@pytest.mark.parametrize("columns", [120, 80])
+@pytest.mark.parametrize("run", ["b2b", "handbook"])
+def test_every_table_the_demo_prints_keeps_its_labels_whole(runs, handbook, run, columns):
+    """The tables `make demo` prints after each run (harness run prints what `harness metrics` does):
+    every row's arm cell whole words of the run's labels, every line within the width, no trailing
+    space (the `scoring:` line had one at 80 columns). mtrag-un's labels are b2b's but `rewrite rules`."""
+    r = invoke("metrics", runs / run, columns=columns)
+    assert r.exit_code == 0, r.output
+    labels = B2B_LABELS if run == "b2b" else B2B_LABELS + SWEEP_LABELS
+    words = {w for label in labels for w in label.split()}
+    found = tables(r.output)
+    assert len(found) >= 4, r.output  # recall@10, ndcg@10, mrr@10, judged@10 by turn index, then the paired one
+    seen = set()
+    for body in found:
+        arms = [x.strip("│").split("│")[0].strip() for x in body]
+        assert all(set(a.split()) <= words for a in arms), arms
+        seen |= set(arms)
+    assert {"multi_query_rrf", "rewrite_adaptive"} <= seen, seen
+    check_lines(r.output, columns)

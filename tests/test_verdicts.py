@@ -216,7 +216,7 @@ def test_identical_runs_state_a_detectable_change_or_not_estimable(tmp_path):
     md = (tmp_path / "gate/gate.md").read_text()
     rules = [x for x in json.loads((tmp_path / "gate/gate.json").read_text())["results"] if x["kind"] == "rule"]
     assert rules and all(x["mde"] > 0.005 for x in rules)  # the baseline's spread, not two identical runs' zero
-    assert "smallest detectable change" in md and "0.0000 (50 sessions)" not in md
+    assert "8 arms unchanged: identical rankings on every turn" in md and "0.0000 (50 sessions)" not in md
 
 
 # 6. external runs ------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from harness.run.folder import RunData
 from harness.metrics.registry import Metric, UnknownMetric, is_coverage, on_request, resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
+from harness.analysis.unchanged import collapse, kept, said as unchanged_said, unchanged
 from harness.run.armset import changes
 from harness.metrics.signflip import p_said
 from harness.metrics.stats import STATS, TurnMeans, compare_arms, holm_over, holm_said, p_cells
@@ -168,6 +169,8 @@ def compare_pair(base: RunData, cand: RunData, pair: Pair, metric: str, segment:
 class Comparison:
     table: pd.DataFrame
     notes: list[str] = field(default_factory=list)  # what was not compared, and why
+    # candidate run -> label -> why its pair is unchanged (harness.analysis.unchanged)
+    unchanged: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def _checked(runs: list[RunData], metrics: list[str], segments: list[str], arms: list[str] | None) -> list[Metric]:
@@ -182,8 +185,8 @@ def _checked(runs: list[RunData], metrics: list[str], segments: list[str], arms:
 
 def _rows(base: RunData, cand: RunData, pairs: list[Pair], ms: list[Metric], segments: list[str], notes: list[str],
           n_resamples: int = STATS.n_resamples, seed: int = STATS.seed,
-          n_permutations: int = STATS.n_permutations) -> list[dict]:
-    split = Split(base, cand)
+          n_permutations: int = STATS.n_permutations, split: Split | None = None) -> list[dict]:
+    split = Split(base, cand) if split is None else split
     rows = []
     for p in pairs:
         for m in ms:
@@ -198,7 +201,7 @@ def _rows(base: RunData, cand: RunData, pairs: list[Pair], ms: list[Metric], seg
     return rows
 
 
-def _finish(rows: list[dict], notes: list[str]) -> Comparison:
+def _finish(rows: list[dict], notes: list[str], found: dict[str, dict[str, str]]) -> Comparison:
     if not rows:
         raise CompareError("nothing to compare: " + "; ".join(dict.fromkeys(notes)))
     out = pd.DataFrame(rows)
@@ -207,7 +210,7 @@ def _finish(rows: list[dict], notes: list[str]) -> Comparison:
     out["holm_m"] = 0
     for part in (cov, ~cov):
         holm_over(out, part)
-    return Comparison(out, list(dict.fromkeys(notes + disagreements(out))))
+    return Comparison(out, list(dict.fromkeys(notes + disagreements(out))), collapse(out, found))
 
 
 def disagreements(table: pd.DataFrame, alpha: float = STATS.alpha) -> list[str]:
@@ -261,7 +264,7 @@ def compare_data(runs: list[RunData], metrics: list[str], segments: list[str], a
     check_same_evalset(runs, allow_different_evalsets)
     ms = _checked(runs, metrics, segments, arms)
     rows, notes = [], []
-    base = runs[0]
+    base, found = runs[0], {}
     for cand in runs[1:]:
         pairing = _pairing(base, cand, pairs)
         chosen = [p for p in pairing.pairs if not arms or {p.baseline.label, p.candidate.label,
@@ -272,8 +275,10 @@ def compare_data(runs: list[RunData], metrics: list[str], segments: list[str], a
                                + "); name pairs with --pair BASELINE=CANDIDATE")
         if pairing.only_baseline or pairing.only_candidate:
             notes.append(f"not compared: {pairing.unpaired(base.name, cand.name)}")
-        rows += _rows(base, cand, chosen, ms, segments, notes, n_resamples, seed, n_permutations)
-    return _finish(rows, notes)
+        split = Split(base, cand)
+        rows += _rows(base, cand, chosen, ms, segments, notes, n_resamples, seed, n_permutations, split)
+        found[cand.name] = unchanged(base, cand, chosen, split)
+    return _finish(rows, notes, found)
 
 
 def compare_within(path: Path, reference: str, metrics: list[str], segments: list[str], arms: list[str] | None = None,
@@ -289,9 +294,9 @@ def compare_within(path: Path, reference: str, metrics: list[str], segments: lis
     if not others:
         raise CompareError(f"{run.name}: no arm to compare with {ref.label}")
     notes: list[str] = []
-    rows = _rows(run, run, [Pair(ref, a, "reference", changes(ref, a)) for a in others], ms, segments, notes,
-                 n_resamples, seed)
-    return _finish(rows, run.evidence.notes(run.name) + notes)
+    pairs, split = [Pair(ref, a, "reference", changes(ref, a)) for a in others], Split(run, run)
+    rows = _rows(run, run, pairs, ms, segments, notes, n_resamples, seed, split=split)
+    return _finish(rows, run.evidence.notes(run.name) + notes, {run.name: unchanged(run, run, pairs, split)})
 
 
 def _check_arms(names: list[str], runs: list[RunData]) -> None:
@@ -324,26 +329,32 @@ def families(df: pd.DataFrame) -> str:
     """Which families the table's Holm p are adjusted over, in words (compare's tables and compare.md)."""
     cov = df["metric"].map(is_coverage).to_numpy(bool)
     quality = int(df.loc[~cov, "holm_m"].max()) if (~cov).any() else 0
-    said = holm_said(quality, "quality comparisons of this table") if quality else "pHolm: —"
+    out = holm_said(quality, "quality comparisons of this table") if quality else "pHolm: —"
     if cov.any():
-        said += f"; coverage figures (judged@k) apart, over their {int(df.loc[cov, 'holm_m'].max())}"
-    return said
+        out += f"; coverage figures (judged@k) apart, over their {int(df.loc[cov, 'holm_m'].max())}"
+    return out
 
 
-def to_markdown(c: Comparison, base_name: str) -> str:
-    df = c.table
+def to_markdown(c: Comparison, base_name: str, show_all: bool = False) -> str:
+    """compare.md: the table (without the rows of unchanged arms unless `show_all`: one line each run
+    says them), what changed between paired arms, what was not compared."""
+    hidden = {} if show_all else c.unchanged
+    df = kept(c.table, hidden)
     lines = [f"# Comparison against {base_name}", "",
              "W/T/L counts turns where the candidate is better / equal / worse by the metric's direction "
-             "(for metrics without one: higher / equal / lower).", "", f"{STATS.said()}; {families(df)}.", "",
-             "| run | arm | metric | segment | n | baseline | candidate | diff | 95% CI | p | pHolm | W/T/L |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "(for metrics without one: higher / equal / lower).", "", f"{STATS.said()}; {families(c.table)}.", ""]
+    lines += ["| run | arm | metric | segment | n | baseline | candidate | diff | 95% CI | p | pHolm | W/T/L |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"] if len(df) else []
     for r in df.itertuples():
         arrow = {"higher": "↑", "lower": "↓"}.get(r.direction, "")
         p, p_holm = p_cells(r)
         lines.append(f"| {r.candidate_run} | {r.label} | {r.metric}{arrow} | {r.segment} | {r.n_turns} | {r.mean_ref:.3f} | "
                      f"{r.mean_arm:.3f} | {r.diff:+.3f} | [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] | {p} | {p_holm} | "
                      f"{r.wins}/{r.ties}/{r.losses} |")
-    changed = df.drop_duplicates("label")
+    lines += [""] * (bool(hidden) and len(df) > 0)
+    lines += [f"{run}: {unchanged_said(labels)} (their rows, counted in pHolm's family, are in compare.csv)"
+              for run, labels in hidden.items()]
+    changed = c.table.drop_duplicates("label")
     changed = changed[changed["changes"].astype(str) != ""]
     if len(changed):
         lines += ["", "Changes between paired arms:", ""]

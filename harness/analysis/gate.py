@@ -32,6 +32,7 @@ from harness.analysis.gate_report import moved_turns, to_markdown, write_outputs
 from harness.analysis.pairing import Pair
 from harness.analysis.policy import GateUsageError, Policy, load_policy
 from harness.analysis.pool_warnings import judged_warnings
+from harness.analysis.unchanged import unchanged
 from harness.metrics.segments import SegmentError, segment_keys
 from harness.metrics.signflip import p_said
 from harness.metrics.stats import STATS, sessions_needed
@@ -226,7 +227,8 @@ def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[st
             "pairs": [{"label": p.label, "baseline_arm": p.baseline.arm_id, "candidate_arm": p.candidate.arm_id,
                        "how": p.how, "changes": p.changes} for p in pairs],
             "not_compared": prep["not_compared"], "evidence": prep["evidence"], "scope": prep["scope"],
-            "warnings": warnings, "infrastructure": infra, "results": results}
+            "warnings": warnings, "infrastructure": infra, "results": results,
+            "unchanged": unchanged(base, cand, pairs, split)}  # label -> why: one line in gate.md
 
 
 def evaluate_to(baseline: Path, candidate: Path, policy_path: Path, pairs: list[str] | None,

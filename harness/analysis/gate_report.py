@@ -11,6 +11,7 @@ from xml.sax.saxutils import escape
 
 import pandas as pd
 
+from harness.analysis.unchanged import said
 from harness.metrics.segments import segment_keys
 from harness.metrics.stats import paired_frame
 
@@ -44,6 +45,22 @@ def _mde(r: dict) -> str:
     return f"{mde:.4f} ({r.get('n_sessions')} sessions)"
 
 
+def folded(v: dict) -> tuple[list[dict], str | None]:
+    """The checks shown one by one, and the line that stands for the others: every check that passed
+    (or is n/a) of a label whose pair is unchanged (`unchanged`: harness.analysis.unchanged) is left
+    to that line, `6 arms unchanged: identical rankings on every turn (…): their 60 checks pass or are
+    n/a`; a failed check is always shown. gate.json and gate.junit.xml keep every check."""
+    same = v.get("unchanged") or {}
+    hidden = [r for r in v["results"] if r.get("label") in same and r["ok"]]
+    shown = [r for r in v["results"] if not (r.get("label") in same and r["ok"])]
+    if not same:
+        return shown, None
+    na = dict.fromkeys(r["detail"].removeprefix("n/a for this arm: ").removeprefix("n/a: ")
+                       for r in hidden if r["status"] == "n/a")  # why, once each: the set's, the arms'
+    why = f"n/a: {'; '.join(na)}; " if na else ""
+    return shown, f"{said(same)}: their {len(hidden)} checks pass or are n/a ({why}gate.json lists every check)"
+
+
 def to_markdown(v: dict) -> str:
     head = f"## Gate: {ICON[v['verdict']]}"
     if v.get("not_compared"):  # coverage: subset: what was not compared leads
@@ -52,16 +69,20 @@ def to_markdown(v: dict) -> str:
     lines = [head, "", f"baseline `{v['baseline']}` → candidate `{v['candidate']}`"
              + (f", compared on {on}{v['scope']}" if v.get("scope") else ""), ""]
     lines += [f"- ℹ️ {n}" for n in v.get("evidence", [])] + ([""] if v.get("evidence") else [])
+    shown, line = folded(v)
     lines.append(f"Compared {len(v['pairs'])} arm(s) by label:")
     for p in v["pairs"]:
         how = "" if p["how"] == "label" else f" (paired by {p['how']})"
-        lines.append(f"- {p['label']}{how}: " + ("; ".join(p["changes"]) if p["changes"] else "no change in parameters or models"))
+        if p["label"] not in (v.get("unchanged") or {}) or p["changes"]:
+            lines.append(f"- {p['label']}{how}: " + ("; ".join(p["changes"]) if p["changes"] else
+                                                     "no change in parameters or models"))
+    lines += [f"- {line}"] if line else []
     lines += [""] + [f"- ⚠️ {w}" for w in v.get("warnings", [])] + [f"- ⚠️ {msg}" for msg in v["infrastructure"]]
     if v.get("statistics"):  # the same counts as harness compare and the report: the same CI and p
         lines += ["", f"Each rule: {v['statistics']['said']}; no p is adjusted for multiplicity (each rule is one "
                   "declared comparison)."]
-    lines += ["", "| check | result | detail | smallest detectable change |", "|---|---|---|---|"]
-    for r in v["results"]:
+    lines += ["", "| check | result | detail | smallest detectable change |", "|---|---|---|---|"] if shown else []
+    for r in shown:
         lines.append(f"| {r['name']} | {STATUS[r['status']]} | {r['detail']} | {_mde(r)} |")
     for r in v["results"]:
         if r.get("moved"):

@@ -26,7 +26,7 @@ from harness.strict import Strict
 from harness.metrics.registry import Metric, UnknownMetric, resolve
 from harness.metrics.segments import SegmentError, parse_segment
 from harness.metrics.stats import STATS
-from harness.yamlpos import line_of, located, read_yaml, validation_problems
+from harness.yamlpos import line_of, located, read_yaml, validation_problems, where
 
 
 class Check(Strict):
@@ -90,7 +90,8 @@ class Policy(Strict):
 
     def where(self, section: str, i: int) -> str:
         """`file:line: section.i` of a rule, floor or budget, for errors found while gating."""
-        return f"{self._where.get((section, i), '?')}: {section}.{i}"
+        at = self._where.get((section, i))
+        return f"{at}: {section}.{i}" if at else f"{section}.{i}"
 
 
 class GateUsageError(BadInput):
@@ -178,7 +179,7 @@ def load_policy(path: Path) -> Policy:
         for i, item in enumerate(getattr(pol, section)):
             item._m = resolve(item.metric)  # resolved once; the canonical name from here on
             item.metric = item._m.name
-            pol._where[(section, i)] = f"{path}:{line_of(text, (section, i)) or '?'}"
+            pol._where[(section, i)] = where(path, line_of(text, (section, i)))
     if not (pol.rules or pol.floors or pol.budgets):
         raise GateUsageError(f"{path}:{line_of(text, ('rules',)) or 1}: rules: the policy has no check (no rule, floor "
                              "or budget): it would pass any candidate; add the rules a change must meet (docs/gate.md)")

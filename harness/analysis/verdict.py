@@ -241,6 +241,7 @@ def block(base: RunData, cand: RunData, policy: Policy | None, extra_metrics: li
                         for m in shown],
             "turns": turn_pairs(base, cand, [p for p in pairing.pairs if p.label in compared]),
             "segments": segs, "segment_note": seg_note, "labels": labels, "notes": c.notes,
+            "unchanged": c.unchanged.get(cand.name, {}),  # label -> why: one line instead of its rows
             "evidence": _not_compared(base, cand, [p for p in pairing.pairs if p.label in compared]),
             "operational": _operational(base, cand, ops, arms, specs or None, by_label),
             "n_tests": int(c.table["p"].notna().sum()), **STATS.method(), "method": STATS.said(),

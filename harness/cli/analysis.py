@@ -71,11 +71,15 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
             allow_partial: bool = typer.Option(False, "--allow-partial", help="compare runs with planned turns "
                                                "missing (killed, unfinished), marked partial"),
             out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder for compare.md and compare.csv "
-                                               "(default: reports/compare/ and a folder named for the runs)")):
+                                               "(default: reports/compare/ and a folder named for the runs)"),
+            show_all: bool = typer.Option(False, "--all", help="the rows of unchanged arms too (an arm whose every "
+                                          "quality metric is equal to its partner's on every turn is one line)")):
     """Per-metric, per-segment paired differences with CIs, Holm-corrected p-values, wins/ties/losses by each
-    metric's direction. Runs pair arms by label; labels without a partner are named. Runs must be complete (unless
-    --allow-partial); stale tables are scored again first, and it says so."""
+    metric's direction. Runs pair arms by label; labels without a partner are named; arms a change left alone
+    (identical rankings, or every difference exactly zero) are one line unless --all. Runs must be complete (unless
+    --allow-partial); stale tables are scored again first, and it says so. compare.csv holds every row."""
     from harness.analysis.compare import COLUMNS, compare_runs, compare_within, families, to_markdown
+    from harness.analysis.unchanged import kept, said as unchanged_said
     from harness.metrics.registry import coverage, headline
     from harness.report.endings import compare_ending
     from harness.report.terminal import compare_tables, under
@@ -95,20 +99,23 @@ def compare(runs: list[Path] = typer.Argument(..., help="run folders; each is co
     replaced = (out / "compare.md").exists()
     out.mkdir(parents=True, exist_ok=True)
     df.reindex(columns=[x for x in COLUMNS if x in df.columns]).to_csv(out / "compare.csv", index=False)
-    (out / "compare.md").write_text(to_markdown(c, runs[0].name), encoding="utf-8")
-    tables = compare_tables(df, f"(its arms) against {reference}" if reference else f"against {runs[0].name}",
-                            families(df))
+    (out / "compare.md").write_text(to_markdown(c, runs[0].name, show_all), encoding="utf-8")
+    what = f"(its arms) against {reference}" if reference else f"against {runs[0].name}"
+    hidden = {} if show_all else c.unchanged
+    tables = compare_tables(kept(df, hidden), what, families(df))
     for t in tables:
         console.print(t)
-    said = [escape(f"changed in {label}: {changes}")
-            for label, changes in df.drop_duplicates("label")[["label", "changes"]].itertuples(index=False) if changes]
+    said = [escape(f"{run} {what}: {unchanged_said(labels)}; --all shows their rows (counted in pHolm's family)")
+            for run, labels in hidden.items()]
+    said += [escape(f"changed in {label}: {changes}")
+             for label, changes in df.drop_duplicates("label")[["label", "changes"]].itertuples(index=False) if changes]
     said += [f"[yellow]warning:[/yellow] {escape(note)}" for note in c.notes]
     said += [f"[yellow]warning: segment {escape(repr(seg))} matches no measured turn of {escape(runs[0].name)}[/yellow]"
              for seg in sorted(set(df.loc[df["n_turns"] == 0, "segment"]))]
     for line in under(tables, said):
         console.print(line)
     say(f"{'replaced' if replaced else 'saved'}: {out / 'compare.md'}, {out / 'compare.csv'}")
-    console.print(compare_ending(df, reference or runs[0].name), highlight=False, markup=False,
+    console.print(compare_ending(df, reference or runs[0].name, c.unchanged), highlight=False, markup=False,
                   soft_wrap=True)  # one line: the tail of a CI log
 
 
@@ -158,24 +165,16 @@ def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typ
 def _explain(baseline: Path, candidate: Path, policy: Path, pairs: list[str]) -> None:
     from harness.analysis.explain import explain
     from harness.analysis.policy import load_policy
-    from harness.report.fit import Col
-    from harness.report.terminal import fitted
+    from harness.report.terminal import explain_tables
 
     x = explain(baseline, candidate, load_policy(policy), pairs)
-    keys = ("check", "metric", "label", "segment", "baseline", "candidate", "both")
-    rows = [{**{k: escape("—" if r[k] is None else str(r[k])) for k in keys},
-             "would be": escape(f"{r['will']} (needs {r['need']} sessions)"),
-             "power": escape(r.get("power") or "—")} for r in x["rows"]]
-    t = fitted(f"{policy.name} on {x['baseline']} → {x['candidate']}: the sessions each check would see, and the "
-               "smallest drop each rule can show (from the baseline's spread between sessions)",
-               [Col(c, right=c in ("baseline", "candidate", "both"),
-                    wrap=c in ("check", "metric", "label", "would be", "power"),
-                    drop={"baseline": 1, "candidate": 2}.get(c, 0))
-                for c in (*keys, "would be", "power")], rows)  # a cell breaks only between words (harness.report.fit)
     for n in ([f"not compared (coverage: subset): {x['not_compared']}"] if x["not_compared"] else []) + \
             x["evidence"] + x["warnings"]:
         say(f"note: {n}")
-    console.print(t)
+    say(f"{policy.name} on {x['baseline']} → {x['candidate']}: the sessions each check would see, and the smallest drop "
+        "each rule can show (from the baseline's spread between sessions); a table per check")
+    for t in explain_tables(x):
+        console.print(t)
     console.print(f"{len(x['rows'])} check(s); nothing was gated (--explain)", highlight=False)
 
 
@@ -215,6 +214,7 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
     sets are shown side by side. Exit 0 whatever the verdict; 2 for bad input."""
     from harness.analysis.leaders import leaders
     from harness.analysis.verdict import plan, verdicts
+    from harness.report.endings import report_ending
     from harness.report.plotting import elsewhere
     from harness.report.render import render_report
 
@@ -228,14 +228,17 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
         p = plan(list(runs), baseline)
         err.print(f"report: comparing and plotting {len(p.runs)} run(s)", highlight=False, markup=False)
         v = verdicts(p, policy, list(metric), list(arm) or None, list(pair) or None)
-        path = render_report(p.runs, out, verdicts=v, leaders=lambda: leaders(p.runs, checked=checked),
-                             drill_sessions=drill_sessions, checked=checked)
+        answers: dict = {}  # each run's best arm, computed once for the report's first table and the last lines
+        path = render_report(p.runs, out, verdicts=v, leaders=lambda: answers.update(leaders(p.runs, checked=checked))
+                             or answers, drill_sessions=drill_sessions, checked=checked)
     for b in v["blocks"]:
         gate = f"; gate: {b['gate']['verdict']}" if b["gate"] else ""
         say(f"{b['candidate']} against {b['baseline']}: {len(b['regressions'])} regression(s), "
             f"{len(b['improvements'])} improvement(s) (Holm p < {b['alpha']}){gate}")
     for why in v["why_not"]:
         say(f"no verdict block: {why}")
+    for line in report_ending(answers, p.runs):  # one line a run: the tail of a log answers
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     say(f"report: {path}")
 
 

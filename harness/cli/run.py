@@ -199,8 +199,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
 
     _check_metric_names(metric_names or [])
     if steps:
-        err.print(f"scoring: {Path(run_dir).name}: every metric per turn and segment, paired comparisons",
-                  highlight=False, markup=False)
+        say(f"scoring: {Path(run_dir).name}: every metric per turn and segment, paired comparisons", stderr=True)
     scored = score_run(run_dir, metric_names or [], qrels)  # a ranking measure named here is computed too
     done = scored.completeness
     if done is not None and not done.complete:
@@ -308,6 +307,12 @@ def _relevance(run_dir: Path, ep, refresh: bool, grade_map: str, **kw) -> None:
         fail(str(e))
     summary = relevance_command(run_dir, ep, refresh=refresh, grade_map=gmap, **kw)
     console.print(summary.line(), highlight=False, markup=False)
+    if summary.model is not None:
+        from harness.metrics.qrels import agreement, agreement_table
+
+        said = agreement(agreement_table(RunFolder(run_dir)))
+        console.print(f"relevance: {said.line() if said else 'agreement with people: no labelled pair was graded'}",
+                      highlight=False, markup=False)
     if RunFolder(run_dir).parts():
         _metrics(run_dir, quiet=True, steps=False)
     if summary.model is not None:

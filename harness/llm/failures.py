@@ -9,7 +9,10 @@ COUNT_PREFIX = "llm_failed."  # a manifest count per role and kind: llm_failed.R
 
 
 def cut_error(completion_tokens: int | None, max_tokens: int) -> str:
-    """The error of a reply the endpoint stopped at max_tokens (finish_reason `length`)."""
+    """The error of a reply the endpoint stopped at max_tokens (finish_reason `length`); fewer
+    tokens than max_tokens mean the server's context window (per slot) ended first."""
+    if completion_tokens and completion_tokens < max_tokens:
+        return f"{CUT} ({completion_tokens} of {max_tokens} tokens: the server's context window ended first)"
     return f"{CUT} ({completion_tokens or max_tokens} tokens)"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 from rich.markup import escape
 
+from harness.analysis.gate_report import folded
 from harness.metrics.stats import STATS
 from harness.report.fit import Col, Wrapped
 from harness.report.terminal import fitted, short_segment
@@ -22,13 +23,16 @@ def gate_summary(v: dict) -> list:
     if v.get("not_compared"):
         said.append(f"[yellow]not compared (coverage: subset):[/yellow] {escape(v['not_compared'])}")
     said += [f"[cyan]note:[/cyan] {escape(n)}" for n in v.get("evidence", [])]
+    shown, line = folded(v)
     for p in v["pairs"]:
-        said.append(escape(f"  {p['label']}: " + ("; ".join(p["changes"]) if p["changes"] else
-                                                  "no change in parameters or models")))
+        if p["label"] not in (v.get("unchanged") or {}) or p["changes"]:
+            said.append(escape(f"  {p['label']}: " + ("; ".join(p["changes"]) if p["changes"] else
+                                                      "no change in parameters or models")))
+    said += [escape(f"  {line}")] if line else []
     said += [f"[yellow]warning:[/yellow] {escape(w)}" for w in v.get("warnings", []) + v["infrastructure"]]
     style = {"pass": "green", "fail": "red", "insufficient": "red", "n/a": "dim"}
     rows = []
-    for r in v["results"]:
+    for r in shown:
         mde = r.get("mde")
         extra = "" if r["kind"] != "rule" or r["status"] == "n/a" else \
             ("; detectable: not estimable" if mde is None or mde != mde else f"; detectable: {mde:.4f}")
@@ -36,7 +40,7 @@ def gate_summary(v: dict) -> list:
                      "detail": escape(r["detail"] + extra)})
     checks = fitted("checks (n/a: the metric does not apply; smallest detectable change from the baseline's spread)",
                     [Col("check", wrap=True), Col("result"), Col("detail", wrap=True)], rows)
-    return [*map(Wrapped, said), checks]
+    return [*map(Wrapped, said), *([checks] if rows else [])]
 
 
 FAILED_SHOWN, NAMED = 10, 3  # failed checks listed before the gate's verdict line; named in it
@@ -69,18 +73,20 @@ def gate_ending(code: int, v: dict | None, meaning: dict[int, str]) -> list:
     return out + [f"{head}: {len(failed)} of {len(results)} checks failed: {names}"]
 
 
-def compare_ending(df: pd.DataFrame, against: str, alpha: float = STATS.alpha, per_arm: int = 3) -> str:
+def compare_ending(df: pd.DataFrame, against: str, unchanged: dict[str, dict[str, str]] | None = None,
+                   alpha: float = STATS.alpha, per_arm: int = 3) -> str:
     """The last line of `harness compare`: the arms (labels; with their run when several runs were
     compared) whose difference is significant (Holm p < alpha) on some metric and segment, with
-    those differences (at most `per_arm` each), then those that are not."""
-    several = df["candidate_run"].nunique() > 1 if "candidate_run" in df else False
+    those differences (at most `per_arm` each), then those that are not, and how many of all were
+    unchanged (`unchanged`: candidate run -> label -> why, harness.analysis.unchanged)."""
+    several = df["candidate_run"].nunique() > 1
+    same = {(run, label) for run, labels in (unchanged or {}).items() for label in labels}
     sig, not_sig = [], []
-    for (run, label), rows in df.groupby(["candidate_run", "label"], sort=False) if several else \
-            df.assign(candidate_run="").groupby(["candidate_run", "label"], sort=False):
+    for (run, label), rows in df.groupby(["candidate_run", "label"], sort=False):
         name = f"{label} in {run}" if several else label
         hits = rows[(rows["n_turns"] > 0) & (rows["p_holm"] < alpha)]
         if hits.empty:
-            not_sig.append(name)
+            not_sig += [] if (run, label) in same else [name]
             continue
         said = []
         for r in hits.head(per_arm).itertuples():
@@ -88,9 +94,46 @@ def compare_ending(df: pd.DataFrame, against: str, alpha: float = STATS.alpha, p
             good = r.diff * {"higher": 1, "lower": -1}.get(r.direction, 0)
             said.append(f"{r.metric}{seg} {r.diff:+.3f}" + (" better" if good > 0 else " worse" if good < 0 else ""))
         sig.append(f"{name} ({', '.join(said)}{', …' if len(hits) > per_arm else ''})")
-    n = len(sig) + len(not_sig)
+    n, u = len(sig) + len(not_sig) + len(same), len(same)
+    tail = "" if not u else f", all {u} unchanged" if u == n else f", {u} of them unchanged"
     if not sig:
-        return f"compare: no arm differs significantly from {against} (Holm p < {alpha}); {n} arms compared"
+        return f"compare: no arm differs significantly from {against} (Holm p < {alpha}); {n} arms compared{tail}"
     return (f"compare: {len(sig)} of {n} arms differ significantly from {against} (Holm p < {alpha}): "
-            + "; ".join(sig) + (f"; not significantly: {', '.join(not_sig)}" if not_sig else ""))
+            + "; ".join(sig) + (f"; not significantly: {', '.join(not_sig)}" if not_sig else "")
+            + (f"; {u} unchanged" if u else ""))
 
+
+
+def report_ending(answers: dict, runs: list) -> list[str]:
+    """The lines `harness report` ends with before the report's path: per run (each on its own eval
+    set), its best arm against the reference arm on the headline recall and nDCG: the difference,
+    95% CI, p and Holm p (over the run's comparisons, as the report's first table adjusts them), and
+    whether it leads or is tied. `answers`: harness.analysis.leaders.leaders of `runs`, by resolved
+    folder; the numbers are the report's first table's."""
+    from pathlib import Path
+
+    from harness.metrics.registry import judged
+    from harness.report.sections.leaders import stats, tied
+
+    out = []
+    for r in (answers.get(str(Path(p).resolve())) for p in runs):
+        if r is None:
+            continue
+        head = f"answer {r['eval_set']} ({r['run']}" + (f", reference {r['reference']})" if r["reference"] else ")")
+        ms = [m for m in r["metrics"] if m["name"] not in judged()][:2]
+        if not ms or r["reference"] is None:
+            out.append(f"{head}: {r['why'] or 'no arm has a measured headline metric'}")
+            continue
+        parts = []
+        for m in ms:
+            status = "leads" if m["leads"] else tied(m) if m["tied"] else "the only ranked arm"
+            best = m["best"]["label"]
+            if m["best_is_reference"]:
+                parts.append(f"{m['name']} {best} (the reference) {m['best']['mean']:.3f}, {status}")
+                continue
+            c = stats(m["vs_reference"])
+            parts.append(f"{m['name']} {best} − {r['reference']} {c['diff']} {c['ci']} p {c['p']} pHolm {c['p_holm']}, "
+                         f"{status}")
+        out.append(f"{head}: " + "; ".join(parts) + f" (pHolm: Holm over the run's {r['n_tests']} comparisons, the "
+                   "best arm against each other ranked arm on each metric)")
+    return out

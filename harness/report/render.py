@@ -1,5 +1,6 @@
 """The HTML review report of one or more run folders: one self-contained file (plots as base64
-PNG, no script, no external URL, no absolute path of the machine that built it). It opens with
+PNG, its one script and the DataTables library inlined: harness.report.interactive; no external
+URL, no absolute path of the machine that built it). It opens with
 the answer (each run's best arm against its reference arm, computed by the analysis stage and
 handed in), the evidence (complete or partial runs, tables scored again, failed turns), then the
 verdict blocks (candidate − baseline, computed by the analysis stage and handed in), then the
@@ -19,6 +20,7 @@ from typing import Callable
 from harness import env as _env  # noqa: F401  (offline-safe environment first)
 from harness.analysis.pool_warnings import qrels_said
 from harness.metrics.families.answers import SHOULD_ABSTAIN
+from harness.report import interactive
 from harness.report.format import shown_path
 from harness.report.limits import DRILL_SESSIONS
 from harness.report.load import ReportRun, load_runs
@@ -32,7 +34,7 @@ DICT_ATTRIBUTES = frozenset(dir({}))  # what getattr finds on a dict (its method
 FILES = {"metrics": METRICS, "judgments": JUDGMENTS, **TABLES}  # the run-folder files the text names
 
 
-def run_context(run: ReportRun, plots: bool = True, index: int = 0, against=None,
+def run_context(run: ReportRun, plots: bool = True, against=None,
                 drill_sessions: int = DRILL_SESSIONS) -> dict:
     """One run's part of every section; `against`: its baseline run's key and per-turn values when
     it is a verdict block's candidate (the drill-down marks the turns where it regressed);
@@ -47,7 +49,7 @@ def run_context(run: ReportRun, plots: bool = True, index: int = 0, against=None
         "guards": guards.build(run),
         "abstention": abstention.build(run),
         "comparisons": comparisons.build(run),
-        "drill": drilldown.build(run, index, against, sessions=drill_sessions),
+        "drill": drilldown.build(run, against, sessions=drill_sessions),
         "warnings": warnings.build(run),
         "agreement": agreement.build(run),
         "qrels": qrels_said(run.folder),
@@ -73,7 +75,7 @@ def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | Non
     keys = [r.key for r in runs]
     against = verdict.pairs_of(verdicts, runs)
     v = verdict.build(verdicts, runs)
-    per_run = [run_context(r, plots, i, against.get(r.key), drill_sessions) for i, r in enumerate(runs)]
+    per_run = [run_context(r, plots, against.get(r.key), drill_sessions) for r in runs]
     leaders = leaders() if callable(leaders) else leaders
     return {
         "title": "Review report: " + ", ".join(keys),
@@ -91,6 +93,7 @@ def build_context(run_dirs: list[Path], plots: bool = True, verdicts: dict | Non
         "headline": headline.build(runs, leaders_.marks(leaders, runs)),
         "drill_sessions": drill_sessions,
         "runs": per_run,
+        "assets": interactive.assets(),
     }
 
 
@@ -110,8 +113,11 @@ def environment():
                     return self.undefined(obj=obj, name=attribute)
             return super().getattr(obj, attribute)
 
-    return DictFirst(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
-                     trim_blocks=True, lstrip_blocks=True)
+    env = DictFirst(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
+                    trim_blocks=True, lstrip_blocks=True)
+    env.filters["anchor"] = interactive.anchor
+    env.filters["breakable"] = interactive.breakable
+    return env
 
 
 def render_html(context: dict) -> str:

@@ -196,3 +196,28 @@ def under(tables: list, texts: list[str]) -> list[Wrapped]:
     c = console()
     width = max((c.measure(t).maximum for t in tables if t is not None), default=c.width)
     return [Wrapped(text, max_lines=NOTE_LINES, width=width, more=NOTE_MORE) for text in texts]
+
+
+EXPLAIN = [ARM, Col("baseline", right=True, drop=1), Col("candidate", right=True, drop=2), Col("both", right=True),
+           Col("would be", wrap=True), Col("power", wrap=True)]
+
+
+def explain_tables(x: dict) -> list[Fitted]:
+    """`harness gate --explain` (harness.analysis.explain): a table per check, titled with its
+    metric, segment and the sessions it needs, a row per label: the sessions each run measures, what
+    the check would be and, for a rule, the smallest drop it can show. Metric names, segments and
+    labels stay whole at 80 columns: they are not squeezed into one table's columns."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in x["rows"]:
+        groups.setdefault((r["check"], r["metric"], r["segment"], r["need"]), []).append(r)
+    out = []
+    for (check, metric, segment, need), rows in groups.items():
+        where = "both runs" if check.startswith("rule") else "the candidate"
+        cells = [{"arm": escape(r["label"]), **{k: "—" if r[k] is None else str(r[k])
+                                                  for k in ("baseline", "candidate", "both")},
+                  "would be": escape(r["will"]), "power": escape(r.get("power") or "—")} for r in rows]
+        cols = EXPLAIN if check.startswith("rule") else [c for c in EXPLAIN if c.name not in ("baseline", "both",
+                                                                                               "power")]
+        out.append(fitted(escape(f"{check}: {metric} [{segment}], needs {need} sessions measured in {where}"), cols,
+                          cells))
+    return out

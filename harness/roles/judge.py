@@ -21,13 +21,17 @@ from __future__ import annotations
 from harness import env as _env  # noqa: F401  (RAGAS_DO_NOT_TRACK and offline settings first)
 
 import asyncio
+import functools
 import math
 import threading
 from dataclasses import dataclass
 
+from pydantic import BaseModel, Field, create_model
+
 from harness.corpus.embed import Embedder, EmbeddingCache
 from harness.llm.cache import LLMCache
 from harness.llm.client import EndpointConfig, LLMClient
+from harness.llm.schema import bound
 from harness.roles.ragas_embeddings import ProjectEmbeddings
 
 ROLE = "judge"
@@ -45,6 +49,10 @@ STRICTNESS = 1
 QUESTION_MAX_TOKENS = 256
 # Faithfulness' statement lists with reasons need room: Ragas' own default, unless set on the endpoint
 FAITHFULNESS_MAX_TOKENS = 1024
+# What a judge reply may hold (the schema's maxItems / maxLength, enforced by a server's grammar):
+# statements of one answer (the answer role writes at most 400 characters), a statement, a reason
+# and a generated question. Within FAITHFULNESS_MAX_TOKENS at a few characters a token.
+JUDGE_STATEMENTS, STATEMENT_CHARS, REASON_CHARS, QUESTION_CHARS = 8, 200, 120, 200
 
 
 @dataclass
@@ -60,9 +68,37 @@ class JudgeCallFailed(Exception):
     harness.llm.failures), with the requests it took when a repair was tried."""
 
 
+@functools.cache
+def bounded_models() -> dict[type[BaseModel], type[BaseModel]]:
+    """Ragas' reply models -> the same models (same names and fields) with every list and string
+    bounded (JUDGE_STATEMENTS, STATEMENT_CHARS, ...): the schema a judge call sends, so that a
+    small model's grammar closes its lists instead of repeating statements up to max_tokens."""
+    from ragas.metrics.collections.answer_relevancy.util import AnswerRelevanceOutput
+    from ragas.metrics.collections.faithfulness.util import (NLIStatementOutput, StatementFaithfulnessAnswer,
+                                                              StatementGeneratorOutput)
+
+    statement = Field(json_schema_extra=bound(STATEMENT_CHARS))
+    answer = create_model("StatementFaithfulnessAnswer", __base__=StatementFaithfulnessAnswer,
+                          statement=(str, statement), reason=(str, Field(json_schema_extra=bound(REASON_CHARS))),
+                          verdict=(int, Field(ge=0, le=1)))
+    return {
+        StatementGeneratorOutput: create_model(
+            "StatementGeneratorOutput", __base__=StatementGeneratorOutput,
+            statements=(list[str], Field(json_schema_extra=bound(max_items=JUDGE_STATEMENTS,
+                                                                 item_max_length=STATEMENT_CHARS)))),
+        NLIStatementOutput: create_model(
+            "NLIStatementOutput", __base__=NLIStatementOutput,
+            statements=(list[answer], Field(json_schema_extra=bound(max_items=JUDGE_STATEMENTS)))),
+        AnswerRelevanceOutput: create_model(
+            "AnswerRelevanceOutput", __base__=AnswerRelevanceOutput,
+            question=(str, Field(json_schema_extra=bound(QUESTION_CHARS))), noncommittal=(int, Field(ge=0, le=1))),
+    }
+
+
 def client_llm(client: LLMClient):
     """A Ragas LLM (the public `InstructorBaseRagasLLM`) whose calls are `client.structured` for
-    the judge role: Ragas' prompt as the user message, its reply model as the strict schema."""
+    the judge role: Ragas' prompt as the user message, its reply model, bounded (bounded_models),
+    as the strict schema; the reply handed back as Ragas' own model."""
     from ragas.llms.base import InstructorBaseRagasLLM
 
     class ClientLLM(InstructorBaseRagasLLM):
@@ -70,12 +106,13 @@ def client_llm(client: LLMClient):
             raise NotImplementedError("the judge calls its LLM asynchronously")
 
         async def agenerate(self, prompt, response_model):
-            res = await client.structured(ROLE, SYSTEM, prompt, response_model)
+            asked = bounded_models().get(response_model, response_model)
+            res = await client.structured(ROLE, SYSTEM, prompt, asked)
             if res.value is None:
                 rec = res.record
                 tried = f" (after {rec.requests} attempts)" if rec.requests > 1 else ""
                 raise JudgeCallFailed(f"{rec.error or 'no reply'}{tried}")
-            return res.value
+            return response_model.model_validate(res.value.model_dump())
 
     return ClientLLM()
 

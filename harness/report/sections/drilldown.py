@@ -271,12 +271,13 @@ def _pages(sessions: list[dict], size: int) -> list[dict]:
     return out
 
 
-def build(run: ReportRun, index: int = 0, against: tuple[str, list[dict]] | None = None,
+def build(run: ReportRun, against: tuple[str, list[dict]] | None = None,
           page_size: int = PAGE_SIZE, sessions: int = DRILL_SESSIONS) -> dict:
     """The run's sessions in pages, turn by turn, every arm side by side (repeat 0 of multi-repeat
     runs): the first `sessions` of them (0: all) and every one where the candidate regressed; the
     others listed by id. `against`: the baseline run's key and the per-turn values of the verdict
-    block this run is the candidate of; `index` keeps the page's filter ids unique."""
+    block this run is the candidate of. The page's ids are made from the run's key and the session
+    ids by the template (harness.report.interactive.anchor)."""
     per_turn = turn_disagreement(run)
     order = disagreement(run, per_turn)
     by_key, rep0 = _by_key(run)
@@ -292,6 +293,6 @@ def build(run: ReportRun, index: int = 0, against: tuple[str, list[dict]] | None
             "rest": rest, "n_rest_turns": sum(s["n_turns"] for s in rest), "n_shown": len(shown),
             "n_turns": sum(len(s["turns"]) for s in shown),
             "n_disagree": sum(s["n_disagree"] for s in shown), "n_regressed": sum(s["n_regressed"] for s in shown),
-            "baseline": against[0] if against is not None else None, "fid": f"drill-{index}", "score_names": names,
+            "baseline": against[0] if against is not None else None, "score_names": names,
             "arms": [{"label": run.label[a], "arm": a} for a in run.arms],
             "repeats": run.manifest.repeats, "corpus": shown_path(root) if root else None}

@@ -30,7 +30,8 @@ def stats(c: dict) -> dict:
             "n": f"{c['n_turns']} turns, {c['n_sessions']} sessions paired"}
 
 
-def _tied(m: dict) -> str:
+def tied(m: dict) -> str:
+    """`tied with 2 arms: a, b`: the arms the best is not significantly better than."""
     names = [o["label"] for o in m["tied"]]
     more = len(names) - SHOWN_TIED
     shown = ", ".join(names[:SHOWN_TIED]) + (f" and {more} more" if more > 0 else "")
@@ -42,7 +43,7 @@ def _metric(m: dict) -> dict:
     if m["leads"]:
         status = "leads: significantly better than every other ranked arm"
     elif m["tied"]:
-        status = _tied(m)
+        status = tied(m)
     else:
         status = "the only ranked arm"
     return {"name": m["name"], "arrow": ARROW[m["direction"]][0], "direction": ARROW[m["direction"]][1],

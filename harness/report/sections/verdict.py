@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.analysis.unchanged import said
 from harness.metrics.signflip import p_said
 from harness.metrics.stats import STATS, holm_said
 from harness.report.format import missing, scrub
@@ -116,12 +117,27 @@ def operational(op: dict | None) -> dict | None:
     return {"metrics": op["metrics"], "rows": rows, "timed": [_timed(k, v) for k, v in op["timed"].items()]}
 
 
+def _unchanged(same: dict[str, str], labels: list[dict]) -> str | None:
+    """The line that stands for the rows of unchanged labels, with what changed in a pair all the same
+    (a prompt, a parameter) that left its results as they were."""
+    if not same:
+        return None
+    moved = [f"{lab['label']}: {'; '.join(lab['changes'])}" for lab in labels if lab["label"] in same and lab["changes"]]
+    return f"{said(same)}: their rows are left out" + (f"; changed all the same: {', '.join(moved)}" if moved else "")
+
+
 def _block(b: dict, keys: dict[str, str], policy: str | None) -> dict:
+    """A verdict block for the template; the labels a change left alone (harness.analysis.unchanged)
+    are one line (`unchanged`) instead of their rows."""
     metrics = [{**m, "arrow": ARROW[m["direction"]][0], "direction_text": ARROW[m["direction"]][1]} for m in b["metrics"]]
+    same = b.get("unchanged") or {}
     return {"baseline": keys.get(b["baseline_dir"], b["baseline"]), "candidate": keys.get(b["candidate_dir"], b["candidate"]),
             "summary": summary(b), "metrics": metrics, "segment_note": b["segment_note"],
             "labels": [{**{k: lab[k] for k in ("label", "how", "baseline_arm", "candidate_arm", "changes")},
-                        "rows": [_row(r, b["metrics"]) for r in lab["rows"]]} for lab in b["labels"]],
+                        "rows": [_row(r, b["metrics"]) for r in lab["rows"]]} for lab in b["labels"]
+                       if lab["label"] not in same],
+            "unchanged": _unchanged(same, b["labels"]),
+            "pairs": [{k: lab[k] for k in ("label", "baseline_arm", "candidate_arm")} for lab in b["labels"]],
             "notes": scrub(b["notes"]), "gate": gate(b["gate"], policy),
             "evidence": scrub(list(b.get("evidence") or [])), "judged": scrub(list(b.get("judged") or [])),
             "operational": operational(b.get("operational")),
