@@ -126,6 +126,7 @@ def make_run(tmp_path: Path, srv: TestServer | None, **judge) -> Path:
         trace("rewrite", 0, "s1", 1, GOOD, ["d1"], ["d1"], query=q1, issued=["holiday days per year"]),  # same call
         trace("rewrite", 0, "s1", 2, BROKEN, ["d2"], ["d2"], query=q2, issued=["rail travel class"]),
     ]
+    rows[0]["round"] = 2  # its answer is the second round's: the first, below, is a round of its own
     rows.append({**trace("baseline", 0, "s1", 1, "an earlier round", ["d1"], ["d1"], query=q1), "is_final": False})
     pq.write_table(rows_to_table(rows), run / "traces" / "part-00000-test.parquet")
     return run

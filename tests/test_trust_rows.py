@@ -193,3 +193,16 @@ def test_judgments_copied_from_another_run_are_refused(tmp_path):
         in out(r), out(r)
     r = invoke("metrics", cand)
     assert r.exit_code == 2 and "answers replayed after judging" in out(r), r.output
+
+
+def test_a_trace_part_of_many_row_groups_is_sound(tmp_path):
+    """Each row group of a part reads with its own dictionary (a worker's parts: an internal error)."""
+    from harness.run.folder import RunFolder
+    from harness.run.integrity import completeness
+
+    run = copy_run(tmp_path / "run")
+    (part,) = RunFolder(run).parts()
+    pq.write_table(pq.read_table(part), part, row_group_size=100)
+    assert pq.ParquetFile(part).num_row_groups > 10
+    done = completeness(RunFolder(run))
+    assert done.sound and done.complete, done.describe()

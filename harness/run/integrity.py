@@ -192,8 +192,8 @@ def _part_rows(folder: RunFolder) -> tuple[np.ndarray, list[dict]]:
         try:
             have = set(pq.read_schema(p).names)
             cols = [c for c in dict.fromkeys([*KEY, *IDENTITY]) if c in have]
-            t = pq.read_table(p, columns=cols, read_dictionary=[c for c in cols if c not in ("repeat", "turn_index",
-                                                                                              "round")])
+            t = pq.read_table(p, columns=cols, read_dictionary=[c for c in cols if c not in (
+                "repeat", "turn_index", "round")]).unify_dictionaries()  # row groups: a dictionary each
         except (pa.ArrowException, OSError, ValueError) as e:
             raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume {folder.path}` to set it "
                              "aside and replay its turns") from None
