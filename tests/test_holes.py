@@ -70,9 +70,11 @@ def test_holes_are_computed_by_default_and_told_per_arm():
 def test_the_gate_and_the_reports_verdict_block_carry_the_judged_warning(tmp_path, monkeypatch):
     """End to end on the committed baseline against itself, the comparison forced to warn: the
     warning reaches gate.json and the HTML verdict block (without a policy: the block itself), and
-    judged@10 is shown beside the ranking metrics, never marked."""
+    judged@10 is shown beside the ranking metrics, never marked. In the report the candidate's HQE
+    rewrite lost its first turns' rankings, so its row is not collapsed as unchanged."""
     from harness.analysis import gate, verdict
-    from tests.evidence import BASELINE, POLICY, invoke
+    from tests.evidence import BASELINE, POLICY, copy_run, invoke, traces, write_traces
+    from tests.test_evidence_adversary import damaged, empty, first_turns
 
     said = "rewrite [all]: judged@10 is 0.50 ... part of this difference may be unjudged documents"
     seen = []
@@ -86,7 +88,12 @@ def test_the_gate_and_the_reports_verdict_block_carry_the_judged_warning(tmp_pat
     r = invoke("gate", "--baseline", BASELINE, "--candidate", BASELINE, "--policy", POLICY, "-o", tmp_path / "g")
     assert r.exit_code == 0, r.output
     assert said in json.loads((tmp_path / "g/gate.json").read_text())["warnings"] and seen[0]
-    r = invoke("report", BASELINE, BASELINE, "-o", tmp_path / "r.html")
+    cand = copy_run(tmp_path / "cand")
+    t = traces(cand)
+    empty(t, damaged(t, first_turns(cand)))
+    write_traces(cand, t)
+    assert invoke("metrics", cand).exit_code == 0
+    r = invoke("report", BASELINE, cand, "-o", tmp_path / "r.html")
     assert r.exit_code == 0, r.output
     html = (tmp_path / "r.html").read_text()
     block = html[html.index('id="verdict"'):html.index("</section>", html.index('id="verdict"'))]

@@ -306,9 +306,9 @@ def test_the_drill_downs_search_finds_a_session_and_an_anchor_opens_it(reported,
         fresh.open(tmp_path / "review.html", turn)
         assert fresh.wait("document.documentElement.getAttribute('data-tables')") == "ready"
         opened = fresh.js(f"""(t => {{ const out = []; for (let d = t; d; d = d.parentElement.closest('details'))
-            out.push(d.open); const r = t.getBoundingClientRect(); return [out, r.top >= 0 && r.top < 900]; }})
+            out.push(d.open); const r = t.getBoundingClientRect(); return [out, r.top > -1 && r.top < 900]; }})
             (document.getElementById({json.dumps(turn)}))""")
-    assert opened == [[True, True, True], True]  # turn, session, page; scrolled to
+    assert opened == [[True, True, True], True]  # turn, session, page; scrolled to (to a sub-pixel)
 
 
 def test_judged_runs_show_faithfulness_per_turn_index_with_unmeasured_counts(tmp_path):
