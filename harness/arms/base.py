@@ -2,7 +2,7 @@
 
 An arm is a named, parameterised strategy. Its canonical id is its repr: every parameter,
 defaults included, sorted by name, as key=value; the model behind its LLM roles as
-`model=NAME` when all use one, else `model.ROLE=NAME` per role."""
+`model=NAME` when all use one, else `model.ROLE=NAME` per role (harness/arms/spelling.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness.errors import BadInput
 from harness.evalset.model import Account, Session, Turn
+from harness.arms.spelling import spell
 from harness.arms.result import ArmResult  # noqa: F401  (what an arm returns; the trace row is derived from it)
 from harness.yamlpos import did_you_mean, validation_problems
 
@@ -38,16 +39,6 @@ class Params(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     LATE: ClassVar[frozenset[str]] = frozenset()
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, bool):
-        return str(v).lower()
-    if v is None:
-        return "none"
-    return str(v)
 
 
 @dataclass
@@ -153,20 +144,9 @@ class BaseArm:
     @property
     def arm_id(self) -> str:
         fields = type(self.params).model_fields
-        unused = self.unused_params()
-        parts = {k: _fmt(v) for k, v in self.params.model_dump().items()
-                 if k not in unused and (k not in self.params.LATE or v != fields[k].default)}
-        b = self.backends()
-        if b:
-            models = set(b.values())
-            if len(models) == 1:
-                parts["model"] = next(iter(models))
-            else:
-                parts.update({f"model.{r}": m for r, m in b.items()})
-        parts.update({f"prompt.{r}": ref for r, ref in self.prompts().items()})
-        if not parts:
-            return self.name
-        return f"{self.name}(" + ",".join(f"{k}={parts[k]}" for k in sorted(parts)) + ")"
+        late = {k for k in self.params.LATE if getattr(self.params, k) == fields[k].default}
+        return spell(self.name, self.params.model_dump(), self.backends(), self.prompts(),
+                     self.unused_params() | late).arm_id
 
     def __repr__(self) -> str:
         return self.arm_id
