@@ -65,8 +65,8 @@ def _legacy_capabilities(entry: dict) -> tuple[frozenset, int | None]:
     if cls is None:
         return EXTERNAL, None
     fields = cls.Params.model_fields
-    arm = cls(roles=None, **{k: v for k, v in (entry.get("params") or {}).items() if k in fields})
-    return arm.capabilities, arm.hits_per_round
+    params = cls.Params(**{k: v for k, v in (entry.get("params") or {}).items() if k in fields})
+    return cls.capabilities_for(params), cls.hits_per_round_for(params)
 
 
 def arm_info(entry: dict) -> ArmInfo:
