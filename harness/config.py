@@ -6,8 +6,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -17,6 +16,9 @@ from harness.evalset.folder import find_eval_set
 from harness.strict import Strict
 from harness.defaults import MetricsConfig
 from harness.yamlpos import did_you_mean, located, read_yaml, validation_problems
+
+if TYPE_CHECKING:
+    from harness.arms.build import ArmPlan
 
 
 class IndexConfig(Strict):
@@ -90,7 +92,6 @@ class RunConfig(Strict):
     llm: "LLMConfig" = Field(default_factory=lambda: LLMConfig())  # roles without an endpoint run offline
     _source_dir: str | None = PrivateAttr(default=None)  # the config file's folder: prompt files are relative to it
     _eval_set_note: str | None = PrivateAttr(default=None)  # eval_set found the old way only (resolve_eval_set)
-    _arms: tuple | None = PrivateAttr(default=None)  # (the arm specs, [ArmPlan]): checked once
 
     @property
     def source_dir(self) -> str | None:
@@ -100,16 +101,15 @@ class RunConfig(Strict):
     def eval_set_note(self) -> str | None:
         return self._eval_set_note
 
-    def configured_arms(self) -> list["ArmPlan"]:
-        """The plan of every arm and grid point (ArmPlan), checked once: when the config was checked
-        (parse_config), else now. The run builds each arm from its plan (run.replay.build_arms)."""
-        key = json.dumps(self.arms, sort_keys=True, default=str)
-        if self._arms is None or self._arms[0] != key:  # not checked, or a copy with other arms
-            built, problems = configure_arms(self.arms, self.llm.roles)
-            if problems:
-                raise ConfigError("; ".join(f"{'.'.join(map(str, loc))}: {m}" for loc, m in problems))
-            self._arms = (key, built)
-        return self._arms[1]
+    def configured_arms(self) -> list[ArmPlan]:
+        """The plan of every arm and grid point (harness.arms.build.ArmPlan), from `arms:` and
+        `llm.roles` as they are now; the run makes each arm from its plan (harness.arms.build)."""
+        from harness.arms.catalog import configure_arms
+
+        plans, problems = configure_arms(self.arms, self.llm.roles)
+        if problems:  # a config changed after it was checked (parse_config names file and line)
+            raise ConfigError("; ".join(f"{'.'.join(map(str, loc))}: {m}" for loc, m in problems))
+        return plans
 
 
 class ConfigError(BadInput):
@@ -186,10 +186,11 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None,
                  source_dir: str | None = None) -> RunConfig:
     """The config, validated; `source_dir` (default: the file's folder) is where prompt files
     are found (a resumed run passes the folder its manifest recorded)."""
+    from harness.arms.catalog import configure_arms
+
     names = _role_names(raw)
     arms = raw.get("arms")
-    built, problems = configure_arms(arms, _run_roles(raw)) if isinstance(arms, list) else ([], [])
-    names += problems
+    names += configure_arms(arms, _run_roles(raw))[1] if isinstance(arms, list) else []
     try:
         cfg = RunConfig.model_validate(raw)
     except ValidationError as e:  # an unknown role's or arm's fields do not matter: its name is the problem
@@ -199,7 +200,6 @@ def parse_config(raw: dict, p: Path | str = "<config>", text: str | None = None,
     if names := names + _embedder_problems(cfg.index.embedder):
         raise ConfigError(located(p, text, names))
     cfg._source_dir = source_dir or (str(Path(p).resolve().parent) if str(p) != "<config>" else None)
-    cfg._arms = (json.dumps(cfg.arms, sort_keys=True, default=str), built)
     _check_prompts(cfg, p, text)
     resolve_eval_set(cfg, p, text)
     return cfg
@@ -253,87 +253,6 @@ def _role_names(raw: dict) -> list[tuple[tuple, str]]:
     roles = (raw.get("llm") or {}).get("roles") if isinstance(raw.get("llm"), dict) else None
     return [(("llm", "roles", str(r)), f"unknown role {r!r}{did_you_mean(r, ROLES)} (known: {', '.join(ROLES)})")
             for r in (roles if isinstance(roles, dict) else {}) if r not in ROLES]
-
-
-@dataclass(frozen=True)
-class ArmPlan:
-    """One arm of a run as its config gives it, checked: a grid point's spec (name and
-    parameters), the config's label for it, and its own endpoints per role (None: offline),
-    merged over the run's `llm.roles`. The replay builds the arm from it once, with its roles."""
-
-    spec: dict
-    label: str | None = None
-    llm: dict = field(default_factory=dict)  # role -> RoleEndpoint | None
-    at: int = 0  # its spec's place in `arms:` (where its problems are found)
-
-
-def configure_arms(arms: list, run_roles: dict | None = None) -> tuple[list[ArmPlan], list[tuple[tuple, str]]]:
-    """Every arm spec checked, each grid point: ([ArmPlan], problems: unknown arm names, parameters
-    or roles, invalid values). A `label:` given to a grid is suffixed with the point's values; an
-    arm's `llm:` is merged over `run_roles` (llm.roles). The one place arm specs are read."""
-    from harness.arms.catalog import expand_grid, make_arm
-    from harness.arms.base import ArmSpecError
-
-    out: list[tuple[tuple, str]] = []
-    built = []
-    for i, spec in enumerate(arms):
-        if not isinstance(spec, (str, dict)):
-            out.append((("arms", i), f"an arm is a name or a mapping with `name:`, not {spec!r}"))
-            continue
-        given = spec.get("label") if isinstance(spec, dict) else None
-        own, problems = _arm_llm(spec.get("llm") if isinstance(spec, dict) else None, run_roles or {})
-        spec = {k: v for k, v in spec.items() if k not in ("label", "llm")} if isinstance(spec, dict) else spec
-        grid = [k for k, v in spec.items() if isinstance(v, list) and k != "name"] if isinstance(spec, dict) else []
-        try:
-            points = expand_grid(spec)
-        except ArmSpecError as e:
-            points, problems = [], problems + e.problems
-        for point in points:
-            try:
-                arm = make_arm(point)
-            except ArmSpecError as e:
-                problems += [x for x in e.problems if x not in problems]
-                continue
-            problems += [x for x in _unused_roles(arm, own) if x not in problems]
-            label = " ".join([str(given)] + [f"{k}={point[k]}" for k in grid]) if given else None
-            built.append(ArmPlan({"name": point} if isinstance(point, str) else point, label, own, i))
-        out += [(("arms", i) + loc, m) for loc, m in problems]
-    return built, out
-
-
-def _arm_llm(given, run_roles: dict) -> tuple[dict, list[tuple[tuple, str]]]:
-    """An arm's `llm:` (role -> endpoint settings, or `offline`), each merged over the run's
-    endpoint of that role: ({role: RoleEndpoint | None}, problems at llm.ROLE.FIELD)."""
-    from harness.roles.base import ROLES, RoleEndpoint
-
-    if given is None:
-        return {}, []
-    if not isinstance(given, dict):
-        return {}, [(("llm",), "per role: llm: {ROLE: {kind: …, model: …, prompt: …}} or llm: {ROLE: offline}")]
-    own, problems = {}, []
-    fields = list(RoleEndpoint.model_fields)
-    for role, ep in given.items():
-        if role not in ROLES:
-            hint = did_you_mean(str(role), ROLES) or (
-                f"; settings go under a role: llm: {{rewrite: {{{role}: …}}}}" if role in fields else "")
-            problems.append((("llm", str(role)), f"unknown role {role!r}{hint} (known: {', '.join(ROLES)})"))
-        elif ep == OFFLINE or ep is None:
-            own[role] = None
-        elif not isinstance(ep, dict):
-            problems.append((("llm", role), f"{ep!r}: the role's endpoint settings (a mapping) or `offline`"))
-        else:
-            base = run_roles[role].model_dump(exclude_unset=True) if role in run_roles else {}
-            try:
-                own[role] = RoleEndpoint.model_validate({**base, **ep})
-            except ValidationError as e:
-                problems += [(("llm", role) + loc, m) for loc, m in validation_problems(e, RoleEndpoint)]
-    return own, problems
-
-
-def _unused_roles(arm, own: dict) -> list[tuple[tuple, str]]:
-    """A role an arm's `llm:` names that the arm never calls would change nothing, unseen."""
-    return [(("llm", r), f"{arm.name} does not call the {r} role as configured (it calls: "
-             f"{', '.join(arm.uses) or 'none'})") for r in own if r not in arm.uses]
 
 
 def _embedder_problems(spec: dict) -> list[tuple[tuple, str]]:
@@ -392,6 +311,6 @@ def canonical_hash(raw: dict) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()
 
 
-from harness.roles.base import OFFLINE, LLMConfig  # noqa: E402
+from harness.roles.base import LLMConfig  # noqa: E402
 
 RunConfig.model_rebuild()

@@ -68,7 +68,7 @@ def test_offline_hqe_and_an_llm_rewrite_pair_turn_by_turn_in_one_run(tmp_path):
 
 
 def test_two_unlabelled_arms_of_one_name_and_other_models_get_labels_naming_them(tmp_path):
-    from harness.run.replay import build_arms
+    from harness.arms.catalog import build_arms
     from harness.roles.base import Roles
 
     cfg, _ = load_config(config(tmp_path, [
@@ -76,13 +76,13 @@ def test_two_unlabelled_arms_of_one_name_and_other_models_get_labels_naming_them
         {"name": "rewrite", "llm": {"rewrite": {"model": "b"}}}],
         roles={"rewrite": endpoint("http://127.0.0.1:9/v1", model="run-model")}))
     roles = Roles(cfg.llm, cfg.concurrency, base_dir=cfg.source_dir)
-    arms = build_arms(cfg, roles)
+    arms = build_arms(cfg.configured_arms(), roles)
     assert sorted(a.label for a in arms) == ["rewrite model=a", "rewrite model=b"]
     assert len({a.arm_id for a in arms}) == 2
     merged = arms[1].roles.config.roles["rewrite"]  # over the run's endpoint: its base_url kept, its model replaced
     assert merged.model == "b" and merged.base_url == "http://127.0.0.1:9/v1" and merged.max_retries == 0
-    same = build_arms(cfg.model_copy(update={"arms": [{"name": "rewrite"}, {"name": "rewrite", "lane": "bm25"}]}),
-                      Roles(cfg.llm, cfg.concurrency, base_dir=cfg.source_dir))
+    same = build_arms(cfg.model_copy(update={"arms": [{"name": "rewrite"}, {"name": "rewrite", "lane": "bm25"}]})
+                      .configured_arms(), Roles(cfg.llm, cfg.concurrency, base_dir=cfg.source_dir))
     assert same[0].roles.clients["rewrite"] is same[1].roles.clients["rewrite"]  # one client per endpoint
     assert len(roles.pool) == 3  # the run's rewrite endpoint and the two arms' own
 
@@ -107,11 +107,11 @@ def test_a_bad_per_arm_llm_key_exits_2_at_file_and_line(tmp_path, llm, where, sa
 
 
 def test_an_arm_can_run_a_role_offline_that_the_run_gives_an_endpoint(tmp_path):
-    from harness.run.replay import build_arms
+    from harness.arms.catalog import build_arms
     from harness.roles.base import Roles
 
     cfg, _ = load_config(config(tmp_path, ["rewrite", {"name": "rewrite", "llm": {"rewrite": "offline"}}],
                                 roles={"rewrite": endpoint("http://127.0.0.1:9/v1")}))
-    arms = build_arms(cfg, Roles(cfg.llm, cfg.concurrency, base_dir=cfg.source_dir))
-    assert [a.backends() for a in arms] == [{"rewrite": "smol"}, {"rewrite": "offline"}]
+    arms = build_arms(cfg.configured_arms(), Roles(cfg.llm, cfg.concurrency, base_dir=cfg.source_dir))
+    assert [dict(a.backends) for a in arms] == [{"rewrite": "smol"}, {"rewrite": "offline"}]
     assert "method=hqe" in arms[1].arm_id and "prompt." not in arms[1].arm_id

@@ -66,26 +66,3 @@ def test_overrides_are_merged_in_one_place():
                    "llm": {"roles": {"rewrite": {"kind": "openai"}}, "cache": {"folder": "c", "mode": "replay"},
                            "max_cost_usd": 0.5}}
     assert raw["llm"]["cache"] == {"folder": "c"} and raw["index"] is None  # the given config is not changed
-
-
-def test_arms_are_built_once_per_run(tmp_path, monkeypatch):
-    """parse_config checks every arm (each grid point) by building it; the replay builds each arm
-    once more, with its roles, and never changes it after (its id is final when it is made)."""
-    import harness.arms.base as base
-    from harness.config import parse_config
-    from harness.run.replay import build_arms
-
-    calls = []
-    real = base.make_arm
-    monkeypatch.setattr(base, "make_arm", lambda *a, **k: calls.append(a) or real(*a, **k))
-    import harness.arms.catalog as catalog
-
-    monkeypatch.setattr(catalog, "make_arm", base.make_arm)
-    cfg = parse_config({"name": "x", "eval_set": "e", "arms": ["original", {"name": "corrective", "top_k": [1, 3]},
-                                                                {"name": "rewrite", "label": "short", "last_n": 1}]})
-    assert len(calls) == 4  # one per grid point
-    arms = build_arms(cfg)
-    assert len(calls) == 8  # one final arm per grid point
-    assert [a.label for a in arms] == ["original", "corrective top_k=1", "corrective top_k=3", "short"]
-    again = cfg.model_copy(update={"arms": ["original"]})  # a copy with other arms builds its own
-    assert [a.label for a in build_arms(again)] == ["original"]

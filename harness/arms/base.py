@@ -1,12 +1,12 @@
-"""The Arm protocol, its registry and the canonical id.
+"""The Arm protocol, its registry, and the arm as a run uses it: final when made.
 
 An arm is a named, parameterised strategy. Its canonical id is its repr: every parameter,
 defaults included, sorted by name, as key=value; the model behind its LLM roles as
-`model=NAME` when all use one, else `model.ROLE=NAME` per role."""
+`model=NAME` when all use one, else `model.ROLE=NAME` per role (harness/arms/spelling.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Protocol
+from typing import Any, Callable, ClassVar, Mapping, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -15,7 +15,7 @@ from harness.evalset.model import Account, Session, Turn
 from harness.arms.result import ArmResult  # noqa: F401  (what an arm returns; the trace row is derived from it)
 from harness.yamlpos import did_you_mean, validation_problems
 
-REGISTRY: dict[str, type["Arm"]] = {}
+REGISTRY: dict[str, type["BaseArm"]] = {}
 
 
 def register(name: str) -> Callable[[type], type]:
@@ -38,16 +38,6 @@ class Params(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     LATE: ClassVar[frozenset[str]] = frozenset()
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, bool):
-        return str(v).lower()
-    if v is None:
-        return "none"
-    return str(v)
 
 
 @dataclass
@@ -86,87 +76,74 @@ class TurnContext:
 class Arm(Protocol):
     name: ClassVar[str]
     params: Params
-
-    @property
-    def arm_id(self) -> str: ...
-
-    def backends(self) -> dict[str, str]: ...
+    arm_id: str
+    label: str
 
     async def run(self, ctx: TurnContext) -> list[ArmResult]: ...
 
 
+@dataclass(frozen=True, eq=False, repr=False)
 class BaseArm:
+    """An arm as a run uses it, final when made (harness.arms.build.build_arms, its one
+    constructor): its parameters, the roles it calls (the run's, or its own endpoints over them),
+    its label, id and settings, and what follows from them. Every arm class is a frozen dataclass
+    (`__init_subclass__`), so nothing is set on an arm once it is made; turns run concurrently on
+    one arm and keep their notes to themselves. A class declares what depends on its parameters
+    in the `*_for` class methods, which the constructor asks once."""
+
     name: ClassVar[str] = "?"
     Params: ClassVar[type[Params]] = Params
-    uses: ClassVar[tuple[str, ...]] = ()  # the LLM roles this arm calls
     # what the arm can do (harness.run.armset.CAPABILITIES); metrics that need more are n/a for it
     base_capabilities: ClassVar[frozenset[str]] = frozenset({"ranking", "queries", "replayed"})
     reads_labels: ClassVar[frozenset[str]] = frozenset()  # turn labels it reads (armset.LABEL_FIELDS): never a system arm
 
-    def __init__(self, roles=None, label: str | None = None, **kwargs):
-        """`roles`: the arm's own (the run's, or its own endpoints over them: Roles.for_arm), fixed
-        for its life, so its id never changes; `label`: the config's `label:`."""
-        self.params = self.Params(**kwargs)
-        self.roles = roles
-        self.given_label = label
-        self.label: str | None = label  # the run's label for it: derived once every arm of the run is known
+    params: Params
+    roles: Any  # harness.roles.base.Roles (None: every role offline)
+    label: str  # the run's label for it, derived among every arm of the run (harness/arms/spelling.py)
+    given_label: str | None  # the config's `label:`
+    arm_id: str
+    settings: Mapping[str, str]  # parameters, models and prompts as text (harness/arms/spelling.py)
+    uses: tuple[str, ...]  # the LLM roles it calls
+    backends: Mapping[str, str]  # LLM role -> model name or 'offline'
+    prompts: Mapping[str, str]  # LLM role -> `name@hash` of its prompt (offline roles have none)
+    capabilities: frozenset[str]
+    hits_per_round: int | None  # hits judged per round, for arms that loop (the loop metrics read it)
 
-    @property
-    def capabilities(self) -> frozenset[str]:
-        answers = {"answers"} if getattr(self.params, "answer", False) else set()
-        return self.base_capabilities | answers
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        dataclass(frozen=True, eq=False, repr=False)(cls)  # frozen as a whole, not only the fields above
 
-    @property
-    def hits_per_round(self) -> int | None:
-        """Hits judged per round, for arms that loop (the loop metrics look at these)."""
+    @classmethod
+    def uses_for(cls, p: Params) -> tuple[str, ...]:
+        """The LLM roles an arm of these parameters calls."""
+        return ()
+
+    @classmethod
+    def capabilities_for(cls, p: Params) -> frozenset[str]:
+        return cls.base_capabilities | ({"answers"} if getattr(p, "answer", False) else set())
+
+    @classmethod
+    def hits_per_round_for(cls, p: Params) -> int | None:
         return None
+
+    @classmethod
+    def unused_for(cls, p: Params, backends: Mapping[str, str], rewrite_fields: tuple | None) -> set[str]:
+        """Parameters that change nothing as the arm is configured, kept out of its id (the
+        manifest keeps them): the offline rewrite's `method` when an LLM writes the whole rewrite
+        (`rewrite_fields`: the fields its endpoint asks for, None: all)."""
+        from harness.roles.base import OFFLINE
+
+        llm_writes_all = backends.get("rewrite", OFFLINE) != OFFLINE and rewrite_fields is None
+        return {"method"} if "method" in type(p).model_fields and llm_writes_all else set()
 
     def describe(self) -> dict:
         """The arm's entry in the manifest."""
         out = {"arm_id": self.arm_id, "arm": self.name, "label": self.label, "params": self.params.model_dump(),
-               "backends": self.backends(), "prompts": self.prompts(), "capabilities": sorted(self.capabilities)}
+               "backends": dict(self.backends), "prompts": dict(self.prompts), "capabilities": sorted(self.capabilities)}
         out.update({"reads_labels": sorted(self.reads_labels)} if self.reads_labels else {})
         if self.hits_per_round is not None:
             out["hits_per_round"] = self.hits_per_round
         return out
-
-    def backends(self) -> dict[str, str]:
-        """LLM role -> model name (or 'offline'); empty for arms that use no LLM role."""
-        from harness.roles.base import OFFLINE
-
-        return {r: (self.roles.backend(r) if self.roles is not None else OFFLINE) for r in self.uses}
-
-    def unused_params(self) -> set[str]:
-        """Parameters that change nothing as the arm is configured, kept out of its id (the
-        manifest keeps them): the offline rewrite's `method` when an LLM writes the rewrite."""
-        from harness.roles.base import OFFLINE
-
-        asks_all = getattr(self.roles, "fields", lambda role: None)("rewrite") is None  # else method writes the rest
-        if "method" in type(self.params).model_fields and self.backends().get("rewrite", OFFLINE) != OFFLINE and asks_all:
-            return {"method"}
-        return set()
-
-    def prompts(self) -> dict[str, str]:
-        """`name@hash` of the prompt of each LLM role this arm calls (offline roles have none)."""
-        return self.roles.prompts(self.uses) if hasattr(self.roles, "prompts") else {}
-
-    @property
-    def arm_id(self) -> str:
-        fields = type(self.params).model_fields
-        unused = self.unused_params()
-        parts = {k: _fmt(v) for k, v in self.params.model_dump().items()
-                 if k not in unused and (k not in self.params.LATE or v != fields[k].default)}
-        b = self.backends()
-        if b:
-            models = set(b.values())
-            if len(models) == 1:
-                parts["model"] = next(iter(models))
-            else:
-                parts.update({f"model.{r}": m for r, m in b.items()})
-        parts.update({f"prompt.{r}": ref for r, ref in self.prompts().items()})
-        if not parts:
-            return self.name
-        return f"{self.name}(" + ",".join(f"{k}={parts[k]}" for k in sorted(parts)) + ")"
 
     def __repr__(self) -> str:
         return self.arm_id
@@ -181,24 +158,25 @@ class ArmSpecError(BadInput, ValueError):
         self.problems = list(problems)
 
 
-def make_arm(spec: str | dict, roles=None, label: str | None = None) -> BaseArm:
-    if isinstance(spec, str):
-        spec = {"name": spec}
-    spec = dict(spec)
+def parse_spec(spec: str | dict) -> tuple[type[BaseArm], Params]:
+    """An arm spec (a name, or a mapping of `name:` and parameters) checked: its class and its
+    parameters; else ArmSpecError naming the bad key."""
+    spec = {"name": spec} if isinstance(spec, str) else dict(spec)
     name = spec.pop("name", None)
     known = ", ".join(sorted(REGISTRY))
     if not isinstance(name, str) or name not in REGISTRY:
         msg = f"unknown arm {name!r}{did_you_mean(name, REGISTRY)} (known: {known})" if isinstance(name, str) else \
             f"an arm needs `name:`, one arm (known: {known})"
         raise ArmSpecError(msg, [(("name",), msg)])
-    for own in ("roles", "label"):  # the constructor's own arguments, not parameters
+    cls = REGISTRY[name]
+    for own in ("roles", "label"):  # what the constructor takes besides the parameters
         if own in spec:
-            msg = f"not a parameter of {name}{did_you_mean(own, REGISTRY[name].Params.model_fields)}"
+            msg = f"not a parameter of {name}{did_you_mean(own, cls.Params.model_fields)}"
             raise ArmSpecError(f"arm {name}: {own}: {msg}", [((own,), msg)])
     try:
-        return REGISTRY[name](roles=roles, label=label, **spec)
+        return cls, cls.Params(**spec)
     except ValidationError as e:
-        problems = validation_problems(e, REGISTRY[name].Params)
+        problems = validation_problems(e, cls.Params)
         raise ArmSpecError(f"arm {name}: " + "; ".join(f"{'.'.join(map(str, loc))}: {m}" for loc, m in problems),
                            problems) from None
 

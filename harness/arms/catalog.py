@@ -6,7 +6,8 @@ import importlib
 import pkgutil
 
 import harness.arms as _package
-from harness.arms.base import REGISTRY, BaseArm, expand_grid, make_arm  # noqa: F401  (what builders use)
+from harness.arms.base import REGISTRY, BaseArm, expand_grid  # noqa: F401  (what builders use)
+from harness.arms.build import ArmPlan, build_arms, configure_arms, make_arm  # noqa: F401
 
 for _m in pkgutil.iter_modules(_package.__path__):
     if _m.name != "catalog":

@@ -53,23 +53,23 @@ class CorrectiveParams(Params):
 class Corrective(BaseArm):
     Params = CorrectiveParams
 
-    @property
-    def uses(self) -> tuple[str, ...]:
-        p = self.params
+    @classmethod
+    def uses_for(cls, p: CorrectiveParams) -> tuple[str, ...]:
         return (("rewrite",) if "rewrite" in (p.start, p.retry_query.replace("rewriter", "rewrite")) else ()) + \
             ("grade", "answer")
 
-    @property
-    def capabilities(self) -> frozenset[str]:
-        start = {"proposes_filters"} if self.params.start == "rewrite" else set()
-        return self.base_capabilities | {"loops", "answers"} | start
+    @classmethod
+    def capabilities_for(cls, p: CorrectiveParams) -> frozenset[str]:
+        start = {"proposes_filters"} if p.start == "rewrite" else set()
+        return cls.base_capabilities | {"loops", "answers"} | start
 
-    def unused_params(self) -> set[str]:
-        return super().unused_params() | ({"method"} if self.params.start != "rewrite" else set())
+    @classmethod
+    def unused_for(cls, p: CorrectiveParams, backends, rewrite_fields) -> set[str]:
+        return super().unused_for(p, backends, rewrite_fields) | ({"method"} if p.start != "rewrite" else set())
 
-    @property
-    def hits_per_round(self) -> int:
-        return self.params.top_k
+    @classmethod
+    def hits_per_round_for(cls, p: CorrectiveParams) -> int:
+        return p.top_k
 
     async def _start(self, ctx: TurnContext) -> "_Start":
         """The question the grader judges every round against: the turn as typed, or the start

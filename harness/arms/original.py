@@ -21,9 +21,9 @@ class SingleQueryArm(BaseArm):
 
     Params = LaneParams
 
-    @property
-    def uses(self) -> tuple[str, ...]:
-        return ("answer",) if self.params.answer else ()
+    @classmethod
+    def uses_for(cls, p: LaneParams) -> tuple[str, ...]:
+        return ("answer",) if p.answer else ()
 
     def query(self, ctx: TurnContext) -> tuple[str, list[dict]] | None:
         raise NotImplementedError

@@ -78,11 +78,10 @@ class RewriteFamily(BaseArm):
     Params = RewriteParams
     base_capabilities = BaseArm.base_capabilities | {"asks_back", "proposes_filters"}
 
-    @property
-    def uses(self) -> tuple[str, ...]:
-        p = self.params
-        return tuple(r for r, on in (("decide", p.decide or self.needs_decide), ("rewrite", True),
-                                     ("hyde", self.needs_hyde), ("rerank", p.rerank), ("answer", p.answer)) if on)
+    @classmethod
+    def uses_for(cls, p: RewriteParams) -> tuple[str, ...]:
+        return tuple(r for r, on in (("decide", p.decide or cls.needs_decide), ("rewrite", True),
+                                     ("hyde", cls.needs_hyde), ("rerank", p.rerank), ("answer", p.answer)) if on)
 
     needs_decide = False
     needs_hyde = False

@@ -280,13 +280,13 @@ def list_metrics():
 @list_app.command("arms")
 def list_arms():
     """Every registered arm with its capabilities (what metrics can apply to it)."""
-    from harness.arms.catalog import REGISTRY
+    from harness.arms.catalog import REGISTRY, make_arm
     from harness.report.fit import Col
     from harness.report.terminal import fitted
 
     rows = [{"arm": name, "capabilities": ", ".join(sorted(a.capabilities)),
              "parameters": ", ".join(f"{k}={v}" for k, v in a.params.model_dump().items())}
-            for name, a in ((name, cls()) for name, cls in sorted(REGISTRY.items()))]
+            for name, a in ((name, make_arm(name)) for name in sorted(REGISTRY))]
     console.print(fitted("arms (harness/arms; capabilities with default parameters)",
                          [Col(c, wrap=True) for c in ("arm", "capabilities", "parameters")], rows))
 

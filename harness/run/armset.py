@@ -3,13 +3,14 @@ capabilities. Light on purpose (no model, index or SDK import), so gate and comp
 
 An arm's **label** is what people read and what runs are paired by: the config's `label:`, else
 its name when unique in the run, else the name plus only the parameters (and role models) that
-differ among the arms of that name (`corrective top_k=1 max_rounds=3`). Labels are derived the
-same way for run folders whose manifests have none."""
+differ among the arms of that name (`corrective top_k=1 max_rounds=3`). Labels and settings are
+spelled as the arm spells them when it is made (harness/arms/spelling.py), the same way for run
+folders whose manifests have none."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from harness.errors import BadInput
+
+from harness.arms import spelling
 
 # what an arm can declare; metrics name the capabilities they need (harness/metrics/registry.py)
 CAPABILITIES = {
@@ -28,14 +29,6 @@ EXTERNAL = frozenset({"ranking"})  # an imported run file: a ranking and nothing
 LABEL_FIELDS = {"reference_rewrite": "the labels' reference rewrite", "expected_filters": "the labels' expected filters"}
 # what an arm recorded before manifests carried `reads_labels` read, by the capability it declared
 LEGACY_READS = {"oracle": frozenset({"reference_rewrite", "expected_filters"})}
-
-
-def _value(v) -> str:
-    if isinstance(v, (list, dict)):
-        return json.dumps(v, sort_keys=True)
-    if isinstance(v, bool):
-        return str(v).lower()
-    return "none" if v is None else str(v)
 
 
 @dataclass
@@ -57,15 +50,8 @@ class ArmInfo:
         return self.name + (f" (reads {', '.join(sorted(self.reads_labels))})" if self.reads_labels else "")
 
     def settings(self) -> dict[str, str]:
-        """Parameters and role models as strings, in declaration order (models last)."""
-        d = {k: _value(v) for k, v in self.params.items()}
-        models = set(self.backends.values())
-        if len(models) == 1:
-            d["model"] = str(next(iter(models)))
-        else:
-            d.update({f"model.{r}": str(m) for r, m in self.backends.items()})
-        d.update({f"prompt.{r}": str(ref) for r, ref in self.prompts.items()})
-        return d
+        """Parameters, role models and prompts as strings, in declaration order (models last)."""
+        return dict(spelling.spell(self.name, self.params, self.backends, self.prompts).settings)
 
 
 def _legacy_capabilities(entry: dict) -> tuple[frozenset, int | None]:
@@ -79,8 +65,8 @@ def _legacy_capabilities(entry: dict) -> tuple[frozenset, int | None]:
     if cls is None:
         return EXTERNAL, None
     fields = cls.Params.model_fields
-    arm = cls(roles=None, **{k: v for k, v in (entry.get("params") or {}).items() if k in fields})
-    return arm.capabilities, arm.hits_per_round
+    params = cls.Params(**{k: v for k, v in (entry.get("params") or {}).items() if k in fields})
+    return cls.capabilities_for(params), cls.hits_per_round_for(params)
 
 
 def arm_info(entry: dict) -> ArmInfo:
@@ -95,30 +81,9 @@ def arm_info(entry: dict) -> ArmInfo:
 
 
 def derive_labels(arms: list[ArmInfo]) -> dict[str, str]:
-    """arm_id -> label (see the module docstring). Raises ValueError when two arms would share a
+    """arm_id -> label (see the module docstring). Raises BadInput when two arms would share a
     label (two configs' labels alike)."""
-    out: dict[str, str] = {}
-    groups: dict[str, list[ArmInfo]] = {}
-    for a in arms:
-        if a.given_label:
-            out[a.arm_id] = a.given_label
-        else:
-            groups.setdefault(a.name, []).append(a)
-    for name, members in groups.items():
-        if len(members) == 1:
-            out[members[0].arm_id] = name
-            continue
-        flat = [m.settings() for m in members]
-        keys = list(dict.fromkeys(k for d in flat for k in d if len({x.get(k) for x in flat}) > 1))
-        for m, d in zip(members, flat):
-            out[m.arm_id] = " ".join([name] + [f"{k}={d.get(k, 'none')}" for k in keys])
-    seen: dict[str, str] = {}
-    for aid in [a.arm_id for a in arms]:
-        lab = out[aid]
-        if lab in seen:
-            raise BadInput(f"label {lab!r} names two arms: {seen[lab]} and {aid}")
-        seen[lab] = aid
-    return out
+    return spelling.derive_labels((a.arm_id, a.name, a.given_label, a.settings()) for a in arms)
 
 
 def run_arms(manifest: dict) -> list[ArmInfo]:

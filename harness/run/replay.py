@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from harness.errors import BadInput
-from harness.arms.catalog import BaseArm
+from harness.arms.catalog import BaseArm, build_arms
 from harness.arms.base import ArmResult, TurnContext
 from harness.config import RunConfig, canonical_hash
 from harness.llm.ledger import StopRun
@@ -75,27 +74,6 @@ def new_run_id(name: str) -> str:
     return f"{name}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
-def build_arms(cfg: RunConfig, roles=None) -> list[BaseArm]:
-    """The config's arms, each built once from its plan (RunConfig.configured_arms) with its roles:
-    the run's `roles`, or the arm's own endpoints over them (Roles.for_arm), so its id is final
-    when it is made; then each labelled (harness.run.armset), which needs every arm of the run."""
-    from harness.arms.catalog import make_arm
-    from harness.run.armset import arm_info, derive_labels
-
-    arms, seen = [], set()
-    for plan in cfg.configured_arms():
-        own = roles.for_arm(plan.llm) if roles is not None else None  # None: every role offline
-        arm = make_arm(plan.spec, roles=own, label=plan.label)
-        if arm.arm_id in seen:
-            raise BadInput(f"arm {arm.arm_id} listed twice")
-        seen.add(arm.arm_id)
-        arms.append(arm)
-    labels = derive_labels([arm_info({**a.describe(), "label": a.given_label}) for a in arms])
-    for a in arms:
-        a.label = labels[a.arm_id]
-    return arms
-
-
 @dataclass
 class Job:
     arm: BaseArm
@@ -104,9 +82,9 @@ class Job:
 
 
 def arm_identity(arm: BaseArm) -> tuple[str, str, dict, dict]:
-    """What every trace row of an arm repeats: its id, name, parameters and backends. A run
-    computes it once per arm (the id serialises the parameters)."""
-    return arm.arm_id, arm.name, arm.params.model_dump(), arm.backends() or {}
+    """What every trace row of an arm repeats: its id, name, parameters and backends, as the dicts
+    a row holds. A run takes it once per arm (a row serialises each dict once: run.traces)."""
+    return arm.arm_id, arm.name, arm.params.model_dump(), dict(arm.backends)
 
 
 def result_rows(run_id: str, arm: BaseArm, repeat: int, ctx: TurnContext, results: list[ArmResult],
@@ -131,7 +109,7 @@ class Replay:
 
         self.es = es if es is not None else load_eval_set(cfg.eval_set)
         self.roles = Roles(cfg.llm, cfg.concurrency, workers=CpuWorkers(), base_dir=cfg.source_dir)
-        self.arms = build_arms(cfg, self.roles)
+        self.arms = build_arms(cfg.configured_arms(), self.roles)
         self._identity = {id(a): arm_identity(a) for a in self.arms}  # what each arm's rows repeat
         # what it shows while it works (harness.run.progress): True a bar, False nothing, or a display
         self.display = progress if isinstance(progress, Display) else Display("bar" if progress else "off")

@@ -45,11 +45,11 @@ def arm_summary(cls) -> str:
 
 def arm_lines() -> list[str]:
     """Every registered arm: its name, the LLM roles it calls, its first sentence, its parameters' defaults."""
-    from harness.arms.catalog import REGISTRY
+    from harness.arms.catalog import REGISTRY, make_arm
 
     out = []
     for name, cls in sorted(REGISTRY.items()):
-        arm = cls()
+        arm = make_arm(name)
         roles = f" (LLM roles: {', '.join(arm.uses)})" if arm.uses else " (no LLM role)"
         out += comment(f"{name}{roles}: {arm_summary(cls)}", "#   ", "#       ")
         out += comment(" ".join(f"{k}={scalar(v)}" for k, v in arm.params.model_dump().items()), "#       ")
