@@ -150,7 +150,8 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
 
 def _candidate_values(cand: RunData, arm_id: str, metric: str, segment: str) -> pd.Series:
     keys = segment_keys(cand.labels, segment)
-    pt = cand.per_turn[(cand.per_turn["arm_id"] == arm_id) & (cand.per_turn["metric"] == metric)]
+    pt = cand.turns([metric])
+    pt = pt[pt["arm_id"] == arm_id]
     inside = pd.MultiIndex.from_arrays([pt["session_id"], pt["turn_index"]]).isin(list(keys))
     return pt[inside].groupby(["session_id", "turn_index"])["value"].mean()
 

@@ -19,8 +19,8 @@ SAID = "part of this difference may be unjudged documents"
 
 
 def _mean(run, arm_id: str, keys: set) -> float:
-    pt = run.per_turn
-    pt = pt[(pt["arm_id"] == arm_id) & (pt["metric"] == JUDGED)].dropna(subset=["value"])
+    pt = run.turns([JUDGED])
+    pt = pt[pt["arm_id"] == arm_id].dropna(subset=["value"])
     inside = pd.MultiIndex.from_arrays([pt["session_id"], pt["turn_index"]]).isin(list(keys))
     v = pt[inside].groupby(["session_id", "turn_index"])["value"].mean()
     return float(v.mean()) if len(v) else math.nan
@@ -29,7 +29,7 @@ def _mean(run, arm_id: str, keys: set) -> float:
 def judged_warnings(base, cand, pairs, segments: list[str]) -> list[str]:
     """One warning per paired arm label and segment where the candidate's mean judged@10 is lower
     than the baseline's by more than GAP (turns of the segment; repeats averaged per turn)."""
-    if base.per_turn is None or cand.per_turn is None or JUDGED not in base.metrics or JUDGED not in cand.metrics:
+    if not base.scored or not cand.scored or JUDGED not in base.metrics or JUDGED not in cand.metrics:
         return []
     out = []
     for seg in dict.fromkeys(segments):

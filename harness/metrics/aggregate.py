@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.metrics.segments import Segment
+from harness.metrics.segments import Segment, TurnLookup
 from harness.run.folder import AGG_COLUMNS
 
 
@@ -76,18 +76,13 @@ class Aggregator:
     def __init__(self, labels: pd.DataFrame, segments: list[Segment], spill: Path):
         self.names = [seg.name for seg in segments]
         self.masks = np.stack([seg.mask(labels).to_numpy(bool) for seg in segments]) if segments else None
-        sid = labels["session_id"].astype(str)
-        self.lsess, self.sessions = pd.factorize(sid)
-        self.stride = int(labels["turn_index"].max() if len(labels) else 0) + 1
-        self.lookup = pd.Index(self.lsess * self.stride + labels["turn_index"].to_numpy(np.int64))
+        self.turns = TurnLookup(labels)
+        self.lsess = self.turns.codes
         self.spill, self.files = Path(spill), {}
 
     def _rows(self, per_turn: pd.DataFrame) -> np.ndarray:
         """Label row of each per-turn row (-1: none)."""
-        ls = self.sessions.get_indexer(per_turn["session_id"].astype(str))
-        tix = per_turn["turn_index"].to_numpy(np.int64)
-        ok = (ls >= 0) & (tix >= 0) & (tix < self.stride)
-        return np.where(ok, self.lookup.get_indexer(np.where(ok, ls * self.stride + tix, -1)), -1)
+        return self.turns.rows(per_turn["session_id"], per_turn["turn_index"])
 
     def add(self, per_turn: pd.DataFrame) -> None:
         """One session group's per-turn rows (compute_metrics' columns)."""

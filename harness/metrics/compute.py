@@ -150,18 +150,22 @@ def metrics_pieces(aggregates: pd.DataFrame, turns: Iterable[pd.DataFrame], chun
         yield t.cast(schema) if not t.schema.equals(schema) else t
 
 
-def write_pieces(run_dir: Path, pieces: Iterable[pa.Table], metadata: dict[str, str] | None = None) -> Path:
+def write_pieces(run_dir: Path, pieces: Iterable[pa.Table],
+                 metadata: dict[str, str] | Callable[[], dict[str, str]] | None = None) -> Path:
     """The run folder's metrics file from `metrics_pieces`, written a piece at a time. `metadata`:
-    added to the file's schema (scoring's stamp)."""
+    added to the file (scoring's stamp); a callable is asked once every piece is written (a stamp
+    that certifies the pieces' content)."""
     folder = RunFolder(run_dir)
     with folder.metrics_writer() as tmp:
         writer = None
         try:
             for t in pieces:
                 if writer is None:
-                    extra = {k.encode(): v.encode() for k, v in (metadata or {}).items()}
+                    extra = {} if callable(metadata) else {k.encode(): v.encode() for k, v in (metadata or {}).items()}
                     writer = pq.ParquetWriter(tmp, t.schema.with_metadata({**(t.schema.metadata or {}), **extra}))
                 writer.write_table(t.cast(writer.schema) if not t.schema.equals(writer.schema) else t)
+            if writer is not None and callable(metadata):
+                writer.add_key_value_metadata(metadata())
         finally:
             if writer is not None:
                 writer.close()
