@@ -9,10 +9,13 @@ b2b-shop catalogue (bench/synth_evalset.py) through 5 offline arms, each stage i
     gate      harness gate --baseline RUN --candidate COPY (a hard-linked copy of RUN)
     report    harness report RUN -o REPORT.html (its size recorded)
 
-Results go to bench/results/scale.json (one record per N and stage, kept across invocations, so
-the sizes can be measured one at a time); the table, the slopes and the log-log plot are written
-from it (bench/scale_table.py). Synthetic folders live under --data (outside the repository) and
-are removed after each N unless --keep."""
+The stages after the replay read the replayed run (`--source replay`, the default) or a run folder
+written directly by bench/synth_run.py (`--source synth`: the same 5 arms, rankings of 100 out of
+50,000 documents, written in minutes where a replay of 10^6 turns takes hours). Results go to
+bench/results/scale.json (one record per N, stage and source, kept across invocations, so the sizes
+can be measured one at a time); the table, the slopes and the log-log plot are written from it
+(bench/scale_table.py). Synthetic folders live under --data (outside the repository) and are
+removed after each N unless --keep."""
 from __future__ import annotations
 
 import argparse
@@ -30,6 +33,7 @@ sys.path.insert(0, str(HERE))
 from measure import measure, wait_a_moment  # noqa: E402
 from scale_table import RESULTS, write_outputs  # noqa: E402
 from synth_evalset import write_synthetic_evalset  # noqa: E402
+from synth_run import write_synthetic_run  # noqa: E402
 
 HARNESS = str(Path(sys.executable).with_name("harness"))
 STAGES = ("replay", "metrics", "compare", "gate", "report")
@@ -46,19 +50,27 @@ def config(data: Path, n: int) -> Path:
     return path
 
 
-def commands(data: Path, n: int) -> dict[str, list[str]]:
-    run, copy = data / "runs" / f"scale-{n}", data / "runs" / f"scale-{n}-copy"
-    return {"replay": [HARNESS, "run", str(config(data, n)), "--run-id", run.name, "--no-metrics", "-q"],
+def run_of(data: Path, n: int, stage: str, source: str) -> Path:
+    return data / "runs" / (f"scale-{n}" if stage == "replay" or source == "replay" else f"synth-{n}")
+
+
+def commands(data: Path, n: int, stage: str, source: str) -> list[str]:
+    run = run_of(data, n, stage, source)
+    copy = run.with_name(run.name + "-copy")
+    return {"replay": [HARNESS, "run", str(config(data, n)), "--run-id", f"scale-{n}", "--no-metrics", "-q"],
             "metrics": [HARNESS, "metrics", str(run)],
             "compare": [HARNESS, "compare", str(run), "--reference", "original"],
             "gate": [HARNESS, "gate", "--baseline", str(run), "--candidate", str(copy), "--policy",
                      str(HERE.parent / "configs" / "gate.yaml")],
-            "report": [HARNESS, "report", str(run), "-o", str(data / f"report-{n}.html")]}
+            "report": [HARNESS, "report", str(run), "-o", str(data / f"report-{n}.html")]}[stage]
 
 
-def before(stage: str, data: Path, n: int) -> None:
-    """What a stage needs in place: the eval set, no earlier run folder, the copy the gate reads."""
-    run = data / "runs" / f"scale-{n}"
+def before(stage: str, data: Path, n: int, source: str) -> None:
+    """What a stage needs in place: the eval set, no earlier run folder, the synthetic run folder,
+    the copy the gate reads."""
+    run = run_of(data, n, stage, source)
+    if stage != "replay" and source == "synth" and not run.is_dir():
+        write_synthetic_run(run, n)
     if stage == "replay":
         if not (data / f"es-{n}").is_dir():
             write_synthetic_evalset(data / f"es-{n}", n)
@@ -70,16 +82,17 @@ def before(stage: str, data: Path, n: int) -> None:
 
 
 def record(results: Path, rec: dict) -> None:
-    """Adds `rec` to the results file, replacing an earlier record of its size and stage."""
+    """Adds `rec` to the results file, replacing an earlier record of its size, stage and source."""
     rows = json.loads(results.read_text(encoding="utf-8")) if results.is_file() else []
-    rows = [r for r in rows if (r["turns"], r["stage"]) != (rec["turns"], rec["stage"])] + [rec]
+    key = ("turns", "stage", "source")
+    rows = [r for r in rows if tuple(r.get(k, "replay") for k in key) != tuple(rec[k] for k in key)] + [rec]
     rows.sort(key=lambda r: (r["turns"], STAGES.index(r["stage"])))
     results.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
 
 
-def extra(stage: str, data: Path, n: int) -> dict:
+def extra(stage: str, data: Path, n: int, source: str) -> dict:
     """What a stage produced, in figures: the run's rows and parts, the report's size."""
-    run = data / "runs" / f"scale-{n}"
+    run = run_of(data, n, stage, source)
     if stage == "replay" and (run / "manifest.json").is_file():
         counts = json.loads((run / "manifest.json").read_text(encoding="utf-8")).get("counts", {})
         return {"rows": counts.get("rows"), "parts": len(list((run / "traces").glob("part-*.parquet")))}
@@ -98,20 +111,23 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the eval sets and run folders")
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--timeout", type=int, default=None, help="seconds per stage")
+    ap.add_argument("--source", choices=("replay", "synth"), default="replay",
+                    help="the run the stages after the replay read")
     a = ap.parse_args()
     stages = [s for s in a.stages.split(",") if s]
     a.data.mkdir(parents=True, exist_ok=True)
     (a.data / "logs").mkdir(exist_ok=True)
     for n in (int(x) for x in a.turns.split(",")):
         for stage in stages:
-            before(stage, a.data, n)
+            source = "replay" if stage == "replay" else a.source
+            before(stage, a.data, n, source)
             wait_a_moment()
-            m = measure(commands(a.data, n)[stage], a.data / "logs" / f"{stage}-{n}.log", a.timeout)
-            rec = {"turns": n, "stage": stage, **m.dump(), **extra(stage, a.data, n)}
+            m = measure(commands(a.data, n, stage, source), a.data / "logs" / f"{stage}-{source}-{n}.log", a.timeout)
+            rec = {"turns": n, "stage": stage, "source": source, **m.dump(), **extra(stage, a.data, n, source)}
             record(a.results, rec)
             print(json.dumps(rec), flush=True)
         if not a.keep:
-            for p in (a.data / "runs").glob(f"scale-{n}*"):
+            for p in [*(a.data / "runs").glob(f"scale-{n}*"), *(a.data / "runs").glob(f"synth-{n}*")]:
                 shutil.rmtree(p, ignore_errors=True)
             shutil.rmtree(a.data / f"es-{n}", ignore_errors=True)
     write_outputs(a.results)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import ROOT, cpu_model  # noqa: E402
+from common import cpu_model  # noqa: E402
 
 RESULTS = HERE / "results" / "scale.json"
 BEGIN, END = "<!-- bench-scale: begin (bench/scale_table.py) -->", "<!-- bench-scale: end -->"
@@ -30,23 +30,33 @@ def _clock(s: float) -> str:
 
 
 def table(rows: list[dict]) -> list[str]:
-    out = ["| turns x 5 arms | stage | exit | wall | CPU s | peak PSS, tree (MB) | peak RSS, one process (MB) | "
-           "load before / after | notes |", "|---|---|---|---|---|---|---|---|---|"]
+    out = ["| turns x 5 arms | stage | run read | exit | wall | CPU s | peak PSS, tree (MB) | peak RSS, one process (MB) "
+           "| load before / after | notes |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         notes = ", ".join(f"{k} {r[k]:,}" if isinstance(r[k], int) else f"{k} {r[k]}"
                           for k in ("rows", "parts", "folder_mb", "report_mb") if r.get(k) is not None)
-        out.append(f"| {r['turns']:,} | {r['stage']} | {r['exit']} | {_clock(r['wall_s'])} | {r['cpu_s']:,.0f} | "
+        out.append(f"| {r['turns']:,} | {r['stage']} | {r.get('source', 'replay')} | {r['exit']} | {_clock(r['wall_s'])} "
+                   f"| {r['cpu_s']:,.0f} | "
                    f"{_mb(r['tree_pss_mb'])} | {_mb(r['max_rss_mb'])} | {r['load_before']:.1f} / "
                    f"{r['load_after']:.1f} | {notes} |")
+    return out
+
+
+def series(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """(stage, run read) -> its successful measurements by size, stages in their order."""
+    out: dict[tuple[str, str], list[dict]] = {}
+    for r in sorted(rows, key=lambda r: (STAGE_ORDER.index(r["stage"]), r.get("source", "replay"), r["turns"])):
+        if r["exit"] == 0:
+            out.setdefault((r["stage"], r.get("source", "replay")), []).append(r)
     return out
 
 
 def slopes(rows: list[dict]) -> list[str]:
     """Per stage, from the two largest sizes measured: the log-log slope of CPU time, wall time and
     peak memory, and CPU time against linear (1.00: exactly linear)."""
-    out = ["| stage | from -> to turns | CPU time: slope, x linear | wall: slope | peak PSS: slope |", "|---|---|---|---|---|"]
-    for stage in STAGE_ORDER:
-        mine = sorted((r for r in rows if r["stage"] == stage and r["exit"] == 0), key=lambda r: r["turns"])
+    out = ["| stage | run read | from -> to turns | CPU time: slope, x linear | wall: slope | peak PSS: slope |",
+           "|---|---|---|---|---|---|"]
+    for (stage, source), mine in series(rows).items():
         if len(mine) < 2:
             continue
         a, b = mine[-2], mine[-1]
@@ -56,7 +66,7 @@ def slopes(rows: list[dict]) -> list[str]:
             return math.log10(b[key] / a[key]) / k if a[key] > 0 and b[key] > 0 else float("nan")
 
         lin = (b["cpu_s"] / a["cpu_s"]) / (b["turns"] / a["turns"])
-        out.append(f"| {stage} | {a['turns']:,} -> {b['turns']:,} | {slope('cpu_s'):.2f}, {lin:.2f}x | "
+        out.append(f"| {stage} | {source} | {a['turns']:,} -> {b['turns']:,} | {slope('cpu_s'):.2f}, {lin:.2f}x | "
                    f"{slope('wall_s'):.2f} | {slope('tree_pss_mb'):.2f} |")
     return out
 
@@ -68,14 +78,11 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (t_ax, m_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for stage in STAGE_ORDER:
-        mine = sorted((r for r in rows if r["stage"] == stage and r["exit"] == 0), key=lambda r: r["turns"])
-        if not mine:
-            continue
+    for (stage, source), mine in series(rows).items():
         n = [r["turns"] for r in mine]
-        line = t_ax.plot(n, [r["cpu_s"] for r in mine], "o-", label=f"{stage} (CPU)")[0]
+        line = t_ax.plot(n, [r["cpu_s"] for r in mine], "o-", label=f"{stage} ({source})")[0]
         t_ax.plot(n, [r["wall_s"] for r in mine], "x--", color=line.get_color(), alpha=0.6)
-        m_ax.plot(n, [r["tree_pss_mb"] / 1024 for r in mine], "o-", color=line.get_color(), label=stage)
+        m_ax.plot(n, [r["tree_pss_mb"] / 1024 for r in mine], "o-", color=line.get_color(), label=f"{stage} ({source})")
     for ax, what in ((t_ax, "seconds (o CPU, x wall)"), (m_ax, "peak memory, GB (PSS of the process tree)")):
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -104,7 +111,7 @@ def write_outputs(results: Path = RESULTS) -> None:
     else:
         text = text.rstrip() + "\n\n" + "\n".join(block) + "\n"
     md.write_text(text, encoding="utf-8")
-    print(f"wrote {md.relative_to(ROOT)} and {png.relative_to(ROOT)}")
+    print(f"wrote {md} and {png}")
 
 
 if __name__ == "__main__":

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from pandas.api.types import union_categoricals
 
 from harness.errors import BadInput
 from harness.analysis.evidence import (EvidenceError, Incomplete, check_run, coverage_notes, eval_set_files_differ,
                                        label_differences, lost_turns)
 from harness.run.folder import RunData
+from harness.run.turns import categorical, concat
 from harness.metrics.registry import Metric, UnknownMetric, is_coverage, on_request, resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
@@ -116,12 +116,7 @@ def combined(base: RunData, cand: RunData, metrics: list[str] | None = None) -> 
     a, b = base.turns(ms), cand.turns(ms)
     cols = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value"]
     cols += ["unmeasured"] if "unmeasured" in a and "unmeasured" in b else []
-    sides = [t[cols].assign(arm_id=_prefixed(t["arm_id"], p)) for t, p in ((a, "A:"), (b, "B:"))]
-    for c in ("arm_id", "session_id", "metric", "unmeasured"):
-        if c in cols:
-            u = union_categoricals([pd.Categorical(x[c]) for x in sides], sort_categories=True)
-            sides = [x.assign(**{c: pd.Categorical(x[c].astype(object), categories=u.categories)}) for x in sides]
-    return pd.concat(sides, ignore_index=True)
+    return concat([categorical(t[cols].assign(arm_id=_prefixed(t["arm_id"], p))) for t, p in ((a, "A:"), (b, "B:"))])
 
 
 def _prefixed(arms: pd.Series, prefix: str) -> pd.Categorical:

@@ -119,7 +119,7 @@ def infrastructure(policy: Policy, runs: list[RunData], pairs: list[Pair]) -> li
                 rows = rows[rows["arm_id"] == getattr(p, side).arm_id]
                 if rows.empty or "unmeasured" not in rows:
                     continue
-                bad = rows["unmeasured"].map(infra_reason)
+                bad = rows["unmeasured"].astype(object).map(infra_reason).astype(bool)
                 if bad.mean() > lim.max_unmeasured_rate:
                     out.append(f"{run.name} {p.label}: {m} unmeasured on {int(bad.sum())} of {len(rows)} turns "
                                f"({bad.mean():.1%} > {lim.max_unmeasured_rate:.1%}; e.g. "

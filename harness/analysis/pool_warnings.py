@@ -9,10 +9,10 @@ import math
 
 import pandas as pd
 
+from harness.metrics.families.pool import ELSEWHERE, HOLES, hole_sums, holes_rounded
 from harness.metrics.segments import segment_keys
 
 JUDGED = "judged@10"
-HOLES, ELSEWHERE = "holes@10", "holes_relevant_elsewhere@10"
 GAP = 0.05  # a candidate's judged@10 lower than the baseline's by more than this is warned about
 EPS = 1e-9
 SAID = "part of this difference may be unjudged documents"
@@ -46,17 +46,8 @@ def holes_by_arm(per_turn: pd.DataFrame | None) -> dict[str, dict]:
     """arm -> {turns: measured turns, holes: top-10 documents without a judgment for their turn,
     relevant_elsewhere: of those, judged relevant for another turn of the session}, summed over
     turns (repeats averaged per turn); {} for a run scored without the hole metrics."""
-    if per_turn is None:
-        return {}
-    pt = per_turn[per_turn["metric"].isin([HOLES, ELSEWHERE])].dropna(subset=["value"])
-    if pt.empty:
-        return {}
-    v = pt.groupby(["arm_id", "metric", "session_id", "turn_index"], sort=False)["value"].mean().reset_index()
-    out = {}
-    for arm, g in v.groupby("arm_id", sort=False):
-        h, e = g[g["metric"] == HOLES], g[g["metric"] == ELSEWHERE]
-        out[arm] = {"turns": len(h), "holes": int(round(h["value"].sum())), "relevant_elsewhere": int(round(e["value"].sum()))}
-    return out
+    return holes_rounded(hole_sums(per_turn))
+
 
 
 def holes_summary(holes: dict[str, dict], labels: dict[str, str]) -> str | None:

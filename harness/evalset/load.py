@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from harness.evalset.folder import CORPUS, INFO, SPLIT_FILES
 from harness.errors import BadInput
 from harness.evalset.model import Document, EvalSetInfo, Session
-from harness.evalset.sessions import KEEP_BYTES, Sessions
+from harness.evalset.sessions import Sessions
 from harness.yamlpos import WrittenTwice, load_yaml
 
 MAX_DEPTH = 64  # JSON/YAML nesting accepted in an eval set (deeper input would exhaust the stack later)
@@ -200,8 +200,7 @@ def _load_docs(root: Path, contents: dict, problems: list[Problem]) -> dict[str,
 
 def _load_sessions(root: Path, contents: dict, docs: dict, info, problems: list[Problem]):
     """The sessions of every split file, and each session's split."""
-    files = [root / f for f in SPLIT_FILES.values() if (root / f).exists()]
-    sessions = Sessions(root, kept=sum(p.stat().st_size for p in files) <= KEEP_BYTES)
+    sessions = Sessions.of_files(root, [root / f for f in SPLIT_FILES.values() if (root / f).exists()])
     split_of: dict[str, str] = {}
     line_of: dict[str, tuple[str, int]] = {}
     if not (root / SPLIT_FILES["main"]).exists():

@@ -40,6 +40,11 @@ class Sessions(Sequence[Session]):
         self.labelled = array("i")  # labelled turns per session
         self.models: list[Session] | None = [] if kept else None
 
+    @classmethod
+    def of_files(cls, root: Path, files: list[Path]) -> "Sessions":
+        """Empty, to be filled from `files`: held as models when they are KEEP_BYTES or less in all."""
+        return cls(root, kept=sum(p.stat().st_size for p in files) <= KEEP_BYTES)
+
     def add(self, fname: str, offset: int, s: Session) -> None:
         if not self.files or self.files[-1] != fname:
             self.files.append(fname)

@@ -21,6 +21,14 @@ def turn_values(per_turn: pd.DataFrame, by=("arm_id", "session_id", "turn_index"
     return t.groupby(list(by), sort=sort)["value"].mean().dropna().reset_index()
 
 
+def pair_codes(a, b) -> np.ndarray:
+    """Codes of the pairs of two columns' values in order of first appearance (pd.factorize of the
+    pairs, without a tuple per row)."""
+    ca, _ = pd.factorize(a)
+    cb, ub = pd.factorize(b)
+    return pd.factorize(ca.astype(np.int64) * (len(ub) + 1) + cb)[0]
+
+
 def groups(codes: np.ndarray) -> list[np.ndarray]:
     """The rows of each group, ascending, groups in the order of their codes (pd.factorize's: the
     order of first appearance); none for no rows."""
@@ -96,7 +104,7 @@ class Aggregator:
             pt = pt.assign(sd=np.nan, nrep=(~np.isnan(pt["value"].to_numpy())).astype(float))
         data = np.column_stack([pt["value"].to_numpy(float), pt["sd"].to_numpy(float), pt["nrep"].to_numpy(float),
                                 self._rows(pt).astype(float)])
-        for rows in groups(pd.factorize(pd.MultiIndex.from_arrays([pt["arm_id"], pt["metric"]]))[0]):
+        for rows in groups(pair_codes(pt["arm_id"], pt["metric"])):
             key = (str(pt["arm_id"].iloc[rows[0]]), str(pt["metric"].iloc[rows[0]]))
             path = self.files.setdefault(key, self.spill / f"agg-{len(self.files):05d}.f8")
             with open(path, "ab") as f:

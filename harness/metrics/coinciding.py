@@ -76,8 +76,8 @@ class CoincidingSums:
             self.notes.setdefault(str(a), Counter()).update(str(n).split("; ")[0] for n in notes.dropna() if str(n))
         ok = final[final["not_applicable"].isna() & final["error"].isna()]
         tops: dict[str, dict[tuple, object]] = {}
-        for arm, rep, sid, tix, top in zip(ok["arm_id"], ok["repeat"], ok["session_id"], ok["turn_index"],
-                                           ok["ranking"]):
+        for arm, rep, sid, tix, top in zip(*(ok[c].tolist() for c in ("arm_id", "repeat", "session_id", "turn_index",
+                                                                      "ranking"))):
             tops.setdefault(str(arm), {})[(rep, sid, tix)] = top if isinstance(top, (int, tuple)) else tuple(
                 list(top)[:TOP])
         for a in tops:

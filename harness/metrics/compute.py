@@ -23,6 +23,7 @@ from harness.metrics.aggregate import Aggregator
 from harness.metrics.groups import GROUP_TURNS, Group, group_parts, score_group
 from harness.metrics.qrels import HUMAN, HUMAN_LLM, LLMLabels, check_qrels, with_llm_labels
 from harness.metrics.segments import Segment, default_segments
+from harness.run.turns import categorical, concat
 
 
 
@@ -107,13 +108,13 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
             agg.add(g.per_turn)
             if each_group is not None:
                 each_group(g)
-            frames.append(g.per_turn if keep is None else g.per_turn[g.per_turn["metric"].isin(
-                [m for m in g.metrics if keep(m)])])
+            frames.append(g.per_turn if keep is None else categorical(g.per_turn[g.per_turn["metric"].isin(
+                [m for m in g.metrics if keep(m)])]))
             stage("aggregates")
         table = agg.table(names, sorted(a["arm_id"] for a in man.arms))
     if not names:
         return empty_result(man, labels)
-    per_turn = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+    per_turn = concat(frames).reset_index(drop=True)
     stage("per-turn frame")
     return MetricsResult(per_turn, table, [a["arm_id"] for a in man.arms], names, labels, run_arms(man), llm)
 

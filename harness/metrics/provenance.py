@@ -38,7 +38,7 @@ PACKAGE = Path(__file__).resolve().parents[1]  # harness/
 # the code that computes the values scoring writes (tests/test_evidence.py: every module scoring
 # loads is here or in NEUTRAL)
 SOURCES = ("metrics", "guards/identifiers.py", "guards/units.py", "run/armset.py", "run/traces.py", "run/folder.py",
-           "arms/result.py", "defaults.py", "run/record.py", "roles/relevance.py", "run/holes.py")
+           "arms/result.py", "defaults.py", "run/record.py", "roles/relevance.py", "run/holes.py", "run/turns.py")
 # loaded by scoring, and no value it writes depends on them (integrity and shard decide whether the
 # run is complete, which every reader checks anew)
 NEUTRAL = ("__init__.py", "analysis/__init__.py", "arms/__init__.py", "guards/__init__.py", "run/__init__.py",
@@ -58,6 +58,7 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
+@functools.lru_cache(maxsize=1 << 20)  # a month's session ids recur in every block of the metrics file
 def _digest8(v: str | None) -> int:
     """A string's own 64-bit digest (null as the empty string)."""
     return int.from_bytes(hashlib.sha256((v or "").encode()).digest()[:8], "little")

@@ -13,15 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.defaults import metric_settings
-from harness.metrics.coinciding import TOP, CoincidingSums
+from harness.metrics.coinciding import TOP, CoincidingSums, top_keys
 from harness.metrics.compute import MetricsResult, compute_metrics, metrics_pieces, write_pieces
 from harness.metrics.families.answers import abstention_table
 from harness.metrics.families.guards import filter_fields_table, merge_filter_fields
+from harness.metrics.families.pool import hole_sums, holes_rounded
 from harness.metrics.groups import GROUP_TURNS, Group, read_rounds
 from harness.metrics.paired import PairedSums
 from harness.metrics.provenance import ContentHash, certify, metadata, read_stamp, stamp
@@ -36,6 +38,7 @@ TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_fi
 COINCIDING_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "ranking", "verdict_reason", "not_applicable",
                       "error"]
 
+TURN_GROUP = 131_072  # per-turn rows of one row group of the metrics file: `harness show` reads one per block
 SPILL_SCHEMA = pa.schema([("arm_id", pa.large_string()), ("repeat", pa.int64()), ("session_id", pa.large_string()),
                           ("turn_index", pa.int64()), ("metric", pa.large_string()), ("value", pa.float64()),
                           ("unmeasured", pa.large_string())])  # compute_metrics' per-turn columns
@@ -50,6 +53,7 @@ class Scored:
     coinciding: pd.DataFrame
     path: Path  # the metrics file
     completeness: Completeness | None = None  # of the run as scored: partial tables say so
+    holes: dict | None = None  # arm -> the pool's holes (harness.analysis.pool_warnings.holes_by_arm)
 
 
 def _write(folder: RunFolder, name: str, df: pd.DataFrame, meta: dict[str, str]) -> None:
@@ -71,8 +75,9 @@ def scored_qrels(folder: RunFolder) -> str | None:
 
 def _kept(metric: str) -> bool:
     """The metrics whose per-turn rows the scoring step keeps in memory for what it prints (abstention,
-    rounds, answers, the pool's holes); every other per-turn row only goes to the metrics file."""
-    return metric in ("abstained", "answered", "rounds_used") or metric.startswith("holes")
+    rounds, answers: an answering arm's, categorical); every other per-turn row only goes to the
+    metrics file, and the pool's holes are summed group by group (`_Tables.holes`)."""
+    return metric in ("abstained", "answered", "rounds_used")
 
 
 class _Blocks:
@@ -84,12 +89,20 @@ class _Blocks:
         self.spill, self.writers, self.paths = spill, {}, {}
 
     def add(self, per_turn: pd.DataFrame) -> None:
-        t = pa.Table.from_pandas(per_turn, schema=SPILL_SCHEMA, preserve_index=False)
-        for (metric, arm), rows in per_turn.groupby(["metric", "arm_id"], sort=False).indices.items():
-            if (metric, arm) not in self.writers:
-                self.paths[(metric, arm)] = self.spill / f"block-{len(self.paths):05d}.parquet"
-                self.writers[(metric, arm)] = pq.ParquetWriter(self.paths[(metric, arm)], SPILL_SCHEMA)
-            self.writers[(metric, arm)].write_table(t.take(pa.array(rows, pa.int64())))
+        mc, metrics = pd.factorize(per_turn["metric"])
+        ac, arms = pd.factorize(per_turn["arm_id"])
+        block = mc * max(len(arms), 1) + ac
+        order = np.argsort(block, kind="stable")  # one gather, then a slice per block (rows in their order)
+        t = pa.Table.from_pandas(per_turn, schema=SPILL_SCHEMA, preserve_index=False).take(pa.array(order))
+        bounds = np.flatnonzero(np.diff(block[order])) + 1
+        for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)]):
+            if a == b:
+                continue
+            key = (str(metrics[block[order[a]] // max(len(arms), 1)]), str(arms[block[order[a]] % max(len(arms), 1)]))
+            if key not in self.writers:
+                self.paths[key] = self.spill / f"block-{len(self.paths):05d}.parquet"
+                self.writers[key] = pq.ParquetWriter(self.paths[key], SPILL_SCHEMA)
+            self.writers[key].write_table(t.slice(a, b - a))
 
     def turns(self, metrics: list[str], arms: list[str], chunk_rows: int = 1_000_000) -> Iterator[pd.DataFrame]:
         """The spilled rows block by block (metrics in `metrics`' order, arms in `arms`', any other
@@ -114,20 +127,22 @@ class _Tables:
         labels = folder.labels()
         self.paired = PairedSums(labels, run_arms(man), settings=self.settings)
         self.spread = SpreadSums(settings=self.settings)
-        self.filters, self.coinciding = [], CoincidingSums()
+        self.filters, self.coinciding, self.holes = [], CoincidingSums(), {}
         self.blocks = _Blocks(spill)
 
     def __call__(self, g: Group) -> None:
         self.paired.add(g.per_turn, g.labels)
         self.spread.add(g.per_turn)
         self.blocks.add(g.per_turn)
-        rounds = read_rounds(g.parts, TRACE_COLUMNS)
+        hole_sums(g.per_turn, self.holes)
+        t = read_rounds(g.parts, TRACE_COLUMNS, table=True)  # rankings stay Arrow: of each, a key of its top 10
+        rounds = t.set_column(t.column_names.index("ranking"), "ranking", pa.array(top_keys(t.column("ranking"), TOP),
+                                                                                   pa.uint64())).to_pandas()
         if any(f.get("kind") != "entitlement" for f in self.schema) and len(rounds):
             self.filters.append(filter_fields_table(rounds, g.labels, self.schema))
-        # what coinciding reads; of a ranking only its top 10's hash (equal top 10s, equal hashes;
-        # 64-bit hashes within one process), not the run's lists of document ids
-        final = rounds.loc[rounds["is_final"], COINCIDING_COLUMNS]
-        self.coinciding.add(final.assign(ranking=[hash(tuple(list(r)[:TOP])) for r in final["ranking"]]))
+        # what coinciding reads; of a ranking only a 64-bit key of its top 10 (equal top 10s, equal
+        # keys), not the run's lists of document ids
+        self.coinciding.add(rounds.loc[rounds["is_final"], COINCIDING_COLUMNS])
 
 
 def _hashing(pieces: Iterator[pa.Table], h: ContentHash) -> Iterator[pa.Table]:
@@ -160,7 +175,7 @@ def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None,
                   "spread": acc.spread.table(), "agreement": agreement_table(folder)}
         written = {n: [pa.Table.from_pandas(df, preserve_index=False)] for n, df in tables.items() if len(df)}
         h = ContentHash()  # of the metrics as written: one pass over the spilled rows
-        pieces = metrics_pieces(res.aggregates, acc.blocks.turns(res.metric_names, res.arms))
+        pieces = metrics_pieces(res.aggregates, acc.blocks.turns(res.metric_names, res.arms, TURN_GROUP))
         meta: dict[str, str] = {}
 
         def stamped() -> dict[str, str]:  # once every piece is written (and hashed)
@@ -171,4 +186,4 @@ def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None,
     for name, df in tables.items():
         _write(folder, name, df, meta)
     return Scored(res, tables["comparisons"], tables["abstention"], tables["filter_fields"], tables["coinciding"],
-                  path, done)
+                  path, done, holes_rounded(acc.holes))

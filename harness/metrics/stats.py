@@ -195,8 +195,7 @@ def session_sums(session_ids: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np
     """Per-session sums of `d` (added in row order) and turn counts, sessions in sorted order."""
     if not len(d):
         return np.zeros(0), np.zeros(0)
-    _, inverse = np.unique(session_ids, return_inverse=True)
-    inverse = inverse.ravel()
+    inverse = pd.factorize(session_ids, sort=True)[0]  # np.unique's codes (sessions in sorted order), by hashing
     return np.bincount(inverse, weights=d), np.bincount(inverse).astype(float)
 
 

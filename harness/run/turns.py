@@ -3,7 +3,8 @@ writes each metric's rows of each arm together (harness.metrics.score), so the r
 hold a metric are known from their statistics and only those are read: one metric of a month's run
 costs its own rows, never the run's (a hundred million rows for 10^6 turns x 5 arms). Strings come
 as pandas categoricals (an arm id per row as text took 150 bytes), session ids in sorted order, so
-sorting or grouping by them orders sessions as their text does."""
+sorting or grouping by them orders sessions as their text does. `folder`: a harness.run.folder.RunFolder
+(which imports this module where it reads per-turn rows)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
@@ -14,8 +15,6 @@ import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from harness.run.folder import RunFolder
 
 STRINGS = ["kind", "arm_id", "session_id", "metric", "unmeasured"]  # read dictionary-encoded
 
@@ -45,7 +44,7 @@ def _may_hold(rg, metrics: set[str] | None, session: str | None = None) -> bool:
     return span is None or any(span[0] <= m <= span[1] for m in metrics)
 
 
-def row_groups(folder: RunFolder, metrics: list[str] | None, columns: list[str],
+def row_groups(folder, metrics: list[str] | None, columns: list[str],
                session: str | None = None) -> Iterator[pa.Table]:
     """`columns` of the per-turn rows of `metrics` (None: every metric), of one `session` when
     given, a row group at a time."""
@@ -68,7 +67,29 @@ def row_groups(folder: RunFolder, metrics: list[str] | None, columns: list[str],
             yield t.select([c for c in columns if c in have])
 
 
-def aggregates(folder: RunFolder) -> pd.DataFrame:
+def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per-turn frames in one, their categorical columns over the union of their categories (sorted)
+    and kept categorical (pandas' concat of differing categories falls back to Python strings)."""
+    import pandas as pd
+    from pandas.api.types import union_categoricals
+
+    if len(frames) == 1:
+        return frames[0]
+    frames = [f for f in frames if len(f)] or frames[:1]
+    cats = [c for c in frames[0].columns if all(isinstance(f[c].dtype, pd.CategoricalDtype) for f in frames)]
+    for c in cats:  # categories as text, whatever dtype an empty or all-null column's took
+        frames = [f.assign(**{c: f[c].cat.set_categories(f[c].cat.categories.astype(str), rename=True)}) for f in frames]
+        u = union_categoricals([f[c].array for f in frames], sort_categories=True).categories
+        frames = [f.assign(**{c: f[c].cat.set_categories(u)}) for f in frames]
+    return pd.concat(frames, ignore_index=True)
+
+
+def categorical(df: pd.DataFrame, columns=("arm_id", "session_id", "metric", "unmeasured")) -> pd.DataFrame:
+    """`df` with its string `columns` as categoricals (an arm id per row as text takes 150 bytes)."""
+    return df.astype({c: "category" for c in columns if c in df.columns})
+
+
+def aggregates(folder) -> pd.DataFrame:
     """The aggregate rows of the metrics file, its per-turn row groups left unread."""
     f = folder.metrics_file()
     groups = []
@@ -80,7 +101,7 @@ def aggregates(folder: RunFolder) -> pd.DataFrame:
     return df[df["kind"] == "aggregate"].reset_index(drop=True)
 
 
-def turn_rows(folder: RunFolder, metrics: list[str] | None, columns: list[str],
+def turn_rows(folder, metrics: list[str] | None, columns: list[str],
               session: str | None = None) -> pd.DataFrame:
     """The per-turn rows of `metrics` as a DataFrame (`columns` the file has; categorical strings,
     session ids sorted, integer turn index and repeat, float values)."""
@@ -103,7 +124,7 @@ def turn_rows(folder: RunFolder, metrics: list[str] | None, columns: list[str],
     return df
 
 
-def turn_metrics(folder: RunFolder) -> set[str]:
+def turn_metrics(folder) -> set[str]:
     """The metrics with per-turn rows: a row group's statistics where it holds one metric, its
     column otherwise."""
     f = folder.metrics_file(read_dictionary=["kind", "metric"])
@@ -123,7 +144,7 @@ def turn_metrics(folder: RunFolder) -> set[str]:
     return out
 
 
-def unmeasured_reasons(folder: RunFolder) -> dict[str, set[str]]:
+def unmeasured_reasons(folder) -> dict[str, set[str]]:
     """metric -> the reasons its unmeasured per-turn rows record, read a row group at a time."""
     out: dict[str, set[str]] = {}
     if "unmeasured" not in folder.metrics_file().schema_arrow.names:
