@@ -26,7 +26,7 @@ def _run(name, values):
     pt = pd.DataFrame([{"arm_id": "a", "repeat": 0, "session_id": "s", "turn_index": t + 1, "metric": "judged@10",
                         "value": v, "unmeasured": None} for t, v in enumerate(values)])
     labels = pd.DataFrame([{"session_id": "s", "turn_index": t + 1} for t in range(len(values))])
-    return NS(name=name, metrics={"judged@10"}, per_turn=pt, labels=labels)
+    return NS(name=name, metrics={"judged@10"}, scored=True, turns=lambda ms: pt[pt["metric"].isin(ms)], labels=labels)
 
 
 def test_a_candidate_judged_much_less_than_the_baseline_is_warned_about():

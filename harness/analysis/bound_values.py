@@ -15,8 +15,8 @@ from harness.run.folder import RunData
 
 
 def _rows(run: RunData, arm_id: str, metric: str, keys: set) -> pd.DataFrame:
-    pt = run.per_turn
-    rows = pt[(pt["arm_id"] == arm_id) & (pt["metric"] == metric)]
+    pt = run.turns([metric])
+    rows = pt[pt["arm_id"] == arm_id]
     inside = [k in keys for k in zip(rows["session_id"], rows["turn_index"])]
     return rows[np.asarray(inside, bool)] if len(rows) else rows
 

@@ -14,6 +14,7 @@ from harness.errors import BadInput
 from harness.analysis.evidence import (EvidenceError, Incomplete, check_run, coverage_notes, eval_set_files_differ,
                                        label_differences, lost_turns)
 from harness.run.folder import RunData
+from harness.run.turns import categorical, concat
 from harness.metrics.registry import Metric, UnknownMetric, is_coverage, on_request, resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
@@ -110,29 +111,49 @@ def check_metrics(names: list[str], runs: list[RunData], where: str = "-m/--metr
     return out
 
 
-def combined(base: RunData, cand: RunData) -> pd.DataFrame:
+def combined(base: RunData, cand: RunData, metrics: list[str] | None = None) -> pd.DataFrame:
+    """Both runs' per-turn rows of `metrics` (None: every metric either measured) in one table, the
+    baseline's arms as `A:arm`, the candidate's as `B:arm` (categorical, session ids sorted)."""
+    ms = sorted(base.metrics | cand.metrics) if metrics is None else metrics
+    a, b = base.turns(ms), cand.turns(ms)
     cols = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value"]
-    cols += ["unmeasured"] if "unmeasured" in base.per_turn and "unmeasured" in cand.per_turn else []
-    return pd.concat([base.per_turn[cols].assign(arm_id="A:" + base.per_turn["arm_id"]),
-                      cand.per_turn[cols].assign(arm_id="B:" + cand.per_turn["arm_id"])], ignore_index=True)
+    cols += ["unmeasured"] if "unmeasured" in a and "unmeasured" in b else []
+    return concat([categorical(t[cols].assign(arm_id=_prefixed(t["arm_id"], p))) for t, p in ((a, "A:"), (b, "B:"))])
+
+
+def _prefixed(arms: pd.Series, prefix: str) -> pd.Categorical:
+    cat = pd.Categorical(arms)
+    return cat.rename_categories([prefix + str(c) for c in cat.categories])
 
 
 class Split(TurnMeans):
-    """`combined(base, cand)` split once by metric and arm: a comparison reads only its pair's rows.
-    Masking the whole table again for every pair, metric and segment took two thirds of a report's
-    time (the b2b baseline against a candidate: 294 comparisons over 58,000 rows). As TurnMeans, each
-    arm's turn means of a metric are computed once for every segment and check that compares them,
-    and each segment's turns (`keys`) are found once."""
+    """Both runs' per-turn rows, read a metric at a time as comparisons ask for them (`combined`)
+    and split by metric and arm: a comparison reads only its pair's rows. Masking the whole table
+    again for every pair, metric and segment took two thirds of a report's time (the b2b baseline
+    against a candidate: 294 comparisons over 58,000 rows); reading every metric of a month's runs
+    at once would not fit in memory. As TurnMeans, each arm's turn means of a metric are computed
+    once for every segment and check that compares them, and each segment's turns (`keys`) are
+    found once."""
 
     def __init__(self, base: RunData, cand: RunData):
-        self.frame = combined(base, cand)
-        super().__init__(self.frame)
-        self._groups = dict(tuple(self.frame.groupby(["metric", "arm_id"], sort=False, observed=True)))
+        self.base, self.cand = base, cand
+        self._groups: dict[str, dict] = {}  # metric -> arm -> rows
+        self._frames: dict[str, pd.DataFrame] = {}
+        self._means = {}
         self._labels = base.labels
         self._keys: dict = {}
 
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The rows of the metrics read so far."""
+        return pd.concat(list(self._frames.values()), ignore_index=True) if self._frames else combined(
+            self.base, self.cand, [])
+
     def rows_of(self, metric: str, arm: str) -> pd.DataFrame:
-        return self._groups.get((metric, arm), self.frame.iloc[:0])
+        if metric not in self._groups:
+            f = self._frames[metric] = combined(self.base, self.cand, [metric])
+            self._groups[metric] = {str(k): g for k, g in f.groupby("arm_id", sort=False, observed=True)}
+        return self._groups[metric].get(arm, self._frames[metric].iloc[:0])
 
     def keys(self, segment) -> set:
         """segment_keys of the baseline's labels."""
@@ -143,7 +164,6 @@ class Split(TurnMeans):
     def sides(self, pair: Pair, metric: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The rows of `metric` of the pair's baseline arm and of its candidate arm."""
         return self.rows_of(metric, "A:" + pair.baseline.arm_id), self.rows_of(metric, "B:" + pair.candidate.arm_id)
-
 
 def compare_pair(base: RunData, cand: RunData, pair: Pair, metric: str, segment: str,
                  n_resamples: int = STATS.n_resamples, seed: int = STATS.seed, alpha: float = STATS.alpha,

@@ -206,8 +206,8 @@ def lost_turns(base: RunData, cand: RunData, base_arm: str, cand_arm: str, metri
     keys = segment_keys(base.labels, segment)
 
     def pick(run: RunData, arm: str) -> pd.DataFrame:
-        pt = run.per_turn
-        return pt[(pt["arm_id"] == arm) & (pt["metric"] == metric)]
+        pt = run.turns([metric])
+        return pt[pt["arm_id"] == arm]
 
     def turns(df: pd.DataFrame) -> set:
         """The segment's turns among the rows of `df` (a set of a few hundred keys: building a

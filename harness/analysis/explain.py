@@ -20,8 +20,8 @@ from harness.run.folder import RunData
 def sessions(run: RunData, arm_id: str, metric: str, segment: str, labels: pd.DataFrame) -> set[str]:
     """Sessions with a measured value of `metric` for the arm inside `segment` of `labels` (the
     baseline's: the turns every check reads)."""
-    pt = run.per_turn
-    rows = pt[(pt["arm_id"] == arm_id) & (pt["metric"] == metric) & pt["value"].notna()]
+    pt = run.turns([metric])
+    rows = pt[(pt["arm_id"] == arm_id) & pt["value"].notna()]
     keys = segment_keys(labels, segment)
     inside = pd.MultiIndex.from_arrays([rows["session_id"], rows["turn_index"]]).isin(list(keys))
     return set(rows.loc[inside, "session_id"])

@@ -153,7 +153,8 @@ def _candidate_values(base: RunData, cand: RunData, arm_id: str, metric: str, se
     """The candidate arm's values per turn of the segment, on the baseline's labelled turns only: the
     turns the verdict says it compared (turns the candidate holds beyond them are named, not read)."""
     keys = segment_keys(base.labels, segment)
-    pt = cand.per_turn[(cand.per_turn["arm_id"] == arm_id) & (cand.per_turn["metric"] == metric)]
+    pt = cand.turns([metric])
+    pt = pt[pt["arm_id"] == arm_id]
     inside = pd.MultiIndex.from_arrays([pt["session_id"], pt["turn_index"]]).isin(list(keys))
     return pt[inside].groupby(["session_id", "turn_index"])["value"].mean()
 

@@ -90,7 +90,7 @@ def check_inputs(policy: Policy, runs: list[RunData], pairs: list[Pair]) -> None
             applied = [p for p in pairs if m.applies_to(getattr(p, side).capabilities)]
             if applied and m.name not in run.metrics and (m.family == "judged" or on_request(m)):
                 raise GateUsageError(f"{where}.metric: {why_missing(m, run)}")
-            rows = run.per_turn[run.per_turn["metric"] == m.name]
+            rows = run.turns([m.name])
             if len(rows) and "unmeasured" in rows and rows["value"].isna().all() \
                     and rows["unmeasured"].astype(str).str.startswith("not measured").all():
                 raise GateUsageError(f"{where}.metric: {m.name} of {run.name} was not measured "
@@ -114,12 +114,12 @@ def infrastructure(policy: Policy, runs: list[RunData], pairs: list[Pair]) -> li
     metrics = sorted({item.metric for _, _, item in items(policy)})
     for run, side in zip(runs, ("baseline", "candidate")):
         for p in pairs:
-            pt = run.per_turn[run.per_turn["arm_id"] == getattr(p, side).arm_id]
             for m in metrics:
-                rows = pt[pt["metric"] == m]
+                rows = run.turns([m])
+                rows = rows[rows["arm_id"] == getattr(p, side).arm_id]
                 if rows.empty or "unmeasured" not in rows:
                     continue
-                bad = rows["unmeasured"].map(infra_reason)
+                bad = rows["unmeasured"].astype(object).map(infra_reason).astype(bool)
                 if bad.mean() > lim.max_unmeasured_rate:
                     out.append(f"{run.name} {p.label}: {m} unmeasured on {int(bad.sum())} of {len(rows)} turns "
                                f"({bad.mean():.1%} > {lim.max_unmeasured_rate:.1%}; e.g. "

@@ -77,7 +77,7 @@ def _metric(run: RunData, metric: str) -> dict | None:
     direction = resolve(metric).direction
     rows = {}
     if others:
-        pt = run.per_turn[run.per_turn["metric"] == metric]
+        pt = run.turns([metric])
         df = compare_arms(pt, metric, best, others, direction=direction)  # the counts of STATS
         rows = {r["arm"]: _flipped(r) for r in df.to_dict("records")}
     return {"name": metric, "direction": direction, "n_ranked": len(ranked),
@@ -112,7 +112,7 @@ def leaders_of(run: RunData, alpha: float = STATS.alpha) -> dict:
            "reference": label.get(ref), "partial": None if run.evidence is None or run.evidence.complete
            else run.evidence.completeness.describe(), "metrics": [], "why": None, **STATS.method(),
            "alpha": alpha, "n_tests": 0}
-    if run.per_turn is None:
+    if not run.scored:
         out["why"] = f"not scored (`harness metrics {run.name}`)"
         return out
     metrics = [m for m in (_metric(run, name) for name in answer_metrics(run)) if m]

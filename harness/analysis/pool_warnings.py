@@ -9,18 +9,18 @@ import math
 
 import pandas as pd
 
+from harness.metrics.families.pool import ELSEWHERE, HOLES, hole_sums, holes_rounded
 from harness.metrics.segments import segment_keys
 
 JUDGED = "judged@10"
-HOLES, ELSEWHERE = "holes@10", "holes_relevant_elsewhere@10"
 GAP = 0.05  # a candidate's judged@10 lower than the baseline's by more than this is warned about
 EPS = 1e-9
 SAID = "part of this difference may be unjudged documents"
 
 
 def _mean(run, arm_id: str, keys: set) -> float:
-    pt = run.per_turn
-    pt = pt[(pt["arm_id"] == arm_id) & (pt["metric"] == JUDGED)].dropna(subset=["value"])
+    pt = run.turns([JUDGED])
+    pt = pt[pt["arm_id"] == arm_id].dropna(subset=["value"])
     inside = pd.MultiIndex.from_arrays([pt["session_id"], pt["turn_index"]]).isin(list(keys))
     v = pt[inside].groupby(["session_id", "turn_index"])["value"].mean()
     return float(v.mean()) if len(v) else math.nan
@@ -29,7 +29,7 @@ def _mean(run, arm_id: str, keys: set) -> float:
 def judged_warnings(base, cand, pairs, segments: list[str]) -> list[str]:
     """One warning per paired arm label and segment where the candidate's mean judged@10 is lower
     than the baseline's by more than GAP (turns of the segment; repeats averaged per turn)."""
-    if base.per_turn is None or cand.per_turn is None or JUDGED not in base.metrics or JUDGED not in cand.metrics:
+    if not base.scored or not cand.scored or JUDGED not in base.metrics or JUDGED not in cand.metrics:
         return []
     out = []
     for seg in dict.fromkeys(segments):
@@ -46,17 +46,8 @@ def holes_by_arm(per_turn: pd.DataFrame | None) -> dict[str, dict]:
     """arm -> {turns: measured turns, holes: top-10 documents without a judgment for their turn,
     relevant_elsewhere: of those, judged relevant for another turn of the session}, summed over
     turns (repeats averaged per turn); {} for a run scored without the hole metrics."""
-    if per_turn is None:
-        return {}
-    pt = per_turn[per_turn["metric"].isin([HOLES, ELSEWHERE])].dropna(subset=["value"])
-    if pt.empty:
-        return {}
-    v = pt.groupby(["arm_id", "metric", "session_id", "turn_index"], sort=False)["value"].mean().reset_index()
-    out = {}
-    for arm, g in v.groupby("arm_id", sort=False):
-        h, e = g[g["metric"] == HOLES], g[g["metric"] == ELSEWHERE]
-        out[arm] = {"turns": len(h), "holes": int(round(h["value"].sum())), "relevant_elsewhere": int(round(e["value"].sum()))}
-    return out
+    return holes_rounded(hole_sums(per_turn))
+
 
 
 def holes_summary(holes: dict[str, dict], labels: dict[str, str]) -> str | None:

@@ -91,7 +91,7 @@ def unpairable(base: RunData, cand: RunData) -> str | None:
         return (f"no verdict block for {cand.name}: it uses eval set {c_name}, the baseline {base.name} uses {b_name}; "
                 "runs on different eval sets have no turns in common to pair")
     for r in (base, cand):
-        if r.per_turn is None:
+        if not r.scored:
             return f"no verdict block for {cand.name}: {r.name} is not scored (run `harness metrics` on it)"
     return None
 
@@ -140,7 +140,8 @@ def turn_pairs(base: RunData, cand: RunData, pairs: list) -> list[dict]:
         up = resolve(m).direction != "lower"
 
         def mean(r: RunData, arms) -> pd.DataFrame:
-            t = r.per_turn[(r.per_turn["metric"] == m) & r.per_turn["arm_id"].isin(arms)]
+            t = r.turns([m])
+            t = t[t["arm_id"].isin(arms)]
             return turn_values(t, keys, sort=True)
 
         b = mean(base, back).assign(arm_id=lambda x: x["arm_id"].map(back))

@@ -191,7 +191,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
              qrels: str | None = None):
     """Score a run folder (every table into the folder), then print them (or where they are);
     `steps`: say on stderr what it does first."""
-    from harness.analysis.pool_warnings import agreement_said, holes_by_arm, holes_summary, qrels_note
+    from harness.analysis.pool_warnings import agreement_said, holes_summary, qrels_note
     from harness.metrics.registry import coverage, headline, judged, resolve
     from harness.metrics.score import score_run
     from harness.report import terminal
@@ -226,7 +226,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
     for t in tables:
         console.print(t)
     said = terminal.coinciding(scored.coinciding, labels) + terminal.notes(res, man, labels, folder.has_judgments())
-    holes = holes_summary(holes_by_arm(res.per_turn), labels)
+    holes = holes_summary(scored.holes or {}, labels)
     said += [f"[yellow]note:[/yellow] {escape(holes)}"] if holes else []
     said += [f"note: {escape(x)}" for x in (qrels_note(folder), agreement_said(folder)) if x]
     for note in terminal.under(tables, said):

@@ -6,6 +6,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO, Callable, Iterator
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from harness.evalset.folder import CORPUS, INFO, SPLIT_FILES
 from harness.errors import BadInput
 from harness.evalset.model import Document, EvalSetInfo, Session
+from harness.evalset.sessions import Sessions
 from harness.yamlpos import WrittenTwice, load_yaml
 
 MAX_DEPTH = 64  # JSON/YAML nesting accepted in an eval set (deeper input would exhaust the stack later)
@@ -49,7 +51,7 @@ class EvalSet:
     path: Path
     info: EvalSetInfo
     docs: dict[str, Document]
-    sessions: list[Session]  # every split, in file order
+    sessions: Sessions  # every split, in file order (harness.evalset.sessions: a large set's read per pass)
     split_of: dict[str, str]  # session_id -> split
     content_hash: str
     file_hashes: dict[str, str] = field(default_factory=dict)  # file name -> sha256 of its bytes, as hashed
@@ -58,19 +60,33 @@ class EvalSet:
     def name(self) -> str:
         return self.info.name
 
-    def sessions_in(self, splits: list[str] | None) -> list[Session]:
-        if not splits:
-            return list(self.sessions)
-        return [s for s in self.sessions if self.split_of[s.session_id] in splits]
+    def sessions_in(self, splits: list[str] | None, keep: Callable[[str], bool] | None = None) -> Iterator[Session]:
+        """The sessions of `splits` (every split when none) whose id `keep` accepts (every one when
+        None), in file order; a large set's are read from its files (harness.evalset.sessions)."""
+        chosen = set(splits or ())
+        if not chosen and keep is None:
+            return iter(self.sessions)
+        return self.sessions.where(lambda sid: (not chosen or self.split_of[sid] in chosen)
+                                   and (keep is None or keep(sid)))
+
+    def labelled_turns(self, splits: list[str] | None = None, keep: Callable[[str], bool] | None = None) -> int:
+        """How many labelled turns `iter_labelled(self, splits, keep)` yields, without reading a session."""
+        chosen = set(splits or ())
+        return self.sessions.labelled_turns(None if not chosen and keep is None else (
+            lambda sid: (not chosen or self.split_of[sid] in chosen) and (keep is None or keep(sid))))
 
 
 def _loc(err: dict) -> str:
     return ".".join(str(p) for p in err["loc"]) or "(root)"
 
 
-def _read_lines(raw: bytes, rel: str, problems: list[Problem]) -> list[tuple[int, dict]]:
-    out: list[tuple[int, dict]] = []
-    for no, bline in enumerate(raw.split(b"\n"), start=1):
+def _read_lines(f: BinaryIO, rel: str, problems: list[Problem], h) -> Iterator[tuple[int, int, dict]]:
+    """(line number, offset of the line, object) of every line of JSON object of the open file `f`,
+    the problems of the others collected; `h` (a hash) is fed every byte read."""
+    offset = 0
+    for no, bline in enumerate(f, start=1):
+        h.update(bline)
+        at, offset = offset, offset + len(bline)
         if not bline.strip():
             continue
         try:
@@ -95,8 +111,7 @@ def _read_lines(raw: bytes, rel: str, problems: list[Problem]) -> list[tuple[int
         if _depth(obj) > MAX_DEPTH:
             problems.append(Problem(rel, no, "(line)", f"JSON nested too deeply (more than {MAX_DEPTH} levels)"))
             continue
-        out.append((no, obj))
-    return out
+        yield no, at, obj
 
 
 def _depth(obj) -> int:
@@ -131,7 +146,8 @@ def _load_info(root: Path, contents: dict, problems: list[Problem]) -> EvalSetIn
     if not info_path.exists():
         problems.append(Problem(INFO, None, "", "missing"))
         return None
-    data = contents[INFO] = info_path.read_bytes()
+    data = info_path.read_bytes()
+    contents[INFO] = hashlib.sha256(data)
     try:
         raw = load_yaml(data.decode("utf-8"))
     except UnicodeDecodeError as e:
@@ -166,8 +182,10 @@ def _load_docs(root: Path, contents: dict, problems: list[Problem]) -> dict[str,
     if not corpus_path.exists():
         problems.append(Problem(CORPUS, None, "", "missing"))
         return docs
-    contents[CORPUS] = corpus_path.read_bytes()
-    for no, obj in _read_lines(contents[CORPUS], CORPUS, problems):
+    contents[CORPUS] = hashlib.sha256()
+    with open(corpus_path, "rb") as f:
+        lines = list(_read_lines(f, CORPUS, problems, contents[CORPUS]))
+    for no, _, obj in lines:
         d = _validate(Document, obj, CORPUS, no, problems)
         if d is None:
             continue
@@ -182,7 +200,7 @@ def _load_docs(root: Path, contents: dict, problems: list[Problem]) -> dict[str,
 
 def _load_sessions(root: Path, contents: dict, docs: dict, info, problems: list[Problem]):
     """The sessions of every split file, and each session's split."""
-    sessions: list[Session] = []
+    sessions = Sessions.of_files(root, [root / f for f in SPLIT_FILES.values() if (root / f).exists()])
     split_of: dict[str, str] = {}
     line_of: dict[str, tuple[str, int]] = {}
     if not (root / SPLIT_FILES["main"]).exists():
@@ -192,24 +210,33 @@ def _load_sessions(root: Path, contents: dict, docs: dict, info, problems: list[
         if not p.exists():
             continue
         n_before = len(sessions)
-        contents[fname] = p.read_bytes()
-        for no, obj in _read_lines(contents[fname], fname, problems):
-            sid = obj.get("session_id")
-            if isinstance(sid, str) and sid in line_of:  # checked before validation: a bad twin still counts
-                f0, l0 = line_of[sid]
-                problems.append(Problem(fname, no, "session_id", f"duplicate session_id {sid!r} (first at {f0}:{l0})"))
-                continue
-            if isinstance(sid, str):
-                line_of[sid] = (fname, no)
-            s = _validate(Session, obj, fname, no, problems)
-            if s is None:
-                continue
-            split_of[s.session_id] = split
-            sessions.append(s)
-            _check_session(s, docs, info, fname, no, problems)
+        contents[fname] = hashlib.sha256()
+        with open(p, "rb") as f:
+            _split_sessions(f, fname, split, (sessions, split_of, line_of), docs, info, problems, contents[fname])
         if len(sessions) == n_before and not any(x.file == fname for x in problems):
             problems.append(Problem(fname, None, "", "no sessions"))
     return sessions, split_of
+
+
+def _split_sessions(f: BinaryIO, fname: str, split: str, into: tuple, docs: dict, info, problems: list[Problem],
+                    h) -> None:
+    """The sessions of one split file, validated and checked one line at a time (`into`: the
+    sessions, each session's split and the line of each session id so far)."""
+    sessions, split_of, line_of = into
+    for no, at, obj in _read_lines(f, fname, problems, h):
+        sid = obj.get("session_id")
+        if isinstance(sid, str) and sid in line_of:  # checked before validation: a bad twin still counts
+            f0, l0 = line_of[sid]
+            problems.append(Problem(fname, no, "session_id", f"duplicate session_id {sid!r} (first at {f0}:{l0})"))
+            continue
+        if isinstance(sid, str):
+            line_of[sid] = (fname, no)
+        s = _validate(Session, obj, fname, no, problems)
+        if s is None:
+            continue
+        split_of[s.session_id] = split
+        sessions.add(fname, at, s)
+        _check_session(s, docs, info, fname, no, problems)
 
 
 def load_eval_set(path: str | Path) -> EvalSet:
@@ -218,7 +245,7 @@ def load_eval_set(path: str | Path) -> EvalSet:
     problems: list[Problem] = []
     if not root.is_dir():
         raise EvalSetError([Problem(str(root), None, "", "not a folder")])
-    contents: dict[str, bytes] = {}  # file name -> bytes as read, for the content hash
+    contents: dict = {}  # file name -> sha256 of its bytes as read, for the content hash
     info = _load_info(root, contents, problems)
     docs = _load_docs(root, contents, problems)
     sessions, split_of = _load_sessions(root, contents, docs, info, problems)
@@ -226,7 +253,7 @@ def load_eval_set(path: str | Path) -> EvalSet:
         raise EvalSetError(problems)
     assert info is not None
     return EvalSet(root, info, docs, sessions, split_of, _content_hash(contents),
-                   {n: hashlib.sha256(b).hexdigest() for n, b in contents.items()})
+                   {n: h.hexdigest() for n, h in contents.items()})
 
 
 def _check_session(s: Session, docs: dict, info: EvalSetInfo | None, fname: str, no: int, problems: list[Problem]):
@@ -262,19 +289,20 @@ def _check_session(s: Session, docs: dict, info: EvalSetInfo | None, fname: str,
         problems.append(Problem(fname, no, "turns", "session has no labelled turn"))
 
 
-def _content_hash(contents: dict[str, bytes]) -> str:
+def _content_hash(contents: dict) -> str:
     """sha256 over (name, sha256 of bytes) of each eval set file present, in a fixed order."""
     h = hashlib.sha256()
     for name in [INFO, CORPUS, *SPLIT_FILES.values()]:
         if name in contents:
             h.update(name.encode() + b"\0")
-            h.update(hashlib.sha256(contents[name]).digest())
+            h.update(contents[name].digest())
     return h.hexdigest()
 
 
-def iter_labelled(es: EvalSet, splits: list[str] | None = None):
-    """(session, position, turn_index, turn) for every labelled turn."""
-    for s in es.sessions_in(splits):
+def iter_labelled(es: EvalSet, splits: list[str] | None = None, keep: Callable[[str], bool] | None = None):
+    """(session, position, turn_index, turn) for every labelled turn (of the sessions whose id
+    `keep` accepts, when given)."""
+    for s in es.sessions_in(splits, keep):
         for i, t in enumerate(s.turns):
             if t.labels is not None:
                 yield s, i, (t.turn_index or i + 1), t

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.metrics.segments import Segment
+from harness.metrics.segments import Segment, TurnLookup
 from harness.run.folder import AGG_COLUMNS
 
 
@@ -19,6 +19,14 @@ def turn_values(per_turn: pd.DataFrame, by=("arm_id", "session_id", "turn_index"
     turns with no measured repeat left out (unmeasured is not zero)."""
     t = per_turn.assign(value=pd.to_numeric(per_turn["value"], errors="coerce"))
     return t.groupby(list(by), sort=sort)["value"].mean().dropna().reset_index()
+
+
+def pair_codes(a, b) -> np.ndarray:
+    """Codes of the pairs of two columns' values in order of first appearance (pd.factorize of the
+    pairs, without a tuple per row)."""
+    ca, _ = pd.factorize(a)
+    cb, ub = pd.factorize(b)
+    return pd.factorize(ca.astype(np.int64) * (len(ub) + 1) + cb)[0]
 
 
 def groups(codes: np.ndarray) -> list[np.ndarray]:
@@ -76,18 +84,13 @@ class Aggregator:
     def __init__(self, labels: pd.DataFrame, segments: list[Segment], spill: Path):
         self.names = [seg.name for seg in segments]
         self.masks = np.stack([seg.mask(labels).to_numpy(bool) for seg in segments]) if segments else None
-        sid = labels["session_id"].astype(str)
-        self.lsess, self.sessions = pd.factorize(sid)
-        self.stride = int(labels["turn_index"].max() if len(labels) else 0) + 1
-        self.lookup = pd.Index(self.lsess * self.stride + labels["turn_index"].to_numpy(np.int64))
+        self.turns = TurnLookup(labels)
+        self.lsess = self.turns.codes
         self.spill, self.files = Path(spill), {}
 
     def _rows(self, per_turn: pd.DataFrame) -> np.ndarray:
         """Label row of each per-turn row (-1: none)."""
-        ls = self.sessions.get_indexer(per_turn["session_id"].astype(str))
-        tix = per_turn["turn_index"].to_numpy(np.int64)
-        ok = (ls >= 0) & (tix >= 0) & (tix < self.stride)
-        return np.where(ok, self.lookup.get_indexer(np.where(ok, ls * self.stride + tix, -1)), -1)
+        return self.turns.rows(per_turn["session_id"], per_turn["turn_index"])
 
     def add(self, per_turn: pd.DataFrame) -> None:
         """One session group's per-turn rows (compute_metrics' columns)."""
@@ -101,7 +104,7 @@ class Aggregator:
             pt = pt.assign(sd=np.nan, nrep=(~np.isnan(pt["value"].to_numpy())).astype(float))
         data = np.column_stack([pt["value"].to_numpy(float), pt["sd"].to_numpy(float), pt["nrep"].to_numpy(float),
                                 self._rows(pt).astype(float)])
-        for rows in groups(pd.factorize(pd.MultiIndex.from_arrays([pt["arm_id"], pt["metric"]]))[0]):
+        for rows in groups(pair_codes(pt["arm_id"], pt["metric"])):
             key = (str(pt["arm_id"].iloc[rows[0]]), str(pt["metric"].iloc[rows[0]]))
             path = self.files.setdefault(key, self.spill / f"agg-{len(self.files):05d}.f8")
             with open(path, "ab") as f:

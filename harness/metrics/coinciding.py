@@ -4,27 +4,48 @@ traces record one (e.g. the rewrite arms' notes: `HyDE skipped: turn class self_
 the CLI and the report can say so instead of leaving a reader to wonder."""
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 COLUMNS = ["arm_id", "same_as", "n_turns", "reasons"]  # reasons: one per arm of same_as ("" when none recorded)
 TOP = 10
 
 
-def _tops(final: pd.DataFrame) -> dict[str, dict[tuple, tuple]]:
-    """arm -> {(repeat, session, turn): top-10 tuple} over the turns the arm measured."""
-    out: dict[str, dict[tuple, tuple]] = {}
-    ok = final["not_applicable"].isna() & final["error"].isna()
-    for r in final[ok].itertuples():
-        out.setdefault(r.arm_id, {})[(r.repeat, r.session_id, r.turn_index)] = tuple(list(r.ranking)[:TOP])
+def top_keys(ranking, k: int) -> np.ndarray:
+    """A 64-bit key of each ranking's first `k` documents (an Arrow list<string> column): equal lists,
+    equal keys; an empty or missing ranking 0. Vectorised over the rows: each distinct document's
+    own digest is combined by position (a month's final rows cost a gather, not a tuple each)."""
+    arr = ranking.combine_chunks() if isinstance(ranking, pa.ChunkedArray) else ranking
+    if pa.types.is_dictionary(arr.type.value_type):
+        arr = pa.ListArray.from_arrays(arr.offsets, arr.values.dictionary_decode(), mask=arr.is_null())
+    top = pc.list_slice(arr, 0, k)
+    lens = np.asarray(pc.fill_null(pc.list_value_length(top), 0), np.int64)
+    flat = pc.list_flatten(top)
+    out = np.zeros(len(lens), np.uint64)
+    if not len(flat):
+        return out
+    enc = pc.dictionary_encode(flat)
+    words = np.array([int.from_bytes(hashlib.sha256((d or "").encode()).digest()[:8], "little")
+                      for d in enc.dictionary.to_pylist()] + [0], np.uint64)
+    vals = words[np.asarray(enc.indices.fill_null(-1), np.int64)]
+    pos = np.arange(len(vals)) - np.repeat(np.cumsum(lens) - lens, lens)
+    with np.errstate(over="ignore"):
+        mixed = vals * _POWERS[pos] + pos.astype(np.uint64) + np.uint64(1)
+        np.add.at(out, np.repeat(np.arange(len(lens)), lens), mixed)
     return out
 
 
-def _reason(notes: pd.Series) -> str:
-    """An arm's recorded notes, summarised: `HyDE skipped (turn class self_contained 150, ...)`,
-    `one query (on 204 turns)`."""
-    firsts = Counter(str(n).split("; ")[0] for n in notes.dropna() if str(n))
+_POWERS = np.array([pow(0x9E3779B97F4A7C15, i, 1 << 64) for i in range(64)], np.uint64)  # k <= 64
+
+
+def _reason_of(firsts: Counter) -> str:
+    """An arm's recorded notes (their first parts, counted), summarised: `HyDE skipped (turn class
+    self_contained 150, ...)`, `one query (on 204 turns)`."""
     if not firsts:
         return ""
     heads = {k.split(":")[0] for k in firsts}
@@ -38,24 +59,62 @@ def _reason(notes: pd.Series) -> str:
     return "; ".join(f"{k} ({n})" for k, n in top) + ("; ..." if len(firsts) > 3 else "")
 
 
+class CoincidingSums:
+    """coinciding_arms fed the final rows a session group at a time (`add`): what it decides by adds
+    up over groups (turns each set of arms measured, turns on which two arms' top 10s agree, each
+    arm's notes), so the run's top-10 lists are never held at once. `final`'s `ranking` may be any
+    key of a top 10 (a hash: equal lists, equal keys)."""
+
+    def __init__(self):
+        self.masks: Counter = Counter()  # bitmask of the arms that measured a turn -> turns
+        self.equal: Counter = Counter()  # (arm, arm) -> turns both measured with the same top 10
+        self.notes: dict[str, Counter] = {}  # arm -> its notes' first parts
+        self.bit: dict[str, int] = {}
+
+    def add(self, final: pd.DataFrame) -> None:
+        for a, notes in final.groupby("arm_id", sort=False)["verdict_reason"]:
+            self.notes.setdefault(str(a), Counter()).update(str(n).split("; ")[0] for n in notes.dropna() if str(n))
+        ok = final[final["not_applicable"].isna() & final["error"].isna()]
+        tops: dict[str, dict[tuple, object]] = {}
+        for arm, rep, sid, tix, top in zip(*(ok[c].tolist() for c in ("arm_id", "repeat", "session_id", "turn_index",
+                                                                      "ranking"))):
+            tops.setdefault(str(arm), {})[(rep, sid, tix)] = top if isinstance(top, (int, tuple)) else tuple(
+                list(top)[:TOP])
+        for a in tops:
+            self.bit.setdefault(a, len(self.bit))
+        turns: dict[tuple, int] = {}
+        for a, t in tops.items():
+            for k in t:
+                turns[k] = turns.get(k, 0) | 1 << self.bit[a]
+        self.masks.update(turns.values())
+        for a in tops:
+            for b in tops:
+                if a < b:
+                    self.equal[(a, b)] += sum(1 for k, v in tops[a].items() if k in tops[b] and tops[b][k] == v)
+
+    def _common(self, arms: list[str]) -> int:
+        need = sum(1 << self.bit[a] for a in arms)
+        return sum(n for m, n in self.masks.items() if m & need == need)
+
+    def table(self, arm_order: list[str]) -> pd.DataFrame:
+        arms = [a for a in arm_order if a in self.bit]
+        groups: list[list[str]] = []
+        for a in arms:
+            for g in groups:
+                common = self._common([a, g[0]])
+                if common and self.equal[tuple(sorted((a, g[0])))] == common:
+                    g.append(a)
+                    break
+            else:
+                groups.append([a])
+        rows = [{"arm_id": g[0], "same_as": g[1:], "n_turns": self._common(g),
+                 "reasons": [_reason_of(self.notes.get(a, Counter())) for a in g[1:]]} for g in groups if len(g) > 1]
+        return pd.DataFrame(rows, columns=COLUMNS)
+
+
 def coinciding_arms(final: pd.DataFrame, arm_order: list[str]) -> pd.DataFrame:
     """`final`: final trace rows (arm_id, repeat, session_id, turn_index, ranking, verdict_reason,
     not_applicable, error). One row per group of coinciding arms, the first in `arm_order`."""
-    tops = _tops(final)
-    arms = [a for a in arm_order if a in tops]
-    groups: list[list[str]] = []
-    for a in arms:
-        for g in groups:
-            b = g[0]
-            common = tops[a].keys() & tops[b].keys()
-            if common and all(tops[a][k] == tops[b][k] for k in common):
-                g.append(a)
-                break
-        else:
-            groups.append([a])
-    rows = []
-    for g in (g for g in groups if len(g) > 1):
-        common = set.intersection(*(set(tops[a]) for a in g))
-        rows.append({"arm_id": g[0], "same_as": g[1:], "n_turns": len(common),
-                     "reasons": [_reason(final.loc[final["arm_id"] == a, "verdict_reason"]) for a in g[1:]]})
-    return pd.DataFrame(rows, columns=COLUMNS)
+    sums = CoincidingSums()
+    sums.add(final)
+    return sums.table(arm_order)

@@ -23,6 +23,7 @@ from harness.metrics.aggregate import Aggregator
 from harness.metrics.groups import GROUP_TURNS, Group, group_parts, score_group
 from harness.metrics.qrels import HUMAN, HUMAN_LLM, LLMLabels, check_qrels, with_llm_labels
 from harness.metrics.segments import Segment, default_segments
+from harness.run.turns import categorical, concat
 
 
 
@@ -107,13 +108,13 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
             agg.add(g.per_turn)
             if each_group is not None:
                 each_group(g)
-            frames.append(g.per_turn if keep is None else g.per_turn[g.per_turn["metric"].isin(
-                [m for m in g.metrics if keep(m)])])
+            frames.append(g.per_turn if keep is None else categorical(g.per_turn[g.per_turn["metric"].isin(
+                [m for m in g.metrics if keep(m)])]))
             stage("aggregates")
         table = agg.table(names, sorted(a["arm_id"] for a in man.arms))
     if not names:
         return empty_result(man, labels)
-    per_turn = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+    per_turn = concat(frames).reset_index(drop=True)
     stage("per-turn frame")
     return MetricsResult(per_turn, table, [a["arm_id"] for a in man.arms], names, labels, run_arms(man), llm)
 
@@ -150,18 +151,22 @@ def metrics_pieces(aggregates: pd.DataFrame, turns: Iterable[pd.DataFrame], chun
         yield t.cast(schema) if not t.schema.equals(schema) else t
 
 
-def write_pieces(run_dir: Path, pieces: Iterable[pa.Table], metadata: dict[str, str] | None = None) -> Path:
+def write_pieces(run_dir: Path, pieces: Iterable[pa.Table],
+                 metadata: dict[str, str] | Callable[[], dict[str, str]] | None = None) -> Path:
     """The run folder's metrics file from `metrics_pieces`, written a piece at a time. `metadata`:
-    added to the file's schema (scoring's stamp)."""
+    added to the file (scoring's stamp); a callable is asked once every piece is written (a stamp
+    that certifies the pieces' content)."""
     folder = RunFolder(run_dir)
     with folder.metrics_writer() as tmp:
         writer = None
         try:
             for t in pieces:
                 if writer is None:
-                    extra = {k.encode(): v.encode() for k, v in (metadata or {}).items()}
+                    extra = {} if callable(metadata) else {k.encode(): v.encode() for k, v in (metadata or {}).items()}
                     writer = pq.ParquetWriter(tmp, t.schema.with_metadata({**(t.schema.metadata or {}), **extra}))
                 writer.write_table(t.cast(writer.schema) if not t.schema.equals(writer.schema) else t)
+            if writer is not None and callable(metadata):
+                writer.add_key_value_metadata(metadata())
         finally:
             if writer is not None:
                 writer.close()

@@ -87,13 +87,16 @@ def group_parts(folder: RunFolder, labels: pd.DataFrame, group_turns: int = GROU
         yield list(zip(groups, _split(folder.parts(), groups, Path(tmp))))
 
 
-def read_rounds(parts: list[Path], columns: list[str]) -> pd.DataFrame:
-    """`columns` of the trace rows in `parts`, in key order (harness.run.traces.read_traces' order)."""
+def read_rounds(parts: list[Path], columns: list[str], table: bool = False) -> pd.DataFrame | pa.Table:
+    """`columns` of the trace rows in `parts`, in key order (harness.run.traces.read_traces' order),
+    as a DataFrame (or, with `table`, as Arrow)."""
     if not parts:
-        return SCHEMA.empty_table().select(columns).to_pandas()
+        t = SCHEMA.empty_table().select(columns)
+        return t if table else t.to_pandas()
     read = list(dict.fromkeys([*columns, *KEY]))
     t = pa.concat_tables([pq.read_table(p, columns=read, schema=SCHEMA) for p in parts])
-    return t.sort_by([(k, "ascending") for k in KEY]).select(columns).to_pandas()
+    t = t.sort_by([(k, "ascending") for k in KEY]).select(columns)
+    return t if table else t.to_pandas()
 
 
 def applicable(s: Scoring, long: Long) -> Long:

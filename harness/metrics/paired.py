@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from harness.metrics.registry import direction_of, headline
-from harness.metrics.segments import parse_segment, segment_keys
+from harness.metrics.segments import TurnLookup, parse_segment
 from harness.metrics.stats import (COMPARE_COLUMNS, STATS, bootstrap_of_sums, holm_over, min_detectable_drop,
                                    paired_frame, randomization_of_sums, session_sums, wins_ties_losses)
 
@@ -102,13 +102,14 @@ class PairedSums:
         for arm, g in cost.groupby("arm_id", sort=False):
             c = self.cost.setdefault(arm, [0.0, 0])
             c[0], c[1] = c[0] + float(g["value"].sum()), c[1] + len(g)
-        turn = pd.MultiIndex.from_arrays([pt["session_id"].astype(object), pt["turn_index"]])
+        lookup = TurnLookup(labels)
+        at = lookup.rows(pt["session_id"], pt["turn_index"])
         measured = set(pt["metric"])
         for seg in self.segments:
-            keys = segment_keys(labels, seg)
-            if not keys:
+            mask = seg.mask(labels).to_numpy(bool)
+            if not mask.any():
                 continue
-            sub = pt[turn.isin(list(keys))]
+            sub = pt[lookup.within(at, mask)]
             for m in (m for m in self.metrics if m in measured):
                 rows = sub[sub["metric"] == m]
                 direction = direction_of(m)

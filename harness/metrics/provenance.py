@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -32,11 +33,13 @@ from harness.run.folder import LABELS, METRICS, TABLES, RunFolder, RunFolderErro
 from harness.run.integrity import Completeness, inputs
 
 KEY = "harness.scoring"
+HASH_BATCH = 1 << 20  # rows of a table read at a time to check its content hash
 PACKAGE = Path(__file__).resolve().parents[1]  # harness/
 # the code that computes the values scoring writes (tests/test_evidence.py: every module scoring
 # loads is here or in NEUTRAL)
 SOURCES = ("metrics", "guards/identifiers.py", "guards/units.py", "run/armset.py", "run/traces.py", "run/folder.py",
-           "arms/result.py", "arms/spelling.py", "defaults.py", "run/record.py", "roles/relevance.py", "run/holes.py")
+           "arms/result.py", "arms/spelling.py", "defaults.py", "run/record.py", "roles/relevance.py", "run/holes.py",
+           "run/turns.py")
 # loaded by scoring, and no value it writes depends on them (integrity and shard decide whether the
 # run is complete, which every reader checks anew)
 NEUTRAL = ("__init__.py", "analysis/__init__.py", "arms/__init__.py", "guards/__init__.py", "run/__init__.py",
@@ -56,59 +59,88 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
+@functools.lru_cache(maxsize=1 << 20)  # a month's session ids recur in every block of the metrics file
+def _digest8(v: str | None) -> int:
+    """A string's own 64-bit digest (null as the empty string)."""
+    return int.from_bytes(hashlib.sha256((v or "").encode()).digest()[:8], "little")
+
+
 class _Column:
-    """The content hash of one column fed piece by piece: validity, lengths and values as streams,
-    so that the same values give the same hash however they are chunked."""
+    """The content hash of one column fed piece by piece: validity and values as streams, so that
+    the same values give the same hash however they are chunked. A string is fed as its own 64-bit
+    digest, computed once per distinct value of a piece (its dictionary), so a month's per-turn rows
+    cost a gather per row, not a hash of every repeated arm id."""
 
     def __init__(self):
-        self.valid, self.sizes, self.values = hashlib.sha256(), hashlib.sha256(), hashlib.sha256()
+        self.valid, self.values = hashlib.sha256(), hashlib.sha256()
 
     def update(self, arr: pa.Array) -> None:
+        text = pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)
         if pa.types.is_dictionary(arr.type):
-            arr = arr.dictionary_decode()
+            text = pa.types.is_string(arr.type.value_type) or pa.types.is_large_string(arr.type.value_type)
+            arr = arr if text else arr.dictionary_decode()
         self.valid.update(pc.is_valid(arr).to_numpy(zero_copy_only=False).tobytes())
+        if text:
+            enc = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
+            words = np.array([_digest8(v) for v in enc.dictionary.to_pylist()] + [_digest8(None)], np.uint64)
+            self.values.update(words[np.asarray(enc.indices.fill_null(-1), np.int64)].astype("<u8").tobytes())
+            return
         if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type) or pa.types.is_boolean(arr.type):
             self.values.update(pc.fill_null(arr, False if pa.types.is_boolean(arr.type) else 0)
                                .to_numpy(zero_copy_only=False).tobytes())
             return
-        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-            items = [v.encode() for v in pc.fill_null(arr, "").to_pylist()]
-        else:  # lists, structs, timestamps: their values as JSON
-            items = [json.dumps(v, sort_keys=True, default=str).encode() for v in arr.to_pylist()]
-        self.sizes.update(b"".join(len(v).to_bytes(8, "little") for v in items))
-        self.values.update(b"".join(items))
+        # lists, structs, timestamps: their values as JSON, each with its length
+        items = [json.dumps(v, sort_keys=True, default=str).encode() for v in arr.to_pylist()]
+        self.values.update(b"".join(len(v).to_bytes(8, "little") + v for v in items))
 
     def digest(self) -> bytes:
-        return self.valid.digest() + self.sizes.digest() + self.values.digest()
+        return self.valid.digest() + self.values.digest()
 
 
 def _type_name(t: pa.DataType) -> str:
-    """A type's name without the list's field name (`item` in memory, `element` read from Parquet)."""
+    """A type's name without the list's field name (`item` in memory, `element` read from Parquet);
+    a dictionary of strings as its value type (how a column is encoded is not its content)."""
+    if pa.types.is_dictionary(t):
+        return _type_name(t.value_type)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return f"list<{_type_name(t.value_type)}>"
     return str(t)
 
 
-def content_hash(pieces: Iterable[pa.Table]) -> str:
+class ContentHash:
     """The hash of a table's values (column names, types and data; never its schema metadata, so
-    the stamp it sits in is left out), given as one table or the pieces it is written in."""
-    cols: dict[str, tuple[str, _Column]] = {}
-    for piece in pieces:
+    the stamp it sits in is left out), fed the table or the pieces it is written in (`add`)."""
+
+    def __init__(self):
+        self.cols: dict[str, tuple[str, _Column]] = {}
+
+    def add(self, piece: pa.Table) -> None:
         for name, col in zip(piece.column_names, piece.columns):
-            h = cols.setdefault(name, (_type_name(col.type), _Column()))[1]
+            h = self.cols.setdefault(name, (_type_name(col.type), _Column()))[1]
             for chunk in col.chunks:
                 h.update(chunk)
-    out = hashlib.sha256()
-    for name, (typ, h) in cols.items():
-        out.update(name.encode() + b"\0" + typ.encode() + b"\0" + h.digest())
-    return out.hexdigest()[:32]
+
+    def hexdigest(self) -> str:
+        out = hashlib.sha256()
+        for name, (typ, h) in self.cols.items():
+            out.update(name.encode() + b"\0" + typ.encode() + b"\0" + h.digest())
+        return out.hexdigest()[:32]
 
 
-def certify(st: dict, tables: dict[str, Iterable[pa.Table]]) -> dict:
+def content_hash(pieces: Iterable[pa.Table]) -> str:
+    """ContentHash of one table or the pieces it is written in."""
+    h = ContentHash()
+    for piece in pieces:
+        h.add(piece)
+    return h.hexdigest()
+
+
+def certify(st: dict, tables: dict[str, Iterable[pa.Table]], hashed: dict[str, str] | None = None) -> dict:
     """The stamp `st` completed with the tables it certifies (name: the table, or the pieces it is
-    written in; `metrics` among them): which tables beside the metrics were written, and the
-    content hash of each one's values. The one way a stamp comes to cover a table."""
-    content = {name: content_hash(pieces) for name, pieces in tables.items()}
+    written in; `metrics` among them, or its ContentHash in `hashed`, taken as it was written):
+    which tables beside the metrics were written, and the content hash of each one's values. The
+    one way a stamp comes to cover a table."""
+    content = {**{name: content_hash(pieces) for name, pieces in tables.items()}, **(hashed or {})}
     return {**st, "tables": sorted(n for n in content if n != "metrics"), "content": content}
 
 
@@ -121,8 +153,8 @@ def _content_changes(folder: RunFolder, st: dict) -> list[str]:
     for name, file in {"metrics": METRICS, **TABLES}.items():
         p = folder.path / file
         if name in content and p.is_file():
-            try:
-                now = content_hash([pq.read_table(p)])
+            try:  # a batch at a time: a month's per-turn rows would not fit in memory at once
+                now = content_hash(pa.Table.from_batches([b]) for b in pq.ParquetFile(p).iter_batches(HASH_BATCH))
             except (OSError, pa.ArrowException) as e:
                 out.append(f"{file} cannot be read ({e})")
                 continue

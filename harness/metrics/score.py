@@ -13,18 +13,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.defaults import metric_settings
-from harness.metrics.coinciding import TOP, coinciding_arms
+from harness.metrics.coinciding import TOP, CoincidingSums, top_keys
 from harness.metrics.compute import MetricsResult, compute_metrics, metrics_pieces, write_pieces
 from harness.metrics.families.answers import abstention_table
 from harness.metrics.families.guards import filter_fields_table, merge_filter_fields
+from harness.metrics.families.pool import hole_sums, holes_rounded
 from harness.metrics.groups import GROUP_TURNS, Group, read_rounds
 from harness.metrics.paired import PairedSums
-from harness.metrics.provenance import certify, metadata, read_stamp, stamp
+from harness.metrics.provenance import ContentHash, certify, metadata, read_stamp, stamp
 from harness.metrics.qrels import HUMAN, agreement_table, check_qrels, scored_labels
 from harness.metrics.spread import SpreadSums
 from harness.run.armset import run_arms
@@ -36,6 +38,7 @@ TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_fi
 COINCIDING_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "ranking", "verdict_reason", "not_applicable",
                       "error"]
 
+TURN_GROUP = 131_072  # per-turn rows of one row group of the metrics file: `harness show` reads one per block
 SPILL_SCHEMA = pa.schema([("arm_id", pa.large_string()), ("repeat", pa.int64()), ("session_id", pa.large_string()),
                           ("turn_index", pa.int64()), ("metric", pa.large_string()), ("value", pa.float64()),
                           ("unmeasured", pa.large_string())])  # compute_metrics' per-turn columns
@@ -50,6 +53,7 @@ class Scored:
     coinciding: pd.DataFrame
     path: Path  # the metrics file
     completeness: Completeness | None = None  # of the run as scored: partial tables say so
+    holes: dict | None = None  # arm -> the pool's holes (harness.analysis.pool_warnings.holes_by_arm)
 
 
 def _write(folder: RunFolder, name: str, df: pd.DataFrame, meta: dict[str, str]) -> None:
@@ -71,45 +75,80 @@ def scored_qrels(folder: RunFolder) -> str | None:
 
 def _kept(metric: str) -> bool:
     """The metrics whose per-turn rows the scoring step keeps in memory for what it prints (abstention,
-    rounds, answers, the pool's holes); every other per-turn row only goes to the metrics file."""
-    return metric in ("abstained", "answered", "rounds_used") or metric.startswith("holes")
+    rounds, answers: an answering arm's, categorical); every other per-turn row only goes to the
+    metrics file, and the pool's holes are summed group by group (`_Tables.holes`)."""
+    return metric in ("abstained", "answered", "rounds_used")
+
+
+class _Blocks:
+    """The groups' per-turn rows spilled per (metric, arm), one temporary file each, so that the
+    metrics file holds each metric's rows of each arm together (in session order) and a reader of
+    one metric reads its blocks only, by the row groups' statistics (harness.run.folder.RunData)."""
+
+    def __init__(self, spill: Path):
+        self.spill, self.writers, self.paths = spill, {}, {}
+
+    def add(self, per_turn: pd.DataFrame) -> None:
+        mc, metrics = pd.factorize(per_turn["metric"])
+        ac, arms = pd.factorize(per_turn["arm_id"])
+        block = mc * max(len(arms), 1) + ac
+        order = np.argsort(block, kind="stable")  # one gather, then a slice per block (rows in their order)
+        t = pa.Table.from_pandas(per_turn, schema=SPILL_SCHEMA, preserve_index=False).take(pa.array(order))
+        bounds = np.flatnonzero(np.diff(block[order])) + 1
+        for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)]):
+            if a == b:
+                continue
+            key = (str(metrics[block[order[a]] // max(len(arms), 1)]), str(arms[block[order[a]] % max(len(arms), 1)]))
+            if key not in self.writers:
+                self.paths[key] = self.spill / f"block-{len(self.paths):05d}.parquet"
+                self.writers[key] = pq.ParquetWriter(self.paths[key], SPILL_SCHEMA)
+            self.writers[key].write_table(t.slice(a, b - a))
+
+    def turns(self, metrics: list[str], arms: list[str], chunk_rows: int = 1_000_000) -> Iterator[pd.DataFrame]:
+        """The spilled rows block by block (metrics in `metrics`' order, arms in `arms`', any other
+        after), at most `chunk_rows` at a time and never two blocks in one piece."""
+        for w in self.writers.values():
+            w.close()
+        self.writers = {}
+        rank_m, rank_a = {m: i for i, m in enumerate(metrics)}, {a: i for i, a in enumerate(arms)}
+        for key in sorted(self.paths, key=lambda k: (rank_m.get(k[0], len(rank_m)), k[0] if k[0] not in rank_m else "",
+                                                     rank_a.get(k[1], len(rank_a)), k[1])):
+            for batch in pq.ParquetFile(self.paths[key]).iter_batches(batch_size=chunk_rows):
+                yield batch.to_pandas()
 
 
 class _Tables:
     """Every table of the scoring step but the metrics, fed a session group at a time (the groups'
-    per-turn rows spilled to `spill` for the metrics file, which is written after its aggregates)."""
+    per-turn rows spilled by (metric, arm) to `spill` for the metrics file, which is written after
+    its aggregates)."""
 
     def __init__(self, folder: RunFolder, man, spill: Path):
         self.settings, self.schema = metric_settings(man.metrics), man.filter_schema
         labels = folder.labels()
         self.paired = PairedSums(labels, run_arms(man), settings=self.settings)
         self.spread = SpreadSums(settings=self.settings)
-        self.filters, self.final = [], []
-        self.spill, self.writer = spill, None
+        self.filters, self.coinciding, self.holes = [], CoincidingSums(), {}
+        self.blocks = _Blocks(spill)
 
     def __call__(self, g: Group) -> None:
         self.paired.add(g.per_turn, g.labels)
         self.spread.add(g.per_turn)
-        if self.writer is None:
-            self.writer = pq.ParquetWriter(self.spill, SPILL_SCHEMA)
-        self.writer.write_table(pa.Table.from_pandas(g.per_turn, schema=SPILL_SCHEMA, preserve_index=False))
-        rounds = read_rounds(g.parts, TRACE_COLUMNS)
+        self.blocks.add(g.per_turn)
+        hole_sums(g.per_turn, self.holes)
+        t = read_rounds(g.parts, TRACE_COLUMNS, table=True)  # rankings stay Arrow: of each, a key of its top 10
+        rounds = t.set_column(t.column_names.index("ranking"), "ranking", pa.array(top_keys(t.column("ranking"), TOP),
+                                                                                   pa.uint64())).to_pandas()
         if any(f.get("kind") != "entitlement" for f in self.schema) and len(rounds):
             self.filters.append(filter_fields_table(rounds, g.labels, self.schema))
-        # what coinciding reads; of a ranking only its top 10's hash (equal top 10s, equal hashes;
-        # 64-bit hashes within one process), not the run's lists of document ids
-        final = rounds.loc[rounds["is_final"], COINCIDING_COLUMNS]
-        self.final.append(final.assign(ranking=[(hash(tuple(list(r)[:TOP])),) for r in final["ranking"]]))
+        # what coinciding reads; of a ranking only a 64-bit key of its top 10 (equal top 10s, equal
+        # keys), not the run's lists of document ids
+        self.coinciding.add(rounds.loc[rounds["is_final"], COINCIDING_COLUMNS])
 
-    def turns(self) -> Iterator[pd.DataFrame]:
-        """The spilled per-turn rows, a million at a time."""
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
-        if not self.spill.exists():
-            return
-        for batch in pq.ParquetFile(self.spill).iter_batches(batch_size=1_000_000):
-            yield batch.to_pandas()
+
+def _hashing(pieces: Iterator[pa.Table], h: ContentHash) -> Iterator[pa.Table]:
+    for piece in pieces:
+        h.add(piece)
+        yield piece
 
 
 def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None, group_turns: int = GROUP_TURNS
@@ -126,19 +165,25 @@ def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None,
     qrels = check_qrels(qrels or scored_qrels(folder) or HUMAN)
     st = stamp(folder, man, done)  # the inputs as read now: a later change shows as stale
     with tempfile.TemporaryDirectory(prefix="harness-score-") as tmp:
-        acc = _Tables(folder, man, Path(tmp) / "turns.parquet")
+        acc = _Tables(folder, man, Path(tmp))
         res = compute_metrics(folder.path, measures=measures, qrels=qrels, group_turns=group_turns,
                               each_group=acc, keep=_kept)
         st.update(qrels=qrels, llm=dataclasses.asdict(res.llm) if res.llm is not None else None)
-        final = pd.concat(acc.final, ignore_index=True) if acc.final else pd.DataFrame()
         tables = {"comparisons": acc.paired.table(), "abstention": abstention_table(res.per_turn, res.labels),
                   "filter_fields": merge_filter_fields(acc.filters),
-                  "coinciding": coinciding_arms(final, res.arms) if len(final) else pd.DataFrame(),
+                  "coinciding": acc.coinciding.table(res.arms),
                   "spread": acc.spread.table(), "agreement": agreement_table(folder)}
         written = {n: [pa.Table.from_pandas(df, preserve_index=False)] for n, df in tables.items() if len(df)}
-        meta = metadata(certify(st, {"metrics": metrics_pieces(res.aggregates, acc.turns()), **written}))
-        path = write_pieces(folder.path, metrics_pieces(res.aggregates, acc.turns()), meta)
+        h = ContentHash()  # of the metrics as written: one pass over the spilled rows
+        pieces = metrics_pieces(res.aggregates, acc.blocks.turns(res.metric_names, res.arms, TURN_GROUP))
+        meta: dict[str, str] = {}
+
+        def stamped() -> dict[str, str]:  # once every piece is written (and hashed)
+            meta.update(metadata(certify(st, written, {"metrics": h.hexdigest()})))
+            return meta
+
+        path = write_pieces(folder.path, _hashing(pieces, h), stamped)
     for name, df in tables.items():
         _write(folder, name, df, meta)
     return Scored(res, tables["comparisons"], tables["abstention"], tables["filter_fields"], tables["coinciding"],
-                  path, done)
+                  path, done, holes_rounded(acc.holes))

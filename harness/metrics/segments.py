@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from harness.errors import BadInput
@@ -83,6 +84,26 @@ class AllOf:
         for p in self.parts:
             out &= p.mask(labels)
         return out
+
+
+class TurnLookup:
+    """Per-turn rows (session id, turn index) to the positions of their label rows (-1: none), by
+    integer keys: no tuple per turn."""
+
+    def __init__(self, labels: pd.DataFrame):
+        self.codes, self.sessions = pd.factorize(labels["session_id"].astype(str))
+        self.stride = int(labels["turn_index"].max() if len(labels) else 0) + 1
+        self.index = pd.Index(self.codes * self.stride + labels["turn_index"].to_numpy(np.int64))
+
+    def rows(self, session_ids, turn_index) -> np.ndarray:
+        ls = self.sessions.get_indexer(pd.Index(session_ids).astype(str))
+        tix = np.asarray(turn_index, np.int64)
+        ok = (ls >= 0) & (tix >= 0) & (tix < self.stride)
+        return np.where(ok, self.index.get_indexer(np.where(ok, ls * self.stride + tix, -1)), -1)
+
+    def within(self, rows: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Which of `rows` (label row positions) have a label row that `mask` selects."""
+        return (rows >= 0) & np.asarray(mask, bool)[np.clip(rows, 0, None)] if len(mask) else np.zeros(len(rows), bool)
 
 
 def segment_keys(labels: pd.DataFrame, segment: str | Segment | AllOf) -> set:

@@ -60,12 +60,14 @@ def exact_hits(sums: np.ndarray, threshold: float) -> int:
     return int(up.sum() + down.sum())
 
 
-def sign_flip(sums: np.ndarray, n_permutations: int, seed: int, exact_max: int) -> SignFlip:
+def sign_flip(sums: np.ndarray, n_permutations: int, seed: int, exact_max: int,
+              normal_from: int | None = None) -> SignFlip:
     """Two-sided sign-flip test of the per-session sums of differences (statistic |sum_s e_s D_s|).
     Exact with at most `exact_max` sessions: p = #{|T_e| >= |T_obs|} / 2^S over every pattern e (the
     observed one included). Monte Carlo above: p = (1 + hits) / (1 + n_permutations) over patterns
     drawn with numpy.random.default_rng(seed). A relative tolerance of 1e-12 absorbs floating-point
-    noise; identical arms give p = 1. NaN without a session."""
+    noise; identical arms give p = 1. NaN without a session. From `normal_from` sessions on, the
+    normal limit of the sign-flip distribution (`normal_p`), which has no resolution."""
     n = len(sums)
     if n == 0:
         return SignFlip(math.nan, n <= exact_max, math.nan)
@@ -76,12 +78,21 @@ def sign_flip(sums: np.ndarray, n_permutations: int, seed: int, exact_max: int) 
         if observed - tol <= 0:
             return SignFlip(1.0, True, resolution)
         return SignFlip(min(1.0, exact_hits(sums, observed - tol) / 2.0 ** n), True, resolution)
+    if normal_from is not None and n >= normal_from:
+        return SignFlip(1.0 if observed - tol <= 0 else normal_p(sums), False, math.nan)
     rng = np.random.default_rng(seed)
     hits = 0
     for step in blocks(n_permutations, n):
         signs = rng.integers(0, 2, size=(step, n), dtype=np.int8) * 2 - 1
         hits += int(np.count_nonzero(np.abs(signs @ sums) >= observed - tol))
     return SignFlip((1 + hits) / (1 + n_permutations), False, 1.0 / (1 + n_permutations))
+
+
+def normal_p(sums: np.ndarray) -> float:
+    """The two-sided p of |sum_s e_s D_s| under its normal limit: over sign patterns the sum has mean
+    0 and variance sum(D_s^2), so p = erfc(|sum D_s| / sqrt(2 sum D_s^2))."""
+    var = float(np.square(sums).sum())
+    return 1.0 if var <= 0 else min(1.0, math.erfc(abs(float(sums.sum())) / math.sqrt(2.0 * var)))
 
 
 def p_said(p: float | None, floor: float | None = None, adjusted: bool = False, digits: int = 4) -> str:

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.metrics.aggregate import groups, turn_values
+from harness.metrics.aggregate import groups, pair_codes, turn_values
 from harness.metrics.registry import headline, judged
 from harness.metrics.segments import BUCKETS, bucket
 from harness.metrics.stats import KEY, STATS, check_columns, bootstrap_of_sums, session_sums
@@ -36,7 +36,7 @@ class SpreadSums:
         t = turn_values(per_turn[per_turn["metric"].isin(self.metrics)], ("arm_id", "metric", "session_id", "turn_index"))
         arm, metric, sess = (t[c].to_numpy(object) for c in ("arm_id", "metric", "session_id"))
         value, buckets = t["value"].to_numpy(float), t["turn_index"].map(bucket).to_numpy(object)
-        for g in groups(pd.factorize(pd.MultiIndex.from_arrays([arm, metric]))[0]):  # in order of appearance
+        for g in groups(pair_codes(arm, metric)):  # in order of appearance
             got = self.parts.setdefault((arm[g[0]], metric[g[0]]), {})
             for b, part in [*((b, g[buckets[g] == b]) for b in BUCKETS), ("all", g)]:
                 if len(part):

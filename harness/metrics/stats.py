@@ -36,7 +36,10 @@ class StatsDefaults:
     Monte Carlo randomization test (its p is at least 1 / (1 + n_permutations), so Holm over ~1000
     comparisons can still reach alpha); exact_max_sessions: up to this many sessions every one of
     the 2^S patterns is enumerated instead; alpha: a CI's level (1 - alpha) and the tests' level;
-    power: of the smallest detectable difference; seed: of every draw."""
+    power: of the smallest detectable difference; seed: of every draw; normal_from_sessions: from this
+    many sessions on, the CI and the p take their large-sample normal forms (the bootstrap's and the
+    sign-flip distribution's limits, in time linear in the sessions: drawing 10,000 resamples of a
+    month's 250,000 sessions took minutes per comparison; docs/statistics.md)."""
     n_resamples: int = 10_000
     spread_resamples: int = 1_000  # of one arm's own CI (plot bands, the headline's spread), never a comparison
     n_permutations: int = 20_000
@@ -44,17 +47,20 @@ class StatsDefaults:
     alpha: float = 0.05
     power: float = 0.8
     seed: int = 0
+    normal_from_sessions: int = 20_000
 
     def said(self) -> str:
         """How a CI and a p are computed, in the words every output states them."""
         return (f"{1 - self.alpha:.0%} CI: session bootstrap ({self.n_resamples:,} resamples, seed {self.seed}); "
                 f"p: two-sided session sign-flip test (every sign pattern up to {self.exact_max_sessions} sessions, "
-                f"else {self.n_permutations:,} drawn; `<x (resolution)` where no draw was as extreme)")
+                f"else {self.n_permutations:,} drawn; `<x (resolution)` where no draw was as extreme); from "
+                f"{self.normal_from_sessions:,} sessions on, both in their large-sample normal forms")
 
     def method(self) -> dict:
         """The counts as the outputs state them."""
         return {"n_resamples": self.n_resamples, "n_permutations": self.n_permutations,
-                "exact_max_sessions": self.exact_max_sessions, "alpha": self.alpha, "seed": self.seed}
+                "exact_max_sessions": self.exact_max_sessions, "alpha": self.alpha, "seed": self.seed,
+                "normal_from_sessions": self.normal_from_sessions}
 
 
 STATS = StatsDefaults()
@@ -189,8 +195,7 @@ def session_sums(session_ids: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np
     """Per-session sums of `d` (added in row order) and turn counts, sessions in sorted order."""
     if not len(d):
         return np.zeros(0), np.zeros(0)
-    _, inverse = np.unique(session_ids, return_inverse=True)
-    inverse = inverse.ravel()
+    inverse = pd.factorize(session_ids, sort=True)[0]  # np.unique's codes (sessions in sorted order), by hashing
     return np.bincount(inverse, weights=d), np.bincount(inverse).astype(float)
 
 
@@ -210,11 +215,14 @@ def session_bootstrap_ci(frame: pd.DataFrame, n_resamples: int = STATS.n_resampl
 
 def bootstrap_of_sums(sums: np.ndarray, counts: np.ndarray, n_resamples: int = STATS.n_resamples,
                       alpha: float = STATS.alpha, seed: int = STATS.seed) -> tuple[float, float, float]:
-    """session_bootstrap_ci of the per-session sums and turn counts (`session_sums`)."""
+    """session_bootstrap_ci of the per-session sums and turn counts (`session_sums`); from
+    STATS.normal_from_sessions sessions on, its large-sample limit (`normal_ratio_ci`)."""
     n_sessions = len(sums)
     if n_sessions == 0:
         return (math.nan, math.nan, math.nan)
     mean_diff = float(sums.sum() / counts.sum())
+    if n_sessions >= STATS.normal_from_sessions:
+        return normal_ratio_ci(sums, counts, alpha)
     rng = np.random.default_rng(seed)
     boot = np.empty(n_resamples)
     start = 0
@@ -224,6 +232,18 @@ def bootstrap_of_sums(sums: np.ndarray, counts: np.ndarray, n_resamples: int = S
         start += step
     lo, hi = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
     return (mean_diff, float(lo), float(hi))
+
+
+def normal_ratio_ci(sums: np.ndarray, counts: np.ndarray, alpha: float = STATS.alpha) -> tuple[float, float, float]:
+    """The session bootstrap's large-sample limit: the mean over turns r = sum(D_s) / sum(n_s) with
+    r +- z_(1-alpha/2) * SE, SE = sqrt(sum((D_s - r n_s)^2)) / sum(n_s), the delta method's standard
+    error of a ratio of session sums, which is the spread of r over resamples of whole sessions as
+    their number grows. In time linear in the sessions."""
+    total = float(counts.sum())
+    r = float(sums.sum() / total)
+    se = math.sqrt(float(np.square(sums - r * counts).sum())) / total
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    return (r, r - z * se, r + z * se)
 
 
 def session_randomization_test(frame: pd.DataFrame, n_permutations: int = STATS.n_permutations,
@@ -245,7 +265,7 @@ def randomization_of_sums(sums: np.ndarray, n_permutations: int = STATS.n_permut
                           seed: int = STATS.seed) -> SignFlip:
     """session_randomization_test of the per-session sums of differences (`session_sums`), with how
     its p was computed and the smallest p that computation can give."""
-    return sign_flip(sums, n_permutations, seed, STATS.exact_max_sessions)
+    return sign_flip(sums, n_permutations, seed, STATS.exact_max_sessions, STATS.normal_from_sessions)
 
 
 def holm(p_values: list[float]) -> list[float]:

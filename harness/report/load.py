@@ -17,13 +17,15 @@ from harness.analysis.evidence import check_run
 from harness.metrics.spread import spread_metrics
 from harness.metrics.aggregate import turn_values
 from harness.metrics.registry import headline, judged
+from harness.report.limits import TOP_HITS
 from harness.report.table import bucket
 from harness.run.folder import AGG_COLUMNS, METRICS, TABLES, TURN_COLUMNS, RunData, RunFolder
-from harness.run.traces import read_traces
 
 TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "issued_queries",
                  "applied_filters", "filter_violations", "filters_removed", "fallback_reason", "not_applicable",
                  "ranking", "verdict", "verdict_reason", "answer", "abstained", "error", "clarify", "turn_class"]
+# what the report reads of every trace row; the drill-down reads TRACE_COLUMNS of the sessions it shows
+SUMMARY_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "not_applicable", "error"]
 RESCORE = "run `harness metrics RUN`"
 
 
@@ -31,9 +33,8 @@ RESCORE = "run `harness metrics RUN`"
 class ReportRun:
     data: RunData
     key: str  # unique within the report (the run id, suffixed when two folders share one)
-    traces: pd.DataFrame  # TRACE_COLUMNS, every round
+    traces: pd.DataFrame  # SUMMARY_COLUMNS and `top` (a key of the top hits), every round
     agg: pd.DataFrame  # the aggregates of the metrics table (no row when not scored)
-    turns: pd.DataFrame  # its per-turn values (no row when not scored)
     arms: list[str]  # arm ids in the manifest's order
     label: dict[str, str]  # arm_id -> label
     tables: dict[str, pd.DataFrame | None]  # comparisons, abstention, filter_fields as scoring wrote them
@@ -61,7 +62,12 @@ class ReportRun:
 
     @property
     def scored(self) -> bool:
-        return self.data.per_turn is not None
+        return self.data.scored
+
+    def turns_of(self, metrics: list[str]) -> pd.DataFrame:
+        """The per-turn values of `metrics` (TURN_COLUMNS; none when not scored), read once per metric."""
+        t = self.data.turns(metrics)
+        return t if t is not None else pd.DataFrame(columns=TURN_COLUMNS)
 
     @property
     def has_judgments(self) -> bool:
@@ -99,29 +105,61 @@ class ReportRun:
         """Per-turn values (repeats averaged, unmeasured turns dropped) with the turn bucket; built
         once per run and metric (callers only read it)."""
         if metric not in self.turn_cache:
-            t = turn_values(self.turns[self.turns["metric"] == metric])
+            t = turn_values(self.turns_of([metric]))
             self.turn_cache[metric] = t.assign(bucket=t["turn_index"].map(bucket))
         return self.turn_cache[metric]
 
 
 def load_traces(folder: RunFolder) -> pd.DataFrame:
-    """The trace columns the report needs; columns that older runs lack are left empty."""
-    have = set(TRACE_COLUMNS)
+    """SUMMARY_COLUMNS of every trace row and `top`, a key of its top hits (TOP_HITS: equal lists,
+    equal keys), read a part at a time: a month's rankings are never held at once."""
+    import numpy as np
+    import pyarrow as pa
+
+    from harness.metrics.coinciding import top_keys
+    from harness.run.traces import KEY, read_part
+
+    tables, tops = [], []
     for p in folder.parts():
-        have &= set(pq.read_schema(p).names)
-    t = read_traces(folder.path, [c for c in TRACE_COLUMNS if c in have]).to_pandas()
+        t = read_part(p, [*SUMMARY_COLUMNS, "ranking"])  # columns an older part lacks: nulls
+        tops.append(top_keys(t.column("ranking"), TOP_HITS))
+        tables.append(t.drop_columns(["ranking"]))
+    if not tables:
+        return pd.DataFrame(columns=[*SUMMARY_COLUMNS, "top"])
+    t = pa.concat_tables(tables).append_column("top", pa.array(np.concatenate(tops), pa.uint64()))
+    df = t.sort_by([(k, "ascending") for k in KEY]).to_pandas()
+    return df.astype({"arm_id": "category", "session_id": "category"})
+
+
+def session_traces(folder: RunFolder, sessions: set[str]) -> pd.DataFrame:
+    """TRACE_COLUMNS of the trace rows of `sessions` (what the drill-down shows), read a part at a
+    time and filtered; columns that older runs lack are left empty."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from harness.run.traces import KEY, read_part
+
+    ids = pa.array(sorted(sessions), pa.string())
+    tables = []
+    for p in folder.parts():
+        have = set(pq.read_schema(p).names)
+        t = read_part(p, [c for c in TRACE_COLUMNS if c in have])
+        tables.append(t.filter(pc.is_in(t.column("session_id"), ids)))
+    t = pa.concat_tables(tables, promote_options="default").sort_by([(k, "ascending") for k in KEY]).to_pandas() \
+        if tables else pd.DataFrame(columns=TRACE_COLUMNS)
     for c in TRACE_COLUMNS:
         if c not in t.columns:
             t[c] = None
     return t[TRACE_COLUMNS]
 
 
-def missing_tables(data: RunData, traces: pd.DataFrame, turns: pd.DataFrame, tables: dict) -> set[str]:
+def missing_tables(data: RunData, traces: pd.DataFrame, agg: pd.DataFrame, tables: dict) -> set[str]:
     """What the folder lacks that the report would show: "metrics" (not scored), or a table the
-    scoring step writes whenever the per-turn values hold what it summarises."""
-    if data.per_turn is None:
+    scoring step writes whenever the per-turn values hold what it summarises (a measured turn: an
+    aggregate with n > 0)."""
+    if not data.scored:
         return {"metrics"}
-    measured = set(turns.loc[turns["value"].notna(), "metric"])
+    measured = set(agg.loc[pd.to_numeric(agg["n"], errors="coerce").fillna(0) > 0, "metric"])
     out = set()
     ab = tables["abstention"]
     if (ab is None and "abstained" in measured) or (ab is not None and not any(c.startswith("n[") for c in ab)):
@@ -158,17 +196,13 @@ def load_run(path: str | Path, key: str | None = None, data: RunData | None = No
         data = check_run(path, complete=False, scored=False, rescore=False)  # `harness report` rescored it first
     traces = load_traces(data.folder)
     agg = data.aggregates if data.aggregates is not None else pd.DataFrame(columns=AGG_COLUMNS)
-    turns = data.per_turn if data.per_turn is not None else pd.DataFrame(columns=TURN_COLUMNS)
     agg = agg.assign(segment=agg["segment"].astype(str))
-    turns = turns.assign(value=pd.to_numeric(turns["value"], errors="coerce").astype(float),
-                         turn_index=turns["turn_index"].astype(int))
     arms = [a.arm_id for a in data.arms]
     arms += [a for a in dict.fromkeys(agg["arm_id"]) if a not in arms]
     label = {a.arm_id: a.label for a in data.arms}
     tables = {name: data.folder.table(name) for name in TABLES}
-    missing = missing_tables(data, traces, turns, tables)
-    return ReportRun(data=data, key=key or data.manifest.run_id or data.name, traces=traces, agg=agg,
-                     turns=turns, arms=arms, label={a: label.get(a, a) for a in arms}, tables=tables,
+    missing = missing_tables(data, traces, agg, tables)
+    return ReportRun(data=data, key=key or data.manifest.run_id or data.name, traces=traces, agg=agg, arms=arms, label={a: label.get(a, a) for a in arms}, tables=tables,
                      missing=missing, notes=missing_notes(missing, traces))
 
 

@@ -107,8 +107,9 @@ def turn_view(run_dir: Path, session: str, turn: int | None, arms: list[str] | N
     """The turn `turn` (default: the session's first labelled turn) of `session`, for the arms
     named (labels or ids; default: every arm); unknown names are BadInput with a suggestion."""
     from harness.metrics.registry import coverage, headline
-    from harness.run.folder import RunData
-    from harness.run.traces import read_traces
+    from harness.run.folder import TURN_COLUMNS, RunData
+    from harness.run.traces import read_part
+    from harness.run.turns import turn_rows
 
     run = RunData.load(run_dir, scored=False)
     labels = run.labels
@@ -128,12 +129,14 @@ def turn_view(run_dir: Path, session: str, turn: int | None, arms: list[str] | N
             if a not in ids:
                 _pick(a, "arm", list(by_label), "its arms")
         chosen = [a if a in by_label else ids[a] for a in arms]
-    t = read_traces(run_dir, columns=COLUMNS).to_pandas()
+    t = pd.concat([read_part(p, COLUMNS, run_dir, [("session_id", "=", session)]).to_pandas() for p in
+                   run.folder.parts()] or [pd.DataFrame(columns=COLUMNS)], ignore_index=True)  # one session's rows
     t = t[(t["session_id"] == session) & (t["turn_index"] == turn) & (t["repeat"] == 0)]
-    per_turn = run.per_turn
-    if per_turn is not None:
-        per_turn = per_turn[(per_turn["session_id"] == session) & (per_turn["turn_index"] == turn) & (per_turn["repeat"] == 0)]
     names = headline(run.manifest.metrics) + coverage(run.manifest.metrics)[:1]
+    per_turn = None
+    if run.scored:  # the row groups of the metrics file that can hold the session (harness.run.turns)
+        per_turn = turn_rows(run.folder, names, TURN_COLUMNS, session)
+        per_turn = per_turn[(per_turn["turn_index"] == turn) & (per_turn["repeat"] == 0)]
     views = [_arm(label, t[t["arm_id"] == by_label[label]], qrels, _scores(per_turn, by_label[label], names))
              for label in chosen if (t["arm_id"] == by_label[label]).any()]
     relevant = sorted(((d, int(g)) for d, g in qrels.items() if g >= 1), key=lambda x: (-x[1], x[0]))

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -113,8 +114,8 @@ class RunFolder:
         p = self.path / name
         if not p.is_file():
             return {}
-        meta = _readable(p, pq.read_schema).metadata or {}
-        return {k.decode(): v.decode() for k, v in meta.items()}
+        meta = _readable(p, pq.read_metadata).metadata or {}  # the file's: the schema's and any added after
+        return {k.decode(): v.decode() for k, v in meta.items() if k != b"ARROW:schema"}
 
     # --- manifest -------------------------------------------------------------------------
     def is_run(self) -> bool:
@@ -145,8 +146,27 @@ class RunFolder:
         return self.path / MANIFEST
 
     # --- labels ---------------------------------------------------------------------------
-    def write_labels(self, table: pa.Table) -> None:
-        self.write_parquet(LABELS, table)
+    def write_labels(self, labels: pa.Table | Iterable[pa.RecordBatch]) -> None:
+        """The labels snapshot, from a table or written a batch at a time (a month of turns)."""
+        if isinstance(labels, pa.Table):
+            labels = labels.to_batches() or [pa.RecordBatch.from_pylist([], schema=labels.schema)]
+        with self.atomic(LABELS) as tmp:
+            writer = None
+            try:
+                for batch in labels:
+                    writer = writer or pq.ParquetWriter(tmp, batch.schema)
+                    writer.write_batch(batch)
+            finally:
+                if writer is not None:
+                    writer.close()
+
+    def labels_file(self) -> pq.ParquetFile:  # read a batch at a time
+        return _readable(self.path / LABELS, pq.ParquetFile)
+
+    def copy_labels(self, other: "RunFolder") -> None:
+        """Another run folder's labels snapshot, copied as it is."""
+        with self.atomic(LABELS) as tmp:
+            shutil.copyfile(other.path / LABELS, tmp)
 
     def has_labels(self) -> bool:
         return (self.path / LABELS).is_file()
@@ -230,6 +250,9 @@ class RunFolder:
     def metrics(self) -> pd.DataFrame:
         return _readable(self.path / METRICS, _read_frame)
 
+    def metrics_file(self, read_dictionary: list[str] | None = None) -> pq.ParquetFile:  # harness.run.turns
+        return _readable(self.path / METRICS, lambda p: pq.ParquetFile(p, read_dictionary=read_dictionary))
+
     @contextmanager
     def metrics_writer(self) -> Iterator[Path]:
         """A temporary path for metrics.parquet (written in pieces), renamed when the block ends."""
@@ -296,16 +319,19 @@ class NotScored(BadInput, ValueError):
 @dataclass
 class RunData:
     """A run folder, loaded for reading: manifest, labels, its arms (labels, capabilities) and,
-    when scored, the per-turn values and aggregates of its metrics. Compare, gate and report read
-    runs through it."""
+    when scored, the aggregates of its metrics; per-turn values are read a metric at a time when
+    asked for (`turns`, harness.run.turns), since a month's run holds a hundred million of them.
+    Compare, gate and report read runs through it."""
 
     folder: RunFolder
     manifest: Manifest
     labels: pd.DataFrame
     arms: list = field(default_factory=list)  # harness.run.armset.ArmInfo
-    per_turn: pd.DataFrame | None = None  # arm_id, repeat, session_id, turn_index, metric, value, unmeasured
     aggregates: pd.DataFrame | None = None  # arm_id, metric, segment, mean, p50, p95, n, n_unmeasured, ...
     evidence: object = None  # harness.analysis.evidence.Evidence, when the folder was checked before reading
+    scored: bool = False
+    _turns: dict = field(default_factory=dict, repr=False)  # metric -> its per-turn rows, as read
+    _metrics: set | None = field(default=None, repr=False)
 
     @property
     def path(self) -> Path:
@@ -317,28 +343,55 @@ class RunData:
 
     @property
     def metrics(self) -> set[str]:
-        # unique() first: a few metric names become Python strings, not every row's
-        return set(self.per_turn["metric"].unique().tolist()) if self.per_turn is not None else set()
+        """The metrics with per-turn values (read from the file's row-group statistics once)."""
+        if self._metrics is None:
+            from harness.run.turns import turn_metrics
+
+            self._metrics = turn_metrics(self.folder) if self.scored else set()
+        return self._metrics
+
+    def turns(self, metrics) -> pd.DataFrame | None:
+        """The per-turn rows (TURN_COLUMNS) of `metrics`, read once per metric and kept; None when
+        the run is not scored."""
+        import pandas as pd
+
+        if not self.scored:
+            return None
+        wanted = [m for m in dict.fromkeys(metrics) if m in self.metrics]
+        new = [m for m in wanted if m not in self._turns]
+        from harness.run.turns import turn_rows
+
+        if new:
+            got = turn_rows(self.folder, new, TURN_COLUMNS)
+            for m, g in got.groupby("metric", sort=False, observed=True):
+                self._turns[m] = g
+            for m in new:
+                self._turns.setdefault(m, got.iloc[:0])
+        frames = [self._turns[m] for m in wanted]
+        if not frames:
+            return turn_rows(self.folder, [], TURN_COLUMNS)
+        return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+    @property
+    def per_turn(self) -> pd.DataFrame | None:
+        """Every metric's per-turn rows (small runs; a large run's readers ask `turns`)."""
+        return self.turns(sorted(self.metrics)) if self.scored else None
 
     @classmethod
     def load(cls, path: str | Path, scored: bool = True) -> "RunData":
         """Raises NotARunFolder, NotScored (when `scored` and there are no metrics) or ValueError
         (two arms under one label)."""
         from harness.run.armset import run_arms
+        from harness.run.turns import aggregates as read_aggregates
 
         folder = RunFolder(path).require()
         man = folder.read_manifest()
-        per_turn = aggregates = None
+        aggregates = None
         if folder.has_metrics():
-            m = folder.metrics()
-            per_turn = m[m["kind"] == "turn"][[c for c in TURN_COLUMNS if c in m.columns]].copy()
-            per_turn["turn_index"] = per_turn["turn_index"].astype(int)
-            per_turn["value"] = per_turn["value"].astype(float)
-            per_turn["metric"] = per_turn["metric"].astype(str)
-            aggregates = m[m["kind"] == "aggregate"].reset_index(drop=True)
+            aggregates = read_aggregates(folder)
         elif scored:
             raise NotScored(f"{folder.path}: not scored yet (run `harness metrics {folder.path}` first)")
-        return cls(folder, man, folder.labels(), run_arms(man), per_turn, aggregates)
+        return cls(folder, man, folder.labels(), run_arms(man), aggregates, scored=folder.has_metrics())
 
 
 # the metrics file's columns, declared once: a per-turn row (kind=turn), an aggregate row (kind=aggregate)

@@ -123,13 +123,13 @@ def workers_for(cfg, asked: int | None, shard: tuple[int, int] | None, resume: P
 
 
 def _default(cfg, es=None) -> int:
-    from harness.evalset.load import iter_labelled, load_eval_set
+    from harness.evalset.load import load_eval_set
 
     cores = os.cpu_count() or 1
     if cores == 1:
         return 1
     es = es if es is not None else load_eval_set(cfg.eval_set)
-    turns = sum(1 for _ in iter_labelled(es, cfg.splits)) * len(cfg.configured_arms()) * cfg.repeats
+    turns = es.labelled_turns(cfg.splits) * len(cfg.configured_arms()) * cfg.repeats
     n = max(1, min(cores, turns // TURNS_PER_WORKER))
     return min(n, cfg.concurrency) if cfg.llm.roles else n
 
@@ -189,7 +189,7 @@ class ParallelRun:
     def _begin(self):
         """The run folder saying running: made (a new run), or its manifest marked running again."""
         from harness.config import canonical_hash
-        from harness.run.replay import labels_table
+        from harness.run.replay import labels_batches
 
         if self.resume:
             man = read_manifest(self.run_dir).model_copy(update={"status": "running", "failure": None, "ended": None,
@@ -199,7 +199,7 @@ class ParallelRun:
         man = for_workers(self.run_dir.name, self.cfg, self.raw, canonical_hash(self.raw), self.es, self.n, now())
         self.run_dir.mkdir(parents=True)
         self.folder.write_manifest(man)
-        self.folder.write_labels(labels_table(self.es, self.cfg.splits))
+        self.folder.write_labels(labels_batches(self.es, self.cfg.splits))
         return man.started, man.machine
 
     def _tasks(self) -> list[WorkerTask]:
@@ -211,7 +211,7 @@ class ParallelRun:
                                     source_dir=self.cfg.source_dir, index=i, of=self.n, folder=d,
                                     run_id=run_id_of(self.run_dir, self.resume),
                                     concurrency=share_of(self.cfg.concurrency, self.n, i),
-                                    resume=RunFolder(d).is_run()))
+                                    resume=RunFolder(d).is_run(), labels_from=self.run_dir))
         return tasks
 
     def _mark_failed(self, why: str) -> None:

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 import pyarrow as pa
 
@@ -43,8 +44,12 @@ LABEL_SCHEMA = pa.schema([
 TURNS_PER_REQUEST = 2
 
 
-def labels_table(es: EvalSet, splits) -> pa.Table:
-    rows = []
+LABEL_BATCH = 50_000  # label rows converted to Arrow at a time (a month of turns would not fit as dicts)
+
+
+def labels_batches(es: EvalSet, splits) -> Iterator[pa.RecordBatch]:
+    """The labels snapshot of the eval set's labelled turns (`splits`), LABEL_BATCH rows at a time."""
+    rows, sent = [], False
     for s, _, tix, t in iter_labelled(es, splits):
         lab = t.labels
         rows.append({
@@ -56,7 +61,15 @@ def labels_table(es: EvalSet, splits) -> pa.Table:
             "reference_rewrite": lab.reference_rewrite, "reference_answer": lab.reference_answer,
             "surface_doc": lab.surface_doc, "user": t.user, "segments": to_json(lab.segments),
         })
-    return pa.Table.from_pylist(rows, schema=LABEL_SCHEMA)
+        if len(rows) == LABEL_BATCH:
+            yield pa.RecordBatch.from_pylist(rows, schema=LABEL_SCHEMA)
+            rows, sent = [], True
+    if rows or not sent:  # an empty snapshot is a file too
+        yield pa.RecordBatch.from_pylist(rows, schema=LABEL_SCHEMA)
+
+
+def labels_table(es: EvalSet, splits) -> pa.Table:
+    return pa.Table.from_batches(list(labels_batches(es, splits)), schema=LABEL_SCHEMA)
 
 
 def entitlement_filters(info, account) -> list[dict]:
@@ -143,13 +156,18 @@ class Replay:
         run (both manifests record them)."""
         return git_state(), versions(), machine()  # noqa: the manifest's (harness.run.manifest.for_replay)
 
-    def jobs(self, index) -> list[Job]:
+    def _mine(self, session_id: str) -> bool:
+        return in_shard(session_id, self.shard)
+
+    def planned(self) -> int:
+        """How many jobs `jobs` yields (counted at the eval set's load, nothing read)."""
+        return self.es.labelled_turns(self.cfg.splits, self._mine) * self.cfg.repeats * len(self.arms)
+
+    def jobs(self, index) -> Iterator[Job]:
         """Turn-major: a turn's arms and repeats next to each other, so they run at about the same
-        time and share what they search alike (the run's memo, harness/corpus/memo.py)."""
-        out = []
-        for s, pos, tix, t in iter_labelled(self.es, self.cfg.splits):
-            if not in_shard(s.session_id, self.shard):
-                continue
+        time and share what they search alike (the run's memo, harness/corpus/memo.py). Made as the
+        replay takes them: a job holds its turn's context, and a month of turns would not fit."""
+        for s, pos, tix, t in iter_labelled(self.es, self.cfg.splits, self._mine):
             account = t.state.account or s.account
             entitled = entitlement_filters(self.es.info, account)
             for rep in range(self.cfg.repeats):
@@ -159,8 +177,7 @@ class Replay:
                                       inherited_filters=[f.model_dump() for f in t.state.filters],
                                       index=index, info=self.es.info, repeat=rep, seed=self.cfg.seed + rep,
                                       roles=arm.roles or self.roles, workers=self.roles.workers)
-                    out.append(Job(arm, rep, ctx))
-        return out
+                    yield Job(arm, rep, ctx)
 
     def run(self, index=None) -> Path:
         from harness.corpus.index import build_index
@@ -189,12 +206,13 @@ class Replay:
             done, repaired = set(), {}
         write_manifest(self.run_dir, self._manifest("running", index=index, started=started))
         self.display.step(f"run folder: {self.run_dir}")
-        RunFolder(self.run_dir).write_labels(labels_table(self.es, self.cfg.splits))
-        jobs = [j for j in self.jobs(index) if (self._arm_identity(j.arm)[0], j.repeat, j.ctx.session.session_id, j.ctx.turn_index) not in done]
+        self._write_labels()
+        jobs = (j for j in self.jobs(index) if (self._arm_identity(j.arm)[0], j.repeat, j.ctx.session.session_id,
+                                                j.ctx.turn_index) not in done)
         writer = PartWriter(self.run_dir, self.cfg.rows_per_part)
         index.memo = Memo()  # the arms of a turn share its searches and offline rewrites (this run only)
         try:
-            counts = asyncio.run(self._run_jobs(jobs, writer))
+            counts = asyncio.run(self._run_jobs(jobs, self.planned() - len(done), writer))
             writer.flush()  # the last part complete: a trace write that failed fails the run
         except BaseException as e:  # the folder says why it stopped; --resume continues it
             write_manifest(self.run_dir, self._manifest("failed", index=index, started=started).model_copy(
@@ -213,10 +231,14 @@ class Replay:
         write_manifest(self.run_dir, self._manifest("complete", index=index, counts=counts, started=started))
         return self.run_dir
 
-    async def _run_jobs(self, jobs: list[Job], writer: PartWriter) -> dict:
+    def _write_labels(self) -> None:
+        """The labels snapshot of the eval set (every split the config runs, whatever the shard)."""
+        RunFolder(self.run_dir).write_labels(labels_batches(self.es, self.cfg.splits))
+
+    async def _run_jobs(self, jobs: Iterator[Job], total: int, writer: PartWriter) -> dict:
         counts = {"turns": 0, "rows": 0, "errors": 0, "fallbacks": 0, "not_applicable": 0, "llm_calls": 0, "cache_hits": 0,
                   "turns_failed": 0}
-        prog = self._progress_display(len(jobs))
+        prog = self._progress_display(total)
 
         async def one(job: Job):
             try:
@@ -249,7 +271,7 @@ class Replay:
 
         try:
             with prog:
-                await asyncio.gather(*(lane() for _ in range(min(self.lanes, len(jobs)))))
+                await asyncio.gather(*(lane() for _ in range(min(self.lanes, total))))
         finally:
             counts["http_calls"] = self.roles.http_calls()
             counts.update(self.roles.failures)  # llm_failed.ROLE.KIND: failed LLM calls per role and kind

@@ -13,12 +13,13 @@ import shutil
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from harness.errors import BadInput
 from harness.run.folder import RunFolder, RunFolderExists
 from harness.run.manifest import merged
 from harness.run.record import Manifest
-from harness.run.traces import KEY, read_traces
+from harness.run.traces import KEY, read_part, read_traces
 
 
 class ShardError(BadInput, ValueError):
@@ -89,22 +90,50 @@ def _strip(cfg: dict) -> dict:
 
 
 def _check_rows(folders: list[RunFolder]) -> None:
-    """The same labels in every shard, and no trace key in two shards."""
-    labels = [f.labels_table() for f in folders]
-    for f, t in zip(folders[1:], labels[1:]):
-        if not t.equals(labels[0]):
+    """The same labels in every shard, and no trace key in two shards. Shards split sessions, so a
+    key in two shards is a session in two: only the keys of such sessions are read (a month of
+    turns' keys would not fit in memory as Python tuples)."""
+    for f in folders[1:]:
+        if not _same_labels(f, folders[0]):
             raise ShardError(f"{f.path}: its labels differ from {folders[0].path}'s")
-    seen: dict[tuple, Path] = {}
-    for f in folders:
-        for k in read_traces(f.path, list(KEY)).to_pylist():
-            key = tuple(k[c] for c in KEY)
-            if key in seen and seen[key] != f.path:
-                raise ShardError(f"trace key {key} in both {seen[key]} and {f.path}")
-            seen[key] = f.path
+    sessions = [_sessions(f) for f in folders]
+    for j, f in enumerate(folders[1:], start=1):
+        shared = set().union(*(sessions[i] & sessions[j] for i in range(j)))
+        if not shared:
+            continue
+        earlier = {}
+        for i in range(j):
+            earlier.update({k: folders[i].path for k in _keys(folders[i], shared) if k not in earlier})
+        for key in _keys(f, shared):
+            if key in earlier:
+                raise ShardError(f"trace key {key} in both {earlier[key]} and {f.path}")
+
+
+def _same_labels(a: RunFolder, b: RunFolder, batch: int = 65_536) -> bool:
+    """Whether two labels snapshots hold the same table (schema and rows), read a batch at a time."""
+    fa, fb = a.labels_file(), b.labels_file()
+    if not fa.schema_arrow.equals(fb.schema_arrow) or fa.metadata.num_rows != fb.metadata.num_rows:
+        return False
+    return all(x.equals(y) for x, y in zip(fa.iter_batches(batch), fb.iter_batches(batch)))
+
+
+def _sessions(folder: RunFolder) -> set[str]:
+    """The session ids of a folder's trace rows, read a part at a time."""
+    out: set[str] = set()
+    for p in folder.parts():
+        out.update(pc.unique(read_part(p, ["session_id"]).column("session_id")).to_pylist())
+    return out
+
+
+def _keys(folder: RunFolder, sessions: set[str]) -> list[tuple]:
+    """The trace keys of the folder's rows of `sessions`, in key order."""
+    t = read_traces(folder.path, list(KEY))
+    t = t.filter(pc.is_in(t.column("session_id"), pa.array(sorted(sessions), pa.string())))
+    return [tuple(r[c] for c in KEY) for r in t.to_pylist()]
 
 
 def _copy_rows(folders: list[RunFolder], into: RunFolder) -> None:
-    into.write_labels(folders[0].labels_table())
+    into.copy_labels(folders[0])
     n = 0
     for f in folders:
         for p in f.parts():

@@ -38,6 +38,7 @@ class WorkerTask:
     run_id: str  # the run's id: every trace row and manifest of the shards carries it
     concurrency: int  # this worker's request slots (the run's `concurrency`, split)
     resume: bool  # the shard folder exists: continue it
+    labels_from: Path | None = None  # the run's folder, whose labels snapshot the parent wrote before "go"
 
 
 def main(task: WorkerTask, report, lifeline, spend_pool, parents_ends=None, es=None) -> None:
@@ -127,6 +128,7 @@ def worker_replay(task: WorkerTask, report=None, es=None) -> WorkerReplay:
     rp = WorkerReplay(cfg, task.raw, run_dir=task.folder, progress=False, resume=task.resume,
                       shard=(task.index, task.of), es=es)
     rp.run_id, rp.report, rp.slot, rp.lanes = task.run_id, report, task.index, lanes
+    rp.labels_from = task.labels_from
     return rp
 
 
@@ -196,6 +198,17 @@ class WorkerReplay(Replay):
 
     report = None
     slot = 0
+    labels_from: Path | None = None
+
+    def _write_labels(self) -> None:
+        """The run's labels snapshot as the parent wrote it (every shard holds the whole eval set's),
+        copied: not made again from the eval set in every worker."""
+        from harness.run.folder import RunFolder
+
+        if self.labels_from is None:
+            super()._write_labels()
+        else:
+            RunFolder(self.run_dir).copy_labels(RunFolder(self.labels_from))
 
     def _progress_display(self, total: int):
         return Reporter(self.report, self.slot, total)

@@ -263,6 +263,16 @@ def repair_parts(run_dir: Path) -> dict[str, list[str]]:
     return out
 
 
+def read_part(part: Path, columns: list[str] | None, run_dir: Path | None = None, filters=None) -> pa.Table:
+    """`columns` (None: all) of one trace part, an older part's missing columns as nulls, its rows
+    that `filters` (pyarrow's) keep; TraceError naming it when it cannot be read."""
+    try:
+        return pq.read_table(part, columns=columns, schema=SCHEMA, filters=filters)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise TraceError(f"{part}: unreadable trace part ({e}); run `harness run --resume "
+                         f"{Path(run_dir or Path(part).parent.parent)}` to set it aside and replay its turns") from None
+
+
 def read_traces(run_dir: Path, columns: list[str] | None = None) -> pa.Table:
     """All complete parts of a run (temporary files of a part in flight are ignored), rows in
     key order: the order turns finished in (concurrency, a resume) never reaches a caller, so
@@ -271,12 +281,5 @@ def read_traces(run_dir: Path, columns: list[str] | None = None) -> pa.Table:
     if not parts:
         return SCHEMA.empty_table() if columns is None else SCHEMA.empty_table().select(columns)
     read = None if columns is None else list(dict.fromkeys([*columns, *KEY]))
-    tables = []
-    for p in parts:
-        try:
-            tables.append(pq.read_table(p, columns=read, schema=SCHEMA))  # an older part's missing columns: nulls
-        except (pa.ArrowException, OSError, ValueError) as e:
-            raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume {Path(run_dir)}` "
-                             "to set it aside and replay its turns") from None
-    table = pa.concat_tables(tables).sort_by([(k, "ascending") for k in KEY])
+    table = pa.concat_tables([read_part(p, read, run_dir) for p in parts]).sort_by([(k, "ascending") for k in KEY])
     return table if columns is None else table.select(list(columns))

@@ -111,11 +111,15 @@ def filter_fields_table(rounds: pd.DataFrame, labels: pd.DataFrame, schema: list
                         for sid, tix, ef in zip(labels["session_id"], labels["turn_index"], labels["expected_filters"])}
     counts: dict[tuple, list[int]] = {}
     final = rounds[rounds["is_final"]]
-    for r in final.itertuples():
-        applied = {_norm_filter(f, units) for f in json.loads(r.applied_filters or "[]") if f.get("field") not in entitlement}
-        expected = expected_by_turn[(r.session_id, r.turn_index)]
+    parsed: dict[str | None, set] = {}  # a run's turns apply a few distinct filter lists: each parsed once
+    for arm, sid, tix, text in zip(*(final[c].tolist() for c in ("arm_id", "session_id", "turn_index",
+                                                                  "applied_filters"))):
+        if text not in parsed:
+            parsed[text] = {_norm_filter(f, units) for f in json.loads(text or "[]") if f.get("field") not in entitlement}
+        applied = parsed[text]
+        expected = expected_by_turn[(sid, tix)]
         for f in applied | expected:
-            c = counts.setdefault((r.arm_id, f[0]), [0, 0, 0])  # true positive, applied, expected
+            c = counts.setdefault((arm, f[0]), [0, 0, 0])  # true positive, applied, expected
             c[0] += f in applied and f in expected
             c[1] += f in applied
             c[2] += f in expected

@@ -16,6 +16,7 @@ without a relevant document (bpref is not). Rankings are read as the ranking fam
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from harness.metrics.families.ir import READS, cutoffs, measured, to_long, tops, unmeasured_reasons, width
 from harness.metrics.kernel import Long, Scoring
@@ -57,25 +58,29 @@ TEMPLATES = [
 ]
 
 
-def elsewhere(lab, li: np.ndarray) -> list[set]:
-    """Per label row of `li`: codes of the documents relevant (grade >= 1) for another turn of its session."""
+def elsewhere(lab, li: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """For the label rows `li`: sorted keys r * D + c of the documents c relevant (grade >= 1) for
+    another turn of label row r's session (D: the documents' count), with `li` and D, so that a
+    row's membership is one search, not a set per row."""
     sess = lab.usess.get_indexer(lab.df["session_id"].astype(object))
     by: dict[int, list[int]] = {}
     for i, s in enumerate(sess.tolist()):
         by.setdefault(s, []).append(i)
-    out: dict[int, set] = {}
-    for r in set(li.tolist()):
-        out[r] = set().union(*[lab.rel_codes[o] for o in by[sess[r]] if o != r])
-    return [out[r] for r in li.tolist()]
+    keys = [r * lab.D + c for r in set(li.tolist()) for c in set().union(*[lab.rel_codes[o] for o in by[sess[r]] if o != r])]
+    return np.unique(np.asarray(keys, np.int64)), np.asarray(li, np.int64), int(lab.D)
 
 
-def holes(J: np.ndarray, top: np.ndarray, k: int, other: list[set] | None = None) -> np.ndarray:
-    """Documents of the top k without a judgment; with `other`, those of them in each row's set."""
+def holes(J: np.ndarray, top: np.ndarray, k: int, other: tuple | None = None) -> np.ndarray:
+    """Documents of the top k without a judgment; with `other` (`elsewhere`), those of them relevant
+    for another turn of the row's session."""
     hole = np.isnan(J[:, :k]) & (top[:, :k] >= 0)
     if other is None:
         return hole.sum(axis=1).astype(np.float64)
-    t = top[:, :k]
-    return np.array([sum(1 for j in np.nonzero(hole[i])[0] if t[i, j] in other[i]) for i in range(len(t))], np.float64)
+    keys, li, d = other
+    wanted = li[:, None] * d + top[:, :k]
+    pos = np.clip(np.searchsorted(keys, wanted), 0, max(len(keys) - 1, 0))
+    inside = (keys[pos] == wanted) if len(keys) else np.zeros(wanted.shape, bool)
+    return (hole & inside).sum(axis=1).astype(np.float64)
 
 
 @family("pool", TEMPLATES, order=11, requested=True)
@@ -109,3 +114,28 @@ def pool_rows(s: Scoring) -> Long | None:
             else:
                 values[mrows, c] = unjudged_share(J, top, k)
     return to_long(s, names, values, why)
+
+
+HOLES, ELSEWHERE = "holes@10", "holes_relevant_elsewhere@10"  # what the hole report sums
+
+
+def hole_sums(per_turn: pd.DataFrame | None, into: dict | None = None) -> dict[str, list]:
+    """arm -> [turns, holes, relevant elsewhere] unrounded, added to `into` (sums over session groups)."""
+    out = {} if into is None else into
+    if per_turn is None:
+        return out
+    pt = per_turn[per_turn["metric"].isin([HOLES, ELSEWHERE])].dropna(subset=["value"])
+    if pt.empty:
+        return out
+    v = pt.groupby(["arm_id", "metric", "session_id", "turn_index"], sort=False, observed=True)["value"].mean()
+    v = v.reset_index()
+    for arm, g in v.groupby("arm_id", sort=False, observed=True):
+        h, e = g[g["metric"] == HOLES], g[g["metric"] == ELSEWHERE]
+        acc = out.setdefault(str(arm), [0, 0.0, 0.0])
+        acc[0], acc[1], acc[2] = acc[0] + len(h), acc[1] + float(h["value"].sum()), acc[2] + float(e["value"].sum())
+    return out
+
+
+def holes_rounded(sums: dict[str, list]) -> dict[str, dict]:
+    return {arm: {"turns": n, "holes": int(round(h)), "relevant_elsewhere": int(round(e))} for arm, (n, h, e) in
+            sums.items()}

@@ -5,23 +5,29 @@ labels and relevant documents, with titles and text from the eval set's corpus (
 manifest names it: RunFolder.eval_set_path). Turns carry what the page's CSS-only filters select:
 arms disagree (their recall@10 or nDCG@10 differ, or their top-5 lists do), and for a candidate
 run of a verdict block, the candidate regressed (an arm's recall@10 or nDCG@10 below its paired
-baseline arm's on that turn, as the verdict block's per-turn values say)."""
+baseline arm's on that turn, as the verdict block's per-turn values say).
+
+A large run's drill-down holds a sample (issue 45): the sessions where the arms disagree most, those
+where the candidate regressed and those with a failed turn (each capped), and, when sessions are left
+over, a seeded random sample of them; past those it lists LISTED sessions by id and counts the rest,
+which `harness show RUN SESSION TURN` reaches. Only the sampled sessions' traces are read in full."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from harness.evalset.folder import CORPUS
 from harness.report.drillcells import compact
 from harness.report.format import as_list, filter_text, fmt, loads, missing, shown_path, text
-from harness.report.limits import DRILL_SESSIONS
-from harness.report.load import ReportRun
+from harness.report.limits import DRILL_SESSIONS, LISTED, SAMPLE_FAILED, SAMPLE_RANDOM, TOP_HITS
+from harness.report.load import ReportRun, session_traces
 
 PAGE_SIZE = 20  # sessions per page (a <details> each; the first open)
-TOP_HITS = 5
+SEED = 0  # of the random sample of sessions
 
 
 def corpus_root(run: ReportRun) -> Path | None:
@@ -64,10 +70,9 @@ def turn_disagreement(run: ReportRun) -> pd.Series:
             g = tv.groupby(["session_id", "turn_index"])["value"]
             parts.append(w * (g.max() - g.min()))
     tr = run.traces
-    if not tr.empty:
+    if not tr.empty:  # `top`: a key of each row's top hits (harness.report.load.load_traces)
         fin = tr[tr["is_final"] & (tr["repeat"] == tr["repeat"].min())]
-        top = fin.assign(top=fin["ranking"].map(lambda r: tuple(as_list(r)[:TOP_HITS])))
-        parts.append(0.1 * (top.groupby(["session_id", "turn_index"])["top"].nunique() - 1))
+        parts.append(0.1 * (fin.groupby(["session_id", "turn_index"], observed=True)["top"].nunique() - 1))
     if not parts:
         return pd.Series(dtype=float)
     return pd.concat(parts, axis=1).fillna(0.0).sum(axis=1).round(6)  # ties by session id, not by float noise
@@ -198,20 +203,21 @@ def _turn(d: Drill, lab: dict) -> dict:
     }
 
 
-def turn_scores(run: ReportRun) -> dict[tuple, dict]:
+def turn_scores(run: ReportRun, sessions: set[str] | None = None) -> dict[tuple, dict]:
     """(arm, session, turn) -> {metric: value text} of the run's headline recall and nDCG and the judged
-    metrics, as shown (repeats averaged)."""
+    metrics, as shown (repeats averaged); of `sessions` only, when given."""
     out: dict[tuple, dict] = {}
     for m in run.headline[:2] + run.judged:
         tv = run.turn_values(m)  # column by column: itertuples built a row of every column per turn
+        tv = tv if sessions is None else tv[tv["session_id"].astype(str).isin(sessions)]
         for arm, sid, turn, value in zip(tv["arm_id"], tv["session_id"], tv["turn_index"], tv["value"]):
             out.setdefault((arm, sid, turn), {})[m] = fmt(value)
     return out
 
 
-def _by_key(run: ReportRun) -> tuple[dict, int]:
-    """The trace rows of the first repeat by (arm, session, turn), rounds in order."""
-    tr = run.traces
+def _by_key(run: ReportRun, sessions: set[str]) -> tuple[dict, int]:
+    """The trace rows of the first repeat of `sessions` by (arm, session, turn), rounds in order."""
+    tr = session_traces(run.folder, sessions)
     rep0 = int(tr["repeat"].min()) if not tr.empty else 0
     by_key: dict[tuple, list[dict]] = {}
     for r in tr[tr["repeat"] == rep0].sort_values("round").to_dict("records"):
@@ -219,9 +225,9 @@ def _by_key(run: ReportRun) -> tuple[dict, int]:
     return by_key, rep0
 
 
-def _docs(run: ReportRun, by_key: dict) -> tuple[dict, Path | None]:
+def _docs(run: ReportRun, by_key: dict, sessions: set[str]) -> tuple[dict, Path | None]:
     needed = set()
-    for q in run.labels["qrels"]:
+    for q in run.labels.loc[run.labels["session_id"].astype(str).isin(sessions), "qrels"]:
         needed |= set(loads(q, {}))
     for rows in by_key.values():
         for r in rows:
@@ -243,23 +249,62 @@ def labels_by_session(labels: pd.DataFrame) -> dict[str, list[dict]]:
     return out
 
 
-def _sessions(d: Drill, order: pd.DataFrame, limit: int) -> tuple[list[dict], list[dict]]:
-    """(sessions shown turn by turn, sessions listed only): the first `limit` in the order (0: all),
-    and every session where the candidate regressed, in full; the others by id, turns and preview."""
-    by_session = labels_by_session(d.run.labels)
-    regressed = {k[0] for k in d.regressed}
+@dataclass
+class Sample:
+    """The sessions a drill-down shows turn by turn (in `order`'s order), lists by id, and counts."""
+    full: list[str]
+    listed: list[str]
+    counted: int = 0
+    random: int = 0  # of `full`, drawn at random
+    failed: int = 0  # of `full`, there for a failed turn
+
+
+def sample(order: pd.DataFrame, limit: int, regressed: set, failed: set) -> Sample:
+    """The first `limit` sessions of `order` (0: all), every one where the candidate regressed and
+    every one with a failed turn (the first DRILL_SESSIONS and SAMPLE_FAILED of them), then, when
+    more than LISTED sessions are left, SAMPLE_RANDOM of those drawn with seed SEED; the next
+    LISTED are listed, the rest counted."""
+    ids = order["session_id"].astype(str).tolist()
+    if not limit:
+        return Sample(ids, [])
+    full = set(ids[:limit]) | set([i for i in ids if i in regressed][:DRILL_SESSIONS])
+    extra = [i for i in ids if i in failed and i not in full][:SAMPLE_FAILED]
+    full |= set(extra)
+    rest = [i for i in ids if i not in full]
+    drawn: list[str] = []
+    if len(rest) > LISTED:
+        rng = np.random.default_rng(SEED)
+        drawn = [rest[j] for j in sorted(rng.choice(len(rest), SAMPLE_RANDOM, replace=False).tolist())]
+        full |= set(drawn)
+        rest = [i for i in rest if i not in full]
+    return Sample([i for i in ids if i in full], rest[:LISTED], max(0, len(rest) - LISTED), len(drawn), len(extra))
+
+
+def _sessions(d: Drill, order: pd.DataFrame, chosen: Sample) -> tuple[list[dict], list[dict]]:
+    """(sessions shown turn by turn, sessions listed only): the sample's, in the order's order."""
+    by_session = labels_by_session(d.run.labels[d.run.labels["session_id"].astype(str).isin(
+        set(chosen.full) | set(chosen.listed))])
+    score = dict(zip(order["session_id"].astype(str), order["score"]))
     full, rest = [], []
-    for i, s in enumerate(order.itertuples()):
-        labs_s = by_session.get(s.session_id, [])
-        if limit and i >= limit and s.session_id not in regressed:
-            rest.append({"session_id": s.session_id, "score": f"{s.score:.2f}", "n_turns": len(labs_s),
-                         "preview": _preview((text(labs_s[0]["user"]) or "") if labs_s else "")})
-            continue
-        turns = [_turn(d, lab) for lab in labs_s]
-        full.append({"session_id": s.session_id, "score": f"{s.score:.2f}", "turns": turns,
+    for sid in chosen.listed:
+        labs_s = by_session.get(sid, [])
+        rest.append({"session_id": sid, "score": f"{score[sid]:.2f}", "n_turns": len(labs_s),
+                     "preview": _preview((text(labs_s[0]["user"]) or "") if labs_s else "")})
+    for sid in chosen.full:
+        turns = [_turn(d, lab) for lab in by_session.get(sid, [])]
+        full.append({"session_id": sid, "score": f"{score[sid]:.2f}", "turns": turns,
                      "n_disagree": sum(t["disagree"] for t in turns), "n_regressed": sum(t["regressed"] for t in turns),
                      "preview": _preview(turns[0]["user"] if turns else "")})
     return full, rest
+
+
+def failed_sessions(run: ReportRun) -> set[str]:
+    """Sessions with a final trace row that records an error."""
+    tr = run.traces
+    if tr.empty:
+        return set()
+    bad = tr[tr["is_final"].astype(bool) & tr["error"].map(lambda x: text(x) is not None)]
+    return set(bad["session_id"].astype(str))
 
 
 def _pages(sessions: list[dict], size: int) -> list[dict]:
@@ -280,19 +325,34 @@ def build(run: ReportRun, against: tuple[str, list[dict]] | None = None,
     ids by the template (harness.report.interactive.anchor)."""
     per_turn = turn_disagreement(run)
     order = disagreement(run, per_turn)
-    by_key, rep0 = _by_key(run)
-    docs, root = _docs(run, by_key)
-    entitlement = {f.get("field") for f in run.manifest.filter_schema if f.get("kind") == "entitlement"}
-    scores = turn_scores(run)
-    names = [m for m in run.headline[:2] + run.judged if any(m in v for v in scores.values())]
-    d = Drill(run, by_key, docs, scores, entitlement, set(per_turn[per_turn > 0].index), names)
+    d = Drill(run, {}, {}, {}, set(), set(per_turn[per_turn > 0].index))
     if against is not None:
         d.base, d.regressed = against_baseline(against[1])
-    shown, rest = _sessions(d, order, sessions)
-    return {"pages": _pages(shown, page_size), "total": len(shown) + len(rest), "page_size": page_size, "repeat": rep0,
+    chosen = sample(order, sessions, {k[0] for k in d.regressed}, failed_sessions(run))
+    wanted = set(chosen.full)
+    d.by_key, rep0 = _by_key(run, wanted)
+    d.docs, root = _docs(run, d.by_key, wanted)
+    d.entitlement = {f.get("field") for f in run.manifest.filter_schema if f.get("kind") == "entitlement"}
+    d.scores = turn_scores(run, wanted)
+    d.score_names = [m for m in run.headline[:2] + run.judged if any(m in v for v in d.scores.values())]
+    shown, rest = _sessions(d, order, chosen)
+    return {"pages": _pages(shown, page_size), "total": len(shown) + len(rest) + chosen.counted,
+            "page_size": page_size, "repeat": rep0,
             "rest": rest, "n_rest_turns": sum(s["n_turns"] for s in rest), "n_shown": len(shown),
+            "counted": chosen.counted, "sample_said": _said(chosen, run),
             "n_turns": sum(len(s["turns"]) for s in shown),
             "n_disagree": sum(s["n_disagree"] for s in shown), "n_regressed": sum(s["n_regressed"] for s in shown),
-            "baseline": against[0] if against is not None else None, "score_names": names,
+            "baseline": against[0] if against is not None else None, "score_names": d.score_names,
             "arms": [{"label": run.label[a], "arm": a} for a in run.arms],
             "repeats": run.manifest.repeats, "corpus": shown_path(root) if root else None}
+
+
+def _said(chosen: Sample, run: ReportRun) -> str:
+    """What the sample is, in words (empty when every session is shown or listed)."""
+    if not chosen.counted and not chosen.random and not chosen.failed:
+        return ""
+    parts = [f"{chosen.failed} with a failed turn"] if chosen.failed else []
+    parts += [f"{chosen.random} drawn at random (seed {SEED}) from the sessions past them"] if chosen.random else []
+    tail = (f"; {chosen.counted} more sessions are neither shown nor listed (harness show {run.dir.name} SESSION "
+            "TURN shows any turn)") if chosen.counted else ""
+    return f"A sample: the sessions where the arms disagree most, {', '.join(parts)}{tail}."

@@ -11,7 +11,7 @@ LOOP_METRICS = ("rounds_used", "rescued", "wasted_rounds", "recall_at_stop")
 
 
 def tables(run: ReportRun) -> dict | None:
-    r = run.turns[run.turns["metric"] == "rounds_used"].dropna(subset=["value"])
+    r = run.turns_of(["rounds_used"]).dropna(subset=["value"])
     if r.empty:
         return None
     r = r.assign(rounds=r["value"].astype(int), bucket=r["turn_index"].map(bucket))

@@ -4,21 +4,19 @@ the judgments per arm (top-10 documents without a judgment, those relevant for a
 whose top-10 lists coincide, said once with the reason the traces record."""
 from __future__ import annotations
 
-from harness.analysis.pool_warnings import holes_by_arm, holes_text, qrels_said
+from harness.analysis.pool_warnings import ELSEWHERE, HOLES, holes_by_arm, holes_text, qrels_said
 from harness.report.format import scrub, text
 from harness.report.load import ReportRun
 from harness.report.table import coinciding_text
 from harness.run.folder import JUDGMENTS, TABLES
+from harness.run.turns import unmeasured_reasons
 
 
 def unmeasured_groups(run: ReportRun) -> list[tuple[list[str], str]]:
     """Metrics with unmeasured turns (segment all), those with the same pattern grouped:
     [(metrics, "12 turns in every arm (no relevant document)")]."""
     all_seg = run.agg[(run.agg["segment"] == "all") & (run.agg["n_unmeasured"].fillna(0) > 0)]
-    reasons: dict[str, set] = {}
-    if "unmeasured" in run.turns:
-        for m, r in run.turns.dropna(subset=["unmeasured"])[["metric", "unmeasured"]].drop_duplicates().itertuples(index=False):
-            reasons.setdefault(m, set()).add(str(r))
+    reasons = unmeasured_reasons(run.folder) if run.scored else {}  # read a row group at a time
     n_arms = len(set(run.agg.loc[run.agg["segment"] == "all", "arm_id"]))
     groups: dict[str, list[str]] = {}
     for metric, g in all_seg.groupby("metric", sort=False):
@@ -78,7 +76,7 @@ def _arm_state(run: ReportRun) -> list[dict]:
 def build(run: ReportRun) -> dict:
     """{entries: [{level: warn|info, text}]}."""
     out = [{"level": "warn", "text": n} for n in run.notes] + _run_state(run) + _arm_state(run)
-    answers = run.turns[run.turns["metric"] == "answered"]
+    answers = run.turns_of(["answered"])
     if not run.has_judgments:
         who = ", ".join(run.label.get(a, a) for a in dict.fromkeys(answers["arm_id"]))
         out.append({"level": "warn", "text": f"{' and '.join(run.judged)} not measured (no {JUDGMENTS}; run "
@@ -91,7 +89,7 @@ def build(run: ReportRun) -> dict:
                     "no paired comparisons."})
     out += [{"level": "info", "text": line} for line in coinciding_text(run.table("coinciding"), run.label)]
     out += [{"level": "warn" if h["relevant_elsewhere"] else "info", "text": "holes in the judgments: "
-             + holes_text(run.label.get(a, a), h)} for a, h in holes_by_arm(run.turns).items()]
+             + holes_text(run.label.get(a, a), h)} for a, h in holes_by_arm(run.turns_of([HOLES, ELSEWHERE])).items()]
     out.append({"level": "info", "text": qrels_said(run.folder) + "."})
     return {"entries": [{**e, "text": scrub(e["text"])} for e in out], "relevance": relevance_agreement(run)}
 
