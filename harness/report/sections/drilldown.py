@@ -9,10 +9,11 @@ baseline arm's on that turn, as the verdict block's per-turn values say).
 
 A large run's drill-down holds a sample (issue 45): the sessions where the arms disagree most, those
 where the candidate regressed and those with a failed turn (each capped), and, when sessions are left
-over, a seeded random sample of them; past those it lists LISTED sessions by id and counts the rest,
+over, a sample of them drawn by a hash of their ids; past those it lists LISTED sessions by id and counts the rest,
 which `harness show RUN SESSION TURN` reaches. Only the sampled sessions' traces are read in full."""
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,6 @@ from harness.report.limits import DRILL_SESSIONS, LISTED, SAMPLE_FAILED, SAMPLE_
 from harness.report.load import ReportRun, session_traces
 
 PAGE_SIZE = 20  # sessions per page (a <details> each; the first open)
-SEED = 0  # of the random sample of sessions
 
 
 def corpus_root(run: ReportRun) -> Path | None:
@@ -255,15 +255,20 @@ class Sample:
     full: list[str]
     listed: list[str]
     counted: int = 0
-    random: int = 0  # of `full`, drawn at random
+    random: int = 0  # of `full`, drawn by the hash of its id
     failed: int = 0  # of `full`, there for a failed turn
+
+
+def _hashed(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode("utf-8")).hexdigest()
 
 
 def sample(order: pd.DataFrame, limit: int, regressed: set, failed: set) -> Sample:
     """The first `limit` sessions of `order` (0: all), every one where the candidate regressed and
     every one with a failed turn (the first DRILL_SESSIONS and SAMPLE_FAILED of them), then, when
-    more than LISTED sessions are left, SAMPLE_RANDOM of those drawn with seed SEED; the next
-    LISTED are listed, the rest counted."""
+    more than LISTED sessions are left, SAMPLE_RANDOM of those drawn by hash; the next
+    LISTED are listed, the rest counted. The draw: the sessions whose ids hash lowest (sha256), a
+    sample that is the same in every run and report of the same sessions."""
     ids = order["session_id"].astype(str).tolist()
     if not limit:
         return Sample(ids, [])
@@ -273,8 +278,7 @@ def sample(order: pd.DataFrame, limit: int, regressed: set, failed: set) -> Samp
     rest = [i for i in ids if i not in full]
     drawn: list[str] = []
     if len(rest) > LISTED:
-        rng = np.random.default_rng(SEED)
-        drawn = [rest[j] for j in sorted(rng.choice(len(rest), SAMPLE_RANDOM, replace=False).tolist())]
+        drawn = sorted(rest, key=_hashed)[:SAMPLE_RANDOM]
         full |= set(drawn)
         rest = [i for i in rest if i not in full]
     return Sample([i for i in ids if i in full], rest[:LISTED], max(0, len(rest) - LISTED), len(drawn), len(extra))
@@ -352,7 +356,7 @@ def _said(chosen: Sample, run: ReportRun) -> str:
     if not chosen.counted and not chosen.random and not chosen.failed:
         return ""
     parts = [f"{chosen.failed} with a failed turn"] if chosen.failed else []
-    parts += [f"{chosen.random} drawn at random (seed {SEED}) from the sessions past them"] if chosen.random else []
+    parts += [f"{chosen.random} drawn from the sessions past them (those whose ids hash lowest)"] if chosen.random else []
     tail = (f"; {chosen.counted} more sessions are neither shown nor listed (harness show {run.dir.name} SESSION "
             "TURN shows any turn)") if chosen.counted else ""
     return f"A sample: the sessions where the arms disagree most, {', '.join(parts)}{tail}."
