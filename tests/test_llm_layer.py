@@ -441,3 +441,29 @@ def test_no_idempotency_header_is_sent(tmp_path):
         s.add_rule({"x": 3})
         assert all(r.value == Answer(x=3) and r.record.error is None for r in asyncio.run(go(s.base_url)))
         assert s.calls == 2 and not any("idempotency-key" in r.headers for r in s.requests)
+
+
+def test_identical_requests_at_once_send_one_and_share_its_reply(tmp_path):
+    """Two arms asking the same rewrite at the same moment (same prompt, turn, seed): observed in
+    make demo-llm, both were sent, the model answered each differently at temperature 0.7, both
+    replies were written under one key, and the warm run read one of them for both arms, so its
+    corrective loop took another path and missed the cache. One is sent; the other waits and
+    reads its reply from the cache, as a warm run does. An invalid reply is not kept: the waiting
+    request is then sent itself."""
+    async def go(base, n):
+        c = LLMClient(EndpointConfig(kind="openai-compatible", base_url=base, model="m", max_retries=0),
+                      LLMCache(tmp_path / str(n)))
+        try:
+            return await asyncio.gather(*[c.structured("judge", "sys", "u", Answer, repair=False) for _ in range(n)])
+        finally:
+            await c.aclose()
+
+    with TestServer(latency=0.3) as s:
+        s.add_rule({"x": 3})
+        res = asyncio.run(go(s.base_url, 3))
+        assert s.calls == 1 and [r.value for r in res] == [Answer(x=3)] * 3
+        assert sorted(r.record.cache_hit for r in res) == [False, True, True]
+    with TestServer(latency=0.3) as s:
+        s.add_rule("not json at all")
+        res = asyncio.run(go(s.base_url, 2))
+        assert s.calls == 2 and all(r.value is None and r.record.error.startswith("invalid JSON") for r in res)

@@ -106,6 +106,8 @@ class LLMCache:
         self._queue: list[tuple] = []  # rows for the writer, taken in one transaction per batch
         self._lock = threading.Lock()
         self._draining = False
+        # (event loop, key) -> asyncio.Event of a request sent and not yet settled (harness.llm.client)
+        self.in_flight: dict[tuple[int, str], object] = {}
         if mode != "off":
             self.folder.mkdir(parents=True, exist_ok=True)
             c = self._conn()

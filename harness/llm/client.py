@@ -155,15 +155,42 @@ class LLMClient:
             budget.charge((hit.latency_ms + float((repaired or {}).get("latency_ms") or 0)) / 1000)
         return Call(completion, {CACHE_HEADER: "hit", LATENCY_HEADER: f"{hit.latency_ms:.3f}"}, 1, None, repaired), key
 
-    async def _create(self, role: str, body: dict, known: dict[str, tuple[object, str]] | None = None) -> "Call":
+    async def _after_same(self, sent_json: str, key: str, flights: list) -> tuple["Call | None", str | None]:
+        """A request identical to one in flight (two arms asking the same rewrite at once) waits
+        for it and takes its reply from the cache, as a warm run would; when that one was not kept
+        (invalid, failed) it is sent. Otherwise this request is registered in flight in `flights`
+        until its caller has settled it (`_settle`)."""
+        slot = (id(asyncio.get_running_loop()), key)
+        while (sent := self.cache.in_flight.get(slot)) is not None:
+            await in_budget(sent.wait())
+            cached, key = self._cached(sent_json)
+            if cached is not None:
+                return cached, key
+        self.cache.in_flight[slot] = asyncio.Event()
+        flights.append(slot)
+        return None, key
+
+    def _settle(self, flights: list) -> None:
+        """The requests of one structured call are kept or dropped: whoever waits on them looks again."""
+        for slot in flights:
+            if (sent := self.cache.in_flight.pop(slot, None)) is not None:
+                sent.set()
+
+    async def _create(self, role: str, body: dict, known: dict[str, tuple[object, str]] | None = None,
+                      flights: list | None = None) -> "Call":
         """One chat completion with retries; a reply from the endpoint comes with what the cache
         needs to keep it (`Call.pending`), once the caller has validated it. `known`: values of
-        `body` serialised before (canonical_json's), the role's response_format."""
+        `body` serialised before (canonical_json's), the role's response_format; `flights`: where
+        a request sent is registered in flight (see _after_same)."""
         sent = {k: v for k, v in body.items() if k != "extra_body"} | (body.get("extra_body") or {})
         sent_json = canonical_json(sent, known)  # the request as sent and as keyed: serialised once
         cached, key = self._cached(sent_json)
         if cached is not None:
             return cached
+        if key is not None and flights is not None:
+            cached, key = await self._after_same(sent_json, key, flights)
+            if cached is not None:
+                return cached
         payload = sent_json.encode()
         pending = Pending(key=key, model=str(sent.get("model", "")))
         token = PENDING.set(pending)
@@ -244,10 +271,20 @@ class LLMClient:
             body["seed"] = s
         if ep.extra_body:
             body["extra_body"] = ep.extra_body
+        flights: list = []
+        try:
+            return await self._attempts(role, body, known, messages, schema, rec, repair, flights)
+        finally:
+            self._settle(flights)
+
+    async def _attempts(self, role: str, body: dict, known: dict, messages: list, schema: type[BaseModel],
+                        rec: CallRecord, repair: bool, flights: list) -> StructuredResult:
+        """The request, and one repair when its reply is invalid."""
+        ep = self.endpoint
         raw_text, first = None, None
         for attempt in range(2 if repair else 1):
             try:
-                call = await self._create(role, body, known)
+                call = await self._create(role, body, known, flights)
             except StopRun:  # a replay miss or the spend cap: stop the run, no fallback
                 raise
             except RoleTimeout as e:  # the arm's budget: its fallback, with what the call had cost so far
