@@ -274,6 +274,9 @@ def test_cohens_kappa_and_a_strict_reply():
                           "n": [5, 2, 4, 1]})
     a = agreement(table)
     assert a.n == 12 and a.kappa is not None and "undefined" in a.line()  # binary: people's grades all >= 1
+    assert "the LLM called 10 of them relevant" in a.line()  # what can be said without a kappa
+    none = agreement(pd.DataFrame({"human_grade": [0], "llm_grade": [2], "qrel_grade": [1], "n": [3]}))
+    assert "all not relevant" in none.line() and "called" not in none.line()
     with pytest.raises(ValueError):
         RelevanceOutput.model_validate({"relevance": True})  # strict: a grade, not a boolean
     with pytest.raises(ValueError):

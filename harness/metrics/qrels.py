@@ -178,6 +178,7 @@ class Agreement:
     kappa: float | None  # graded: people's grade against the LLM's, mapped to the eval set's scale
     kappa_binary: float | None  # relevant (grade >= 1) or not
     matrix: pd.DataFrame  # people's grade (rows) x the LLM's 0-3 grade (columns), counts
+    relevant_both: int = 0  # pairs both people and the LLM (mapped to the eval set's scale) call relevant
 
     def line(self) -> str:
         def k(v):
@@ -185,7 +186,9 @@ class Agreement:
         why = "" if self.n and self.kappa_binary is not None else (
             " (no labelled pair was graded)" if not self.n else
             " (people's grades in the sample are all relevant: an eval set that labels relevant documents only; "
-            "a kappa would be 0 whatever the LLM said)")
+            f"a kappa would be 0 whatever the LLM said; the LLM called {self.relevant_both} of them relevant)"
+            if all(g >= 1 for g in self.matrix.index) else
+            " (people's grades in the sample are all not relevant: a kappa would be 0 whatever the LLM said)")
         return (f"agreement with people's labels on {self.n} labelled pair(s): Cohen's kappa {k(self.kappa)} "
                 f"(graded), {k(self.kappa_binary)} (relevant or not){why}")
 
@@ -202,4 +205,4 @@ def agreement(table: pd.DataFrame | None) -> Agreement | None:
     matrix = table.pivot_table(index="human_grade", columns="llm_grade", values="n", aggfunc="sum", fill_value=0)
     matrix = matrix.reindex(columns=sorted(set(GRADES) | set(matrix.columns)), fill_value=0)  # every LLM grade
     return Agreement(int(table["n"].sum()), cohen_kappa({(int(h), int(q)): int(c) for (h, q), c in graded.items()}),
-                     cohen_kappa(binary), matrix)
+                     cohen_kappa(binary), matrix, binary.get((1, 1), 0))
