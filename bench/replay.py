@@ -56,10 +56,10 @@ class TimedReplay(Replay):
         self.index_ready = time.perf_counter()
         return super().jobs(index)
 
-    async def _run_jobs(self, jobs, writer):
+    async def _run_jobs(self, jobs, total, writer):
         t0 = time.perf_counter()
         try:
-            return await super()._run_jobs(jobs, writer)
+            return await super()._run_jobs(jobs, total, writer)
         finally:
             self.loop_wall = time.perf_counter() - t0
 

@@ -114,7 +114,7 @@ def test_role_latency_excludes_waiting_for_the_concurrency_bound(world, tmp_path
                "llm": {"cache": {"folder": str(tmp_path / "llm"), "mode": "off"}, "roles": {"rewrite": {
                    "kind": "openai-compatible", "base_url": srv.base_url, "model": "test-model"}}}}
         rp = Replay(parse_config(raw), raw, run_dir=tmp_path / "r", progress=False)
-        job = rp.jobs(index)[0]
+        job = next(iter(rp.jobs(index)))  # jobs are made as they are taken
 
         async def go():
             sem = rp.roles.semaphore

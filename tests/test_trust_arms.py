@@ -85,7 +85,7 @@ def test_a_metrics_table_swapped_under_its_stamp_is_rescored(tmp_path):
     t.loc[sel, "ranking"] = pd.Series([[]] * int(sel.sum()), index=t.index[sel], dtype=object)  # recall gone
     write_traces(cand, t)
     assert invoke("metrics", cand).exit_code == 0
-    meta = pq.read_schema(cand / "metrics.parquet").metadata  # the candidate's stamp, on the baseline's values
+    meta = pq.read_metadata(cand / "metrics.parquet").metadata  # the candidate's stamp (the file's key-value metadata), on the baseline's values
     pq.write_table(pq.read_table(BASELINE / "metrics.parquet").replace_schema_metadata(meta), cand / "metrics.parquet")
     r = gate(tmp_path / "g", BASELINE, cand)
     assert r.exit_code == 1, r.output

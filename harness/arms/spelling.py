@@ -34,8 +34,8 @@ class Spelling:
 
 
 def spell(name: str, params: Mapping, backends: Mapping[str, str], prompts: Mapping[str, str],
-          omit: Iterable[str] = ()) -> Spelling:
-    """An arm's id and settings (module docstring); `omit`: parameters its id leaves out."""
+          unused: Iterable[str] = ()) -> Spelling:
+    """An arm's id and settings (module docstring); `unused`: parameters its id leaves out."""
     settings = {k: value(v) for k, v in params.items()}
     models = set(backends.values())
     if len(models) == 1:
@@ -43,7 +43,7 @@ def spell(name: str, params: Mapping, backends: Mapping[str, str], prompts: Mapp
     else:
         settings.update({f"model.{r}": str(m) for r, m in backends.items()})
     settings.update({f"prompt.{r}": str(ref) for r, ref in prompts.items()})
-    left_out = set(omit)
+    left_out = set(unused)
     parts = sorted((k, v) for k, v in settings.items() if k not in left_out)
     arm_id = f"{name}(" + ",".join(f"{k}={v}" for k, v in parts) + ")" if parts else name
     return Spelling(arm_id, MappingProxyType(settings))
