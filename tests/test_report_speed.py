@@ -62,9 +62,10 @@ def test_the_html_is_what_jinjas_own_lookup_renders():
     ctx = build_context([BASELINE], plots=False)
     plain = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
                         trim_blocks=True, lstrip_blocks=True)
-    plain.filters.update({k: environment().filters[k] for k in ("anchor", "breakable")})  # ours, not jinja's
-    assert type(environment()) is not Environment  # the dict-first lookup is the one under test
-    assert environment().get_template("report.html.j2").render(**ctx) == \
+    ours = environment()
+    plain.filters.update({k: ours.filters[k] for k in ("anchor", "breakable")})  # ours, not jinja's
+    assert type(ours) is not Environment  # the dict-first lookup is the one under test
+    assert ours.get_template("report.html.j2").render(**ctx) == \
         plain.get_template("report.html.j2").render(**ctx)
 
 

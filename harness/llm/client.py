@@ -176,8 +176,7 @@ class LLMClient:
             if (sent := self.cache.in_flight.pop(slot, None)) is not None:
                 sent.set()
 
-    async def _create(self, role: str, body: dict, known: dict[str, tuple[object, str]] | None = None,
-                      flights: list | None = None) -> "Call":
+    async def _create(self, role: str, body: dict, known: dict[str, tuple[object, str]], flights: list) -> "Call":
         """One chat completion with retries; a reply from the endpoint comes with what the cache
         needs to keep it (`Call.pending`), once the caller has validated it. `known`: values of
         `body` serialised before (canonical_json's), the role's response_format; `flights`: where
@@ -187,7 +186,7 @@ class LLMClient:
         cached, key = self._cached(sent_json)
         if cached is not None:
             return cached
-        if key is not None and flights is not None:
+        if key is not None:
             cached, key = await self._after_same(sent_json, key, flights)
             if cached is not None:
                 return cached

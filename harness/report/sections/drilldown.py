@@ -18,7 +18,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from harness.evalset.folder import CORPUS
