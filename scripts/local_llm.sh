@@ -3,6 +3,8 @@
 # path; docs/local-llm.md. Usage: scripts/local_llm.sh [start|stop|build]
 #   LLM_MODEL  smollm2 (default: SmolLM2-135M-Instruct, Q4_1) or gemma (Gemma 3 270M base, Q4_K_M)
 #   LLM_PORT   8088 by default; LLM_THREADS 2 by default
+#   LLM_SLOTS  1 by default: llama-server's parallel slots (one slot serves 2 CPU cores fastest,
+#              bench/llm_slots.py); requests beyond them wait in the server's queue
 #   HARNESS_LLAMA_DIR   where llama-server is built, once per machine (outside the clone)
 #   HARNESS_MODELS_DIR  where the model packages are installed, once per machine
 #   LLAMA_BUILD=never   fail (exit 3) instead of building when no complete build is there
@@ -23,6 +25,7 @@ MODELS="${HARNESS_MODELS_DIR:-$HOME/.cache/harness/models}"
 HOST=127.0.0.1
 PORT="${LLM_PORT:-8088}"
 THREADS="${LLM_THREADS:-2}"
+SLOTS="${LLM_SLOTS:-1}"
 BASE="http://$HOST:$PORT"
 STATE="$ROOT/.cache"
 PIDFILE="$STATE/llama-server-$PORT.pid"
@@ -44,6 +47,11 @@ case "${LLM_MODEL:-smollm2}" in
     ;;
   *) echo "LLM_MODEL=${LLM_MODEL}: unknown model (known: smollm2, gemma)" >&2; exit 2 ;;
 esac
+for pair in "LLM_THREADS=$THREADS" "LLM_SLOTS=$SLOTS" "LLM_PORT=$PORT"; do
+  case "${pair#*=}" in
+    ''|*[!0-9]*|0*) echo "$pair: not a positive whole number" >&2; exit 2 ;;
+  esac
+done
 
 healthy() { "$PY" - "$1" <<'EOF' >/dev/null 2>&1
 import sys, urllib.request
@@ -158,7 +166,7 @@ start() {
   fi
   echo "llama-server build: $LLAMA_DIR ($(build_time))"
   rm -f "$PIDFILE"
-  nohup "$SERVER" -m "$MODEL" --alias "$ALIAS" --host "$HOST" --port "$PORT" -c 16384 -np 4 -t "$THREADS" \
+  nohup "$SERVER" -m "$MODEL" --alias "$ALIAS" --host "$HOST" --port "$PORT" -c 16384 -np "$SLOTS" -t "$THREADS" \
     "${TEMPLATE[@]}" >"$LOG" 2>&1 </dev/null &
   echo $! >"$PIDFILE"
   local t0; t0=$(date +%s)

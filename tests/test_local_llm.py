@@ -76,6 +76,7 @@ def test_a_finished_build_is_reused_the_server_started_once_and_stopped_by_its_p
     pid = int(pidfile.read_text())
     cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     assert b"smollm2-135m-instruct" in cmd and b"127.0.0.1" in cmd and b"--jinja" not in cmd
+    assert cmd[cmd.index(b"-np") + 1] == b"1"  # one slot by default (bench/llm_slots.py)
 
     again = script(machine, "start")
     assert again.returncode == 0 and "already running" in again.stdout and int(pidfile.read_text()) == pid
@@ -120,3 +121,19 @@ def test_stop_leaves_alone_a_process_the_script_did_not_start(machine):
 def test_an_unknown_model_name_is_refused(machine):
     r = script(machine, "start", LLM_MODEL="smollm3")
     assert r.returncode == 2 and "unknown model" in r.stderr and "smollm2, gemma" in r.stderr
+
+
+def test_the_slot_count_reaches_the_server(machine):
+    (machine["llama"] / "build-time.txt").write_text("took 410 s\n")
+    assert script(machine, "start", LLM_SLOTS="4").returncode == 0
+    pid = int((machine["clone"] / f".cache/llama-server-{machine['port']}.pid").read_text())
+    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert cmd[cmd.index(b"-np") + 1] == b"4"
+
+
+@pytest.mark.parametrize("name,value", [("LLM_SLOTS", "0"), ("LLM_SLOTS", "four"), ("LLM_THREADS", "-1"),
+                                        ("LLM_PORT", "80a")])
+def test_a_count_that_is_not_a_positive_whole_number_is_refused(machine, name, value):
+    r = script(machine, "start", **{name: value})
+    assert r.returncode == 2 and f"{name}={value}: not a positive whole number" in r.stderr
+    assert not list((machine["clone"]).glob(".cache/llama-server-*.pid"))
