@@ -58,7 +58,7 @@
   /* The number a cell starts with (its sort key), else its text: "+0.012 [..]", "<0.001", "12/40". */
   function key(html) {
     var text = String(html).replace(/<[^>]*>/g, " ").replace(/&nbsp;|&#160;/g, " ").trim();
-    var m = /^[\[(<≤~]?\s*([-−+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?)/i.exec(text);
+    var m = text.match(/^[\[(<≤~]?\s*([-−+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?)/i);
     if (m) return parseFloat(m[1].replace("−", "-").replace(/,/g, ""));
     return text === "—" || text === "n/a" || text === "" ? null : text.toLowerCase();
   }
