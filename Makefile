@@ -44,7 +44,8 @@ compare: setup  # make compare A=runs/X B=runs/Y: B's arms against A's, paired b
 	@test -n "$(A)" -a -n "$(B)" || { echo "make compare: set A= and B= (run folders), e.g. make compare A=runs/baselines/b2b B=runs/X"; exit 2; }
 	$(BIN)/harness compare $(A) $(B)  # into reports/compare/X_vs_Y
 
-# make exits 2 whenever a command fails: the last line says what `harness gate` exited with (CI calls harness gate)
+# make exits 2 whenever a command fails: the last line says what `harness gate` exited with, in the words of
+# harness.errors.Exit (0 pass, 1 regression or insufficient data, 2 bad input, 3 infrastructure; CI calls harness gate)
 gate: setup  # make gate BASELINE=runs/baselines/b2b CANDIDATE=runs/X [POLICY=configs/gate.yaml]
 	@test -n "$(BASELINE)" -a -n "$(CANDIDATE)" || { echo "make gate: set BASELINE= and CANDIDATE= (run folders), e.g. make gate BASELINE=runs/baselines/b2b CANDIDATE=runs/X"; exit 2; }
 	@$(BIN)/harness gate --baseline $(BASELINE) --candidate $(CANDIDATE) --policy $(or $(POLICY),configs/gate.yaml) -o reports/gate; \

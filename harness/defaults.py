@@ -3,19 +3,20 @@ config's `metrics:`, and what a manifest without them means) and the names of th
 role gives. Light on purpose (pydantic only): gate and compare import it."""
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from harness.strict import Strict
 
 FAITHFULNESS = "faithfulness"  # the judge role's metrics (harness/roles/judge.py, metrics/families/judged.py)
 RESPONSE_RELEVANCY = "response_relevancy"
 JUDGED_METRICS = (FAITHFULNESS, RESPONSE_RELEVANCY)  # what `harness judge` computes by default, in this order
 
 
-class MetricsConfig(BaseModel):
+class MetricsConfig(Strict):
     """The ranking metrics' settings: recall at `cutoffs`, nDCG and MRR at theirs and judged@k at
     `judged_at` are computed for every run; `measures` names further ranking measures to compute
     (`map`, `bpref`, `precision@10`, any spelling harness.metrics.registry resolves)."""
 
-    model_config = ConfigDict(extra="forbid")
     cutoffs: list[int] = Field(default_factory=lambda: [5, 10, 20])
     ndcg_at: int = 10
     mrr_at: int = 10

@@ -23,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from harness.errors import Exit  # noqa: E402
 from scripts.demo_llm_summary import MODEL_NAME, summary  # noqa: E402
 
 CONFIGS = ROOT / "configs/demo-llm"
@@ -122,7 +123,7 @@ def run_set(name: str, stamp: str, out: Path, env: dict) -> str | None:
     run = f"runs/demo-llm-{stamp}-{name}"
     code = harness("run", str(CONFIGS / f"{name}.yaml"), "--eval-set", str(es), "--run-id", Path(run).name, "-q",
                    env=env, cwd=out)
-    if code not in (0, 1) or not (out / run / "manifest.json").is_file():  # 1: failed calls above max_error_rate
+    if code not in (Exit.PASS, Exit.REGRESSION) or not (out / run / "manifest.json").is_file():  # 1: failed calls above max_error_rate
         print(f"demo-llm: the {name} run exited {code}", file=sys.stderr)
         return None
     if _has_answers(out / run):  # Ragas faithfulness and response relevancy (exit 3: more than half failed, counted)
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     if (why := server_problem(url)) is not None:
         print(f"demo-llm: {why}.\nStart the local model first: make local-llm (or set {URL_ENV} to a running "
               "OpenAI-compatible server serving smollm2-135m-instruct).", file=sys.stderr)
-        return 3
+        return Exit.INFRASTRUCTURE
     env = {**os.environ, URL_ENV: url}
     print(f"demo-llm: every LLM arm on {MODEL_NAME} at {url}, beside the offline arms.\n{NOT_GENERAL}\n", flush=True)
     t0, since = time.perf_counter(), time.time()
@@ -150,16 +151,16 @@ def main(argv: list[str] | None = None) -> int:
     for name in a.sets:
         t = time.perf_counter()
         if (run := run_set(name, a.stamp, out, env)) is None:
-            return 3
+            return Exit.INFRASTRUCTURE
         walls[name] = time.perf_counter() - t
         runs.append(run)
     report = f"reports/demo-llm-{a.stamp}.html"
-    if harness("report", *runs, "-o", report, env=env, cwd=out) != 0:
-        return 3
+    if harness("report", *runs, "-o", report, env=env, cwd=out) != Exit.PASS:
+        return Exit.INFRASTRUCTURE
     print("\n" + summary([out / r for r in runs], walls, since=since, cache=out / ".cache/llm-demo"))
     print(f"\n{NOT_GENERAL}")
     print(f"demo-llm took {time.perf_counter() - t0:.0f} s; report: {out / report}")
-    return 0
+    return Exit.PASS
 
 
 def _has_answers(run: Path) -> bool:

@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from harness.errors import Exit  # noqa: E402
 
 MODEL = "smollm2-135m-instruct"  # the alias make local-llm serves (scripts/local_llm.sh)
 MODEL_NAME = "SmolLM2-135M-Instruct, local"
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=ROOT / ".cache/llm-demo")
     a = ap.parse_args(argv)
     print(summary(a.runs, since=a.since, cache=a.cache))
-    return 0
+    return Exit.PASS
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ demo replays them without calling the endpoint)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -21,15 +20,19 @@ import sys
 import time
 from pathlib import Path
 
+from harness.analysis.verdict_types import read_verdict
+from harness.errors import BadInput, Exit
+
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = Path("configs/gate-demo")
 BIN = Path(sys.executable).parent
 # candidate: (what changed, expected exit, metrics the gate must name failing, role whose prompt changed)
 EXPECTED = {
-    "base": ("the baseline against itself", 0, set(), None),
-    "strict": ("a too-strict grader prompt", 1, {"answered", "abstained"}, "grade"),
-    "synonyms": ("a synonym-only rewriter, writing the loop's retries", 1, {"rescued", "recall@10"}, "rewrite"),
-    "whitespace": ("a whitespace-only edit of the grader prompt", 0, set(), "grade"),
+    "base": ("the baseline against itself", Exit.PASS, set(), None),
+    "strict": ("a too-strict grader prompt", Exit.REGRESSION, {"answered", "abstained"}, "grade"),
+    "synonyms": ("a synonym-only rewriter, writing the loop's retries", Exit.REGRESSION, {"rescued", "recall@10"},
+                 "rewrite"),
+    "whitespace": ("a whitespace-only edit of the grader prompt", Exit.PASS, set(), "grade"),
 }
 
 
@@ -54,13 +57,13 @@ def start_endpoint(env: dict) -> tuple[subprocess.Popen, str]:
 def verdict(name: str, code: int, gate_json: Path) -> tuple[bool, str]:
     """Whether a gate came out as expected, and a line that says what it compared and found."""
     what, want, must_fail, role = EXPECTED[name]
-    v = json.loads(gate_json.read_text(encoding="utf-8")) if gate_json.is_file() else {"results": [], "pairs": []}
-    failed = {r["metric"] for r in v["results"] if not r["ok"]}  # a regression, or insufficient data
-    changes = [c for p in v["pairs"] for c in p.get("changes", [])]
+    v = read_verdict(gate_json) if gate_json.is_file() else None  # another schema_version: BadInput, exit 2
+    failed = {r.metric.name for r in v.failed} if v else set()  # a regression, or insufficient data
+    changes = [c for p in v.pairs for c in p.changes] if v else []
     shown = [c for c in changes if role and c.startswith(f"prompt.{role} ")]
     ok = code == want and must_fail <= failed and (role is None or bool(shown)) and (want == 1 or not failed)
-    said = {0: "pass", 1: "REGRESSION", 2: "bad input", 3: "infrastructure"}.get(code, f"exit {code}")
-    line = (f"{'ok  ' if ok else 'FAIL'} {name:<10} {what}: {said} (exit {code}, expected {want})"
+    said = "REGRESSION" if code == Exit.REGRESSION else Exit.said(code)
+    line = (f"{'ok  ' if ok else 'FAIL'} {name:<10} {what}: {said} (exit {code}, expected {int(want)})"
             + (f"; failing: {', '.join(sorted(failed))}" if failed else "")
             + (f"; {'; '.join(shown)}" if shown else ""))
     return ok, line
@@ -81,14 +84,14 @@ def main(argv: list[str] | None = None) -> int:
         srv, env["HARNESS_SERVE_URL"] = start_endpoint(env)
     except (RuntimeError, OSError) as e:
         print(f"infrastructure: {e}", file=sys.stderr)
-        return 3
+        return Exit.INFRASTRUCTURE
     try:
         for c in EXPECTED:
             r = harness("run", str(DEMO / f"{c}.yaml"), "--no-progress", "--run-id", runs[c].name, env=env, quiet=True)
             if r.returncode:
                 print(r.stdout + r.stderr, file=sys.stderr)
                 print(f"infrastructure: the {c} run exited {r.returncode}", file=sys.stderr)
-                return 3
+                return Exit.INFRASTRUCTURE
     finally:
         srv.terminate()
         srv.wait(timeout=10)
@@ -96,7 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     for c in EXPECTED:
         r = harness("gate", "--baseline", str(runs["base"]), "--candidate", str(runs[c]),
                     "--policy", str(DEMO / "policy.yaml"), "-o", str(out / c), env=env)
-        ok, line = verdict(c, r.returncode, ROOT / out / c / "gate.json")
+        try:
+            ok, line = verdict(c, r.returncode, ROOT / out / c / "gate.json")
+        except BadInput as e:
+            print(f"gate-demo: {e}", file=sys.stderr)
+            return e.exit_code
         all_ok &= ok
         lines.append(line)
         print(flush=True)
@@ -107,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     if not a.keep:
         for p in [*runs.values(), out]:
             shutil.rmtree(ROOT / p, ignore_errors=True)
-    return 0 if all_ok else 1
+    return Exit.PASS if all_ok else Exit.REGRESSION
 
 
 if __name__ == "__main__":

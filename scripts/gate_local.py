@@ -26,7 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from harness.analysis.gate import MEANING  # noqa: E402
+from harness.analysis.verdict_types import read_verdict  # noqa: E402
+from harness.errors import BadInput, Exit  # noqa: E402
 from harness.llm.cache import prompt_hash  # noqa: E402
 from harness.roles.prompts import PromptError, is_path, load_prompt  # noqa: E402
 from harness.run.folder import RunFolder  # noqa: E402
@@ -141,8 +142,8 @@ def replay(which: str, spec: str, es: Path, stamp: str, out: Path, env: dict) ->
     run = out / "runs" / f"gate-local-{stamp}-{which}"
     code = harness("run", str(CONFIG), "--eval-set", str(es), "--set", f"llm.roles.{ROLE}.prompt={spec}",
                    "--run-id", run.name, "-q", env=env, cwd=out)
-    if code == 1 and RunFolder(run).is_run():
-        code = 0
+    if code == Exit.REGRESSION and RunFolder(run).is_run():
+        code = Exit.PASS
     return code, run
 
 
@@ -155,10 +156,12 @@ def arm_prompt(run: Path) -> str:
 
 def verdict_of(report: Path, code: int) -> str:
     """The gate's own word for its verdict (gate.json: REGRESSION or INSUFFICIENT DATA share exit 1)."""
+    if not (report / "gate.json").is_file():
+        return Exit.said(code)
     try:
-        return json.loads((report / "gate.json").read_text(encoding="utf-8"))["verdict"]
-    except (OSError, ValueError, KeyError):
-        return MEANING.get(code, f"exit {code}")
+        return read_verdict(report / "gate.json").verdict.value
+    except BadInput as e:
+        return f"{Exit.said(code)} ({e})"
 
 
 def summary(base: Source, edit: Source, runs: dict[str, Path], code: int, report: Path, seconds: float) -> str:
@@ -191,19 +194,19 @@ def main(argv: list[str] | None = None) -> int:
         base = resolve(a.baseline, "BASELINE") if a.baseline else default_baseline(edit)
     except Refused as e:
         print(f"gate-local: {e}", file=sys.stderr)
-        return 2
+        return Exit.BAD_INPUT
     if edit.text == base.text:
         print(f"gate-local: {edit.said} is identical to the baseline prompt ({base.said}, prompt hash {base.hash}): "
               "nothing to gate", file=sys.stderr)
-        return 2
+        return Exit.BAD_INPUT
     if not a.policy.is_file():
         print(f"gate-local: POLICY={a.policy}: no such file", file=sys.stderr)
-        return 2
+        return Exit.BAD_INPUT
     url, out = default_url(), a.out.resolve()
     if (why := server_problem(url)) is not None:
         print(f"gate-local: {why}.\nStart the local model first: make local-llm (or set {URL_ENV} to a running "
               "OpenAI-compatible server serving smollm2-135m-instruct).", file=sys.stderr)
-        return 3
+        return Exit.INFRASTRUCTURE
     print(f"gate-local: baseline {base.said} (prompt hash {base.hash}), edit {edit.said} (prompt hash {edit.hash}); "
           f"{SLICE['sessions']} b2b-shop sessions x {SLICE['turns']} turns with identifiers, on the model at {url}\n", flush=True)
     env, t0, es = {**os.environ, URL_ENV: url}, time.perf_counter(), cut_slice(out)
@@ -212,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         code, runs[which] = replay(which, spec_of(src, out), es, a.stamp, out, env)
         if code:
             print(f"gate-local: the {which} replay exited {code}; nothing was gated", file=sys.stderr)
-            return code if code in (2, 3) else 3
+            return code if code in (Exit.BAD_INPUT, Exit.INFRASTRUCTURE) else Exit.INFRASTRUCTURE
     report = out / "reports" / f"gate-local-{a.stamp}"
     code = harness("gate", "--baseline", str(runs["base"]), "--candidate", str(runs["edit"]),
                    "--policy", str(a.policy.resolve()), "-o", str(report), env=env, cwd=out)

@@ -213,4 +213,4 @@ def test_a_policy_metric_is_resolved_once_and_travels(tmp_path, monkeypatch):
     loaded = len(calls)
     assert all(isinstance(c.m, Metric) and c.m.name == c.metric for c in checks)
     v = evaluate(BASELINE, BASELINE, pol)
-    assert v["status"] == 0 and len(calls) == loaded  # not one more resolution while gating
+    assert v.status == 0 and len(calls) == loaded  # not one more resolution while gating

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import BadInput, HarnessError
+from harness.errors import BadInput, Exit, HarnessError
 from harness.evalset.folder import find_eval_set
 from harness.evalset.load import iter_labelled, load_eval_set
 from harness.yamlpos import read_yaml
@@ -108,11 +108,11 @@ def main(argv: list[str]) -> int:
             print(change_note(eval_set_change(argv[1], argv[2]), argv[3]))
         else:
             print("\n".join(__doc__.strip().splitlines()[-2:]), file=sys.stderr)
-            return 2
+            return Exit.BAD_INPUT
     except HarnessError as e:
         print(e, file=sys.stderr)
         return e.exit_code
-    return 0
+    return Exit.PASS
 
 
 if __name__ == "__main__":

@@ -363,7 +363,7 @@ def to_markdown(c: Comparison, base_name: str, show_all: bool = False) -> str:
     lines = [f"# Comparison against {base_name}", "",
              "W/T/L counts turns where the candidate is better / equal / worse by the metric's direction "
              "(for metrics without one: higher / equal / lower).", "", f"{STATS.said()}; {families(c.table)}.", ""]
-    lines += ["| run | arm | metric | segment | n | baseline | candidate | diff | 95% CI | p | pHolm | W/T/L |",
+    lines += [f"| run | arm | metric | segment | n | baseline | candidate | diff | {STATS.ci_label} | p | pHolm | W/T/L |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"] if len(df) else []
     for r in df.itertuples():
         arrow = {"higher": "↑", "lower": "↓"}.get(r.direction, "")

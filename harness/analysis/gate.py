@@ -14,8 +14,9 @@ the baseline's between-session spread lets it detect; a noninferiority rule whos
 sessions that would be needed), never a regression. A metric that does not apply to an arm,
 or that no labelled turn of the eval set measures, is shown n/a; a check naming such an arm, a
 rule that applies to no pair, a segment that names no label value, and a policy of which nothing
-applies are bad input. Exit codes: 0 pass, 1 regression (or insufficient data), 2 bad input, 3
-infrastructure (errors, failed LLM calls, or unmeasured values past the limits)."""
+applies are bad input. Exit codes (harness.errors.Exit): 0 pass, 1 regression (or insufficient
+data), 2 bad input, 3 infrastructure (errors, failed LLM calls, or unmeasured values past the
+limits). The verdict is a typed GateVerdict (harness.analysis.verdict_types), written to gate.json."""
 from __future__ import annotations
 
 import dataclasses
@@ -33,27 +34,35 @@ from harness.analysis.pairing import Pair
 from harness.analysis.policy import GateUsageError, Policy, load_policy
 from harness.analysis.pool_warnings import judged_warnings
 from harness.analysis.unchanged import unchanged
+from harness.analysis.verdict_types import CheckKind, CheckResult, CheckStatus, GateVerdict, PairSaid, Reason, \
+    Statistics, Verdict
+from harness.errors import Exit
 from harness.metrics.segments import SegmentError, segment_keys
 from harness.metrics.signflip import p_said
 from harness.metrics.stats import STATS, sessions_needed
 from harness.run.armset import EXTERNAL
 
-PASS, REGRESSION, USAGE, INFRA = 0, 1, 2, 3
-VERDICT = {PASS: "pass", REGRESSION: "regression", INFRA: "infrastructure"}
-INSUFFICIENT = "insufficient data"  # the verdict (exit 1) when every failed check lacked the data to judge it
-MEANING = {PASS: "pass", REGRESSION: "regression or insufficient data", USAGE: "bad input",
-           INFRA: "infrastructure"}
 __all__ = ["SECTIONS", "evaluate", "evaluate_to", "gate", "prepare"]
 
 
-def _na(kind: str, name: str, pair: Pair, m, segment: str = "all", why: str | None = None) -> dict:
+def _check(kind: str, name: str, pair: Pair, m, segment: str, status: CheckStatus, reason: Reason | None, detail: str,
+           direction: str | None = None, **numbers) -> CheckResult:
+    return CheckResult(kind=CheckKind(kind), name=name, status=status, label=pair.label, metric=m, segment=segment,
+                       direction=direction or m.direction, detail=detail, reason=reason, **numbers)
+
+
+def _judged(ok: bool, failed: Reason) -> tuple[CheckStatus, Reason]:
+    return (CheckStatus.PASS, Reason.WITHIN) if ok else (CheckStatus.FAIL, failed)
+
+
+def _na(kind: str, name: str, pair: Pair, m, segment: str = "all", why: str | None = None,
+        reason: Reason = Reason.NOT_APPLICABLE) -> CheckResult:
     """A check that does not apply here: shown, neither passed nor failed."""
-    return {"kind": kind, "name": name, "status": "n/a", "ok": True, "label": pair.label, "metric": m.name,
-            "segment": segment, "direction": m.direction,
-            "detail": why or f"n/a for this arm: {m.name} needs {', '.join(sorted(m.needs))}"}
+    return _check(kind, name, pair, m, segment, CheckStatus.NA, reason,
+                  why or f"n/a for this arm: {m.name} needs {', '.join(sorted(m.needs))}")
 
 
-def _dropped(kind: str, name: str, pair: Pair, m, segment: str) -> dict | None:
+def _dropped(kind: str, name: str, pair: Pair, m, segment: str) -> CheckResult | None:
     """A failed check when the candidate's arm (of any kind: a pair named across kinds too) no
     longer declares a capability the metric needs and the baseline's did: its metric is not
     measured, and what is not measured cannot pass. An imported run file (rankings only, paired
@@ -63,31 +72,25 @@ def _dropped(kind: str, name: str, pair: Pair, m, segment: str) -> dict | None:
     gone = sorted(set(m.needs) - set(pair.candidate.capabilities))
     if pair.candidate.capabilities == EXTERNAL:
         return _na(kind, name, pair, m, segment, f"n/a: {pair.candidate.label} is an imported run file (rankings "
-                   f"only): {m.name} needs {', '.join(gone)}, which no imported run records")
-    return {"kind": kind, "name": name, "status": "fail", "ok": False, "label": pair.label, "metric": m.name,
-            "segment": segment, "direction": m.direction,
-            "detail": f"the candidate's arm no longer declares {', '.join(gone)}, which {m.name} needs and the "
-                      "baseline's arm declared: it is not measured, so it cannot pass"}
+                   f"only): {m.name} needs {', '.join(gone)}, which no imported run records", Reason.IMPORTED_RUN)
+    return _check(kind, name, pair, m, segment, CheckStatus.FAIL, Reason.CAPABILITY_DROPPED,
+                  f"the candidate's arm no longer declares {', '.join(gone)}, which {m.name} needs and the baseline's "
+                  "arm declared: it is not measured, so it cannot pass")
 
 
-def _lost(out: dict, base: RunData, cand: RunData, pair: Pair, policy: Policy, split: Split) -> dict:
+def _lost(out: CheckResult, base: RunData, cand: RunData, pair: Pair, policy: Policy, split: Split) -> CheckResult:
     """The check failed when the candidate left more of the turns the baseline measured unmeasured
     than limits.max_lost_rate allows; else the count is said beside the result."""
-    lost = lost_turns(base, cand, pair.baseline.arm_id, pair.candidate.arm_id, out["metric"], out["segment"],
-                      split.sides(pair, out["metric"]))
+    lost = lost_turns(base, cand, pair.baseline.arm_id, pair.candidate.arm_id, out.metric.name, out.segment,
+                      split.sides(pair, out.metric.name))
     if not lost.n:
         return out
     said = lost.describe(cand.name)
     if lost.rate > policy.limits.max_lost_rate:
-        return {**out, "status": "fail", "ok": False, "lost": lost.n,
-                "detail": f"{said}: {lost.rate:.1%} > max_lost_rate {policy.limits.max_lost_rate:.1%}; what is not "
-                          f"measured is not compared, so it cannot pass ({out['detail']})"}
-    return {**out, "lost": lost.n, "detail": f"{out['detail']}; {said}, left out"}
-
-
-def _insufficient(out: dict, n: int, need: int, where: str) -> dict:
-    return {**out, "status": "insufficient", "ok": False,
-            "detail": f"insufficient data: {n} session(s) measured {where} (min_sessions {need})"}
+        return out.but(status=CheckStatus.FAIL, reason=Reason.TURNS_LOST, lost=lost.n,
+                       detail=f"{said}: {lost.rate:.1%} > max_lost_rate {policy.limits.max_lost_rate:.1%}; what is not "
+                              f"measured is not compared, so it cannot pass ({out.detail})")
+    return out.but(lost=lost.n, detail=f"{out.detail}; {said}, left out")
 
 
 def underpowered(mde: float, n_sessions: int, max_drop: float) -> str | None:
@@ -111,10 +114,13 @@ def _worse_or_better(change: float) -> str:
     return "unchanged" if abs(change) < 5e-5 else f"{'worse' if change < 0 else 'better'} by {abs(change):.4f}"
 
 
-def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: Policy, split: Split) -> dict:
-    m = rule.m
+def _rule_name(i: int, rule, pair: Pair) -> str:
+    return f"rule {i + 1}: {rule.test} {rule.m.name} [{rule.segment}] {pair.label}"
+
+
+def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: Policy, split: Split) -> CheckResult:
+    m, name = rule.m, _rule_name(i, rule, pair)
     direction = rule.direction or m.direction
-    name = f"rule {i + 1}: {rule.test} {m.name} [{rule.segment}] {pair.label}"
     if not applies(m, pair):
         return _dropped("rule", name, pair, m, rule.segment) or _na("rule", name, pair, m, rule.segment)
     row = compare_pair(base, cand, pair, m.name, rule.segment, policy.n_resamples, policy.seed, rule.alpha,
@@ -123,12 +129,13 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
     diff, n_s = row.get("diff", math.nan), int(row.get("n_sessions") or 0)
     change, lo = sign * diff, min(sign * row["ci_lo"], sign * row["ci_hi"])  # lo: the worst end of the CI
     need = rule.min_sessions or policy.min_sessions
-    out = {"kind": "rule", "name": name, "label": pair.label, "metric": m.name, "segment": rule.segment,
-           "direction": direction, "diff": diff, "ci": [row["ci_lo"], row["ci_hi"]], "p": row["p"], "p_floor": row.get("p_floor"),
-           "p_exact": bool(row.get("p_exact")), "mde": row["mde"],
-           "n_sessions": n_s, "n_turns": int(row.get("n_turns") or 0), "changes": pair.changes}
+    numbers = dict(diff=diff, ci=(row["ci_lo"], row["ci_hi"]), p=row["p"], p_floor=row.get("p_floor"),
+                   p_exact=bool(row.get("p_exact")), mde=row["mde"], n_sessions=n_s,
+                   n_turns=int(row.get("n_turns") or 0), changes=list(pair.changes))
     if n_s < need or math.isnan(diff):
-        return _insufficient(out, n_s, need, "in both runs")
+        return _check("rule", name, pair, m, rule.segment, CheckStatus.INSUFFICIENT, Reason.TOO_FEW_SESSIONS,
+                      f"insufficient data: {n_s} session(s) measured in both runs (min_sessions {need})", direction,
+                      **numbers)
     said = (f"candidate − baseline {diff:+.4f}, {1 - rule.alpha:.0%} CI [{row['ci_lo']:+.4f}, {row['ci_hi']:+.4f}], "
             f"p {p_said(row['p'], row.get('p_floor'))}; {direction} is better: {_worse_or_better(change)}")
     if rule.test == "noninferiority":
@@ -137,16 +144,19 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
         best = max(sign * row["ci_lo"], sign * row["ci_hi"])  # the CI's best end, in the good direction
         weak = None if ok or best < -rule.max_drop else underpowered(row["mde"], n_s, rule.max_drop)
         if weak:  # neither shown within the margin nor wholly beyond it, on a set too small to tell
-            return _lost({**out, "status": "insufficient", "ok": False, "detail": f"{weak} ({why})"}, base, cand,
-                         pair, policy, split)
+            out = _check("rule", name, pair, m, rule.segment, CheckStatus.INSUFFICIENT, Reason.UNDERPOWERED,
+                         f"{weak} ({why})", direction, **numbers)
+            return _lost(out, base, cand, pair, policy, split)
+        failed = Reason.NOT_SHOWN_NONINFERIOR
     else:
         p_one = row["p"] / 2 if change < 0 else 1.0
         ok = not (-change > rule.max_drop and p_one < rule.alpha)
         floor = row.get("p_floor")  # a p at the test's resolution: its half is a bound too
         said_p = p_said(p_one, None if floor is None or floor != floor or change >= 0 else floor / 2)
         why = f"{said} vs allowed drop {rule.max_drop}, one-sided p {said_p} vs alpha {rule.alpha}"
-    return _lost({**out, "status": "pass" if ok else "fail", "ok": bool(ok), "detail": why}, base, cand, pair, policy,
-                 split)
+        failed = Reason.SIGNIFICANT_DROP
+    out = _check("rule", name, pair, m, rule.segment, *_judged(ok, failed), why, direction, **numbers)
+    return _lost(out, base, cand, pair, policy, split)
 
 
 def _candidate_values(base: RunData, cand: RunData, arm_id: str, metric: str, segment: str) -> pd.Series:
@@ -159,93 +169,107 @@ def _candidate_values(base: RunData, cand: RunData, arm_id: str, metric: str, se
     return pt[inside].groupby(["session_id", "turn_index"])["value"].mean()
 
 
+def _bound_name(kind: str, i: int, item, pair: Pair) -> str:
+    if kind == "floor":
+        return f"{kind} {i + 1}: {item.m.name} [{getattr(item, 'segment', 'all')}] {pair.label}"
+    return f"{kind} {i + 1}: {getattr(item, 'stat', 'mean')} {item.m.name} {pair.label}"
+
+
 def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunData, policy: Policy,
-                 split: Split) -> dict:
+                 split: Split) -> CheckResult:
     """A floor (min/max of the mean) or a budget (max of a stat) on the candidate's values."""
-    m = item.m
+    m, name = item.m, _bound_name(kind, i, item, pair)
     seg = getattr(item, "segment", "all")
     stat = getattr(item, "stat", "mean")
-    name = f"{kind} {i + 1}: {m.name} [{seg}] {pair.label}" if kind == "floor" else \
-        f"{kind} {i + 1}: {stat} {m.name} {pair.label}"
     if not m.applies_to(pair.candidate.capabilities):
         return _dropped(kind, name, pair, m, seg) or _na(kind, name, pair, m, seg)
-    need = policy.min_sessions
     turns = _candidate_values(base, cand, pair.candidate.arm_id, m.name, seg)
-    out = {"kind": kind, "name": name, "label": pair.label, "metric": m.name, "segment": seg, "direction": m.direction}
     gone, beside = missing_values(base, cand, pair, m.name, seg, policy.limits.max_lost_rate)
     gone = gone or not_finite(turns.dropna(), m.name)  # a metric no longer measured, an infinite value: failed
     if gone:
-        return {**out, "status": "fail", "ok": False, "detail": gone}
+        return _check(kind, name, pair, m, seg, CheckStatus.FAIL, Reason.VALUES_MISSING, gone)
     if turns.empty:  # no labelled turn of this eval set has what the metric measures (identifiers, ...)
-        return _na(kind, name, pair, m, seg, f"n/a: no turn of this eval set measures {m.name} in segment {seg}")
+        return _na(kind, name, pair, m, seg, f"n/a: no turn of this eval set measures {m.name} in segment {seg}",
+                   Reason.NOT_IN_EVAL_SET)
     if kind == "budget" and m.name == "cost_usd" and turns.isna().any():
-        return {**out, "status": "fail", "ok": False, "detail": "cost unknown for some turns (no price for the model)"}
+        return _check(kind, name, pair, m, seg, CheckStatus.FAIL, Reason.COST_UNKNOWN,
+                      "cost unknown for some turns (no price for the model)")
     vals = turns.dropna()
     n_s = vals.index.get_level_values(0).nunique()
-    if n_s < need:
-        return _insufficient(out, n_s, need, "in the candidate")
+    if n_s < policy.min_sessions:
+        return _check(kind, name, pair, m, seg, CheckStatus.INSUFFICIENT, Reason.TOO_FEW_SESSIONS,
+                      f"insufficient data: {n_s} session(s) measured in the candidate (min_sessions "
+                      f"{policy.min_sessions})")
     v = float({"mean": vals.mean(), "p50": vals.quantile(0.5), "p95": vals.quantile(0.95)}[stat])
     lo, hi = (getattr(item, "min", None), item.max)
     ok = (lo is None or v >= lo) and (hi is None or v <= hi)
     bounds = f"min {lo}, max {hi}" if kind == "floor" else f"max {hi}"
-    out = {**out, "status": "pass" if ok else "fail", "ok": bool(ok), "value": v,
-           "detail": f"{stat} {v:.4f} ({bounds}) over {len(vals)} turns, {n_s} sessions"
-                     + (f"; {beside}" if beside else "")}
+    said = f"{stat} {v:.4f} ({bounds}) over {len(vals)} turns, {n_s} sessions" + (f"; {beside}" if beside else "")
+    out = _check(kind, name, pair, m, seg, *_judged(ok, Reason.OUT_OF_BOUNDS), said, value=v)
     return _lost(out, base, cand, pair, policy, split) if m.applies_to(pair.baseline.capabilities) else out
 
 
-def _moved(results: list[dict], pairs: list[Pair], pt: pd.DataFrame, base: RunData) -> None:
-    for res in results:
-        if not res["ok"] and res.get("metric"):
-            pair = next(p for p in pairs if p.label == res["label"])
-            res["moved"] = moved_turns(pt, base, pair, res["metric"], res["segment"], res.get("direction") or "none")
+def _moved(results: list[CheckResult], pairs: list[Pair], pt: pd.DataFrame, base: RunData) -> list[CheckResult]:
+    """Each failed check with the turns that moved most in its bad direction."""
+    by_label = {p.label: p for p in pairs}
+    return [r.but(moved=moved_turns(pt, base, by_label[r.label], r.metric.name, r.segment, r.direction)) if not r.ok
+            else r for r in results]
 
 
-def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[str] | None = None) -> dict:
+def _checks(prep: dict, policy: Policy, split: Split) -> list[CheckResult]:
+    """Every check of the policy on every pair it applies to; bad input when none applies."""
+    base, cand = prep["base"], prep["cand"]
+    results = [rule_result(i, item, p, base, cand, policy, split) if sec == "rules" else
+               bound_result(sec[:-1], i, item, p, base, cand, policy, split)
+               for sec, i, item, ps in prep["chosen"] for p in ps]
+    if results and all(r.status is CheckStatus.NA for r in results):
+        raise GateUsageError("no check of the policy applies to these runs (every one is n/a: "
+                             + "; ".join(sorted({r.detail for r in results})) + "): nothing would be compared")
+    return _moved(results, prep["pairs"], split.frame, base)
+
+
+def _verdict(status: Exit, failed: list[CheckResult]) -> Verdict:
+    if status is Exit.INFRASTRUCTURE:
+        return Verdict.INFRASTRUCTURE
+    if status is Exit.PASS:
+        return Verdict.PASS
+    return Verdict.INSUFFICIENT if all(r.status is CheckStatus.INSUFFICIENT for r in failed) else Verdict.REGRESSION
+
+
+def evaluate(baseline: Path, candidate: Path, policy: Policy, pairs_cli: list[str] | None = None) -> GateVerdict:
     prep = prepare(baseline, candidate, policy, pairs_cli)
-    base, cand, pairs, chosen = prep["base"], prep["cand"], prep["pairs"], prep["chosen"]
-    warnings = prep["warnings"]
+    base, cand, pairs = prep["base"], prep["cand"], prep["pairs"]
     infra = infrastructure(policy, [base, cand], pairs)
     split = Split(base, cand)
-    results = []
-    for sec, i, item, ps in chosen:
-        for p in ps:
-            results.append(rule_result(i, item, p, base, cand, policy, split) if sec == "rules" else
-                           bound_result(sec[:-1], i, item, p, base, cand, policy, split))
-    if results and all(r["status"] == "n/a" for r in results):
-        raise GateUsageError("no check of the policy applies to these runs (every one is n/a: "
-                             + "; ".join(sorted({r["detail"] for r in results})) + "): nothing would be compared")
-    _moved(results, pairs, split.frame, base)
-    gated = [r["segment"] for r in results if r["status"] != "n/a"]  # coverage on the segments the policy gates
-    warnings = warnings + judged_warnings(base, cand, pairs, gated)
-    status = INFRA if infra else (REGRESSION if not all(r["ok"] for r in results) else PASS)
-    failed = [r for r in results if not r["ok"]]
-    said = INSUFFICIENT if status == REGRESSION and all(r["status"] == "insufficient" for r in failed) \
-        else VERDICT[status]
+    results = _checks(prep, policy, split)
+    gated = [r.segment for r in results if r.status is not CheckStatus.NA]  # coverage on the gated segments
+    failed = [r for r in results if not r.ok]
+    status = Exit.INFRASTRUCTURE if infra else Exit.REGRESSION if failed else Exit.PASS
     counts = dataclasses.replace(STATS, n_resamples=policy.n_resamples, seed=policy.seed)
-    return {"status": status, "verdict": said, "baseline": base.name, "candidate": cand.name,
-            "statistics": {**counts.method(), "said": counts.said()},
-            "pairs": [{"label": p.label, "baseline_arm": p.baseline.arm_id, "candidate_arm": p.candidate.arm_id,
-                       "how": p.how, "changes": p.changes} for p in pairs],
-            "not_compared": prep["not_compared"], "evidence": prep["evidence"], "scope": prep["scope"],
-            "warnings": warnings, "infrastructure": infra, "results": results,
-            "unchanged": unchanged(base, cand, pairs, split)}  # label -> why: one line in gate.md
+    return GateVerdict(
+        status=status, verdict=_verdict(status, failed), baseline=base.name, candidate=cand.name,
+        statistics=Statistics(**counts.method(), said=counts.said()),
+        pairs=[PairSaid(label=p.label, baseline_arm=p.baseline.arm_id, candidate_arm=p.candidate.arm_id, how=p.how,
+                        changes=list(p.changes)) for p in pairs],
+        not_compared=prep["not_compared"], evidence=prep["evidence"], scope=prep["scope"],
+        warnings=prep["warnings"] + judged_warnings(base, cand, pairs, gated), infrastructure=infra,
+        results=results, unchanged=unchanged(base, cand, pairs, split))  # label -> why: one line in gate.md
 
 
 def evaluate_to(baseline: Path, candidate: Path, policy_path: Path, pairs: list[str] | None,
-                out_dir: Path) -> tuple[int, dict | None, str]:
+                out_dir: Path) -> tuple[Exit, GateVerdict | None, str]:
     """Gate and write gate.md, JUnit and JSON into `out_dir`: (exit code, verdict or None, Markdown
     or the error message)."""
     try:
         pol = load_policy(policy_path)
         v = evaluate(baseline, candidate, pol, pairs)
     except (GateUsageError, CompareError, SegmentError) as e:
-        return USAGE, None, f"error: {e}"
+        return Exit.BAD_INPUT, None, f"error: {e}"
     write_outputs(v, out_dir)
-    return v["status"], v, to_markdown(v)
+    return v.status, v, to_markdown(v)
 
 
-def gate(baseline: Path, candidate: Path, policy_path: Path, pairs: list[str] | None, out_dir: Path) -> tuple[int, str]:
+def gate(baseline: Path, candidate: Path, policy_path: Path, pairs: list[str] | None, out_dir: Path) -> tuple[Exit, str]:
     """(exit code, Markdown or error message)."""
     code, _, text = evaluate_to(baseline, candidate, policy_path, pairs, out_dir)
     return code, text

@@ -15,6 +15,7 @@ from harness.analysis.policy import GateUsageError, Policy
 from harness.metrics.registry import on_request
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.run.integrity import failures
+from harness.unmeasured import Unmeasured
 
 SECTIONS = ("rules", "floors", "budgets")
 
@@ -22,7 +23,8 @@ SECTIONS = ("rules", "floors", "budgets")
 def infra_reason(reason) -> bool:
     """An unmeasured value that infrastructure caused (an error, a failed call or judgment), as
     opposed to one the labels or the arm explain (no relevant document, n/a, abstained)."""
-    return isinstance(reason, str) and (reason.startswith("error") or "failed" in reason)
+    kind = Unmeasured.of(reason)
+    return kind is not None and kind.infrastructure
 
 
 def applies(m, pair: Pair, side: str | None = None) -> bool:
@@ -92,7 +94,7 @@ def check_inputs(policy: Policy, runs: list[RunData], pairs: list[Pair]) -> None
                 raise GateUsageError(f"{where}.metric: {why_missing(m, run)}")
             rows = run.turns([m.name])
             if len(rows) and "unmeasured" in rows and rows["value"].isna().all() \
-                    and rows["unmeasured"].astype(str).str.startswith("not measured").all():
+                    and (rows["unmeasured"].map(Unmeasured.of) == Unmeasured.NOT_MEASURED).all():
                 raise GateUsageError(f"{where}.metric: {m.name} of {run.name} was not measured "
                                      f"({rows['unmeasured'].iloc[0]}): name a judge endpoint under llm.roles.judge "
                                      f"in the run's config and run `harness judge {run.path}`")

@@ -6,7 +6,8 @@ what changed between the paired arms (models, parameters, prompts), and with a p
 verdict (harness.analysis.gate). Also which runs get a block: `--baseline RUN` names the
 baseline; without it exactly two runs mean BASELINE CANDIDATE; runs on different eval sets (or
 not scored) cannot be paired and get the reason instead. Returns plain data (dicts, lists,
-numbers) that the report renders (harness/report/sections/verdict.py); writes nothing."""
+numbers, and the gate's GateVerdict) that the report renders (harness/report/sections/verdict.py);
+writes nothing."""
 from __future__ import annotations
 
 import math
@@ -21,15 +22,13 @@ from harness.analysis.pairing import PairingError, pair_runs
 from harness.analysis.policy import GateUsageError, Policy, load_policy
 from harness.analysis.pool_warnings import judged_warnings
 from harness.metrics.aggregate import turn_values
+from harness.metrics.families.operational import SHOWN as SHOWN_OPERATIONAL
 from harness.metrics.registry import coverage as pool_coverage, headline, judged, resolve
 from harness.metrics.segments import TURN_SEGMENTS, segment_keys
 from harness.metrics.stats import STATS
 from harness.run.folder import RunData, RunFolder
 from harness.analysis.evidence import EvidenceError, check_run, coverage_notes
 
-# shown apart, never counted as regressions: timings and spend depend on the machine, its load and
-# the day (the manifests record where each run was timed); a policy's budgets judge them
-OPERATIONAL_METRICS = ("latency_total_ms", "cost_usd", "llm_calls")
 EPS = 1e-12
 CELL = ("diff", "ci_lo", "ci_hi", "p", "p_holm", "holm_m", "p_floor", "n_turns", "n_sessions", "n_unmeasured", "mean_ref", "mean_arm")
 
@@ -106,7 +105,7 @@ def _metrics(base: RunData, cand: RunData, policy: Policy | None, extra: list[st
     """(quality, operational): the default metrics both runs measured, then those of -m/--metric
     (checked: unknown or unmeasured is bad input) and of the policy, each in its kind."""
     both = base.metrics & cand.metrics
-    names = [m for m in verdict_metrics(base) + pool_coverage(base.manifest.metrics)[:1] + list(OPERATIONAL_METRICS)
+    names = [m for m in verdict_metrics(base) + pool_coverage(base.manifest.metrics)[:1] + list(SHOWN_OPERATIONAL)
              if m in both]  # judged@k beside the ranking metrics: a coverage figure, never marked
     names += [m.name for m in check_metrics(list(extra), [base, cand])]
     if policy is not None:

@@ -8,11 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Protocol
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from harness.errors import BadInput
 from harness.evalset.model import Account, Session, Turn
 from harness.arms.result import ArmResult  # noqa: F401  (what an arm returns; the trace row is derived from it)
+from harness.strict import Strict
 from harness.yamlpos import did_you_mean, validation_problems
 
 REGISTRY: dict[str, type["BaseArm"]] = {}
@@ -31,12 +32,12 @@ def register(name: str) -> Callable[[type], type]:
     return deco
 
 
-class Params(BaseModel):
+class Params(Strict):
     """An arm's parameters. Every one is part of the arm's id, defaults included; one added after
     an arm was released (`LATE`) enters the id only when set away from its default, so the ids of
     existing runs, baselines and caches stay valid."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)  # Strict's config, frozen: an arm is final when made
     LATE: ClassVar[frozenset[str]] = frozenset()
 
 

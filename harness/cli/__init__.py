@@ -8,7 +8,7 @@ import functools
 import typer
 
 from harness import env as _env  # noqa: F401  (sets offline-safe environment variables first)
-from harness.errors import HarnessError
+from harness.errors import Exit, HarnessError
 
 
 class _App(typer.Typer):
@@ -87,7 +87,7 @@ def say(text: str, markup: bool = False, stderr: bool = False) -> None:
     (err if stderr else console).print(Wrapped(text if markup else Text(text)))
 
 
-def fail(msg: str, code: int = 2):
+def fail(msg: str, code: int = Exit.BAD_INPUT):
     from rich.markup import escape
 
     err.print(f"[red]error:[/red] {escape(msg)}", highlight=False, markup=True, soft_wrap=True)
@@ -113,4 +113,4 @@ def main():
         frame = traceback.extract_tb(e.__traceback__)[-1]
         print(f"internal error (exit 3): {type(e).__name__}: {e} (at {frame.filename}:{frame.lineno}); this is a bug "
               "of the harness, not a verdict: HARNESS_DEBUG=1 shows the traceback", file=sys.stderr)
-        sys.exit(3)
+        sys.exit(Exit.INFRASTRUCTURE)

@@ -139,7 +139,7 @@ def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typ
     Both runs must be complete and their tables fresh (stale tables are scored again, and it says so); the candidate
     must cover the baseline's sessions, splits and repeats. Arms pair by label; writes gate.md (also to
     $GITHUB_STEP_SUMMARY), gate.junit.xml and gate.json; the last line is the verdict."""
-    from harness.analysis.gate import MEANING, evaluate_to
+    from harness.analysis.gate import evaluate_to
     from harness.errors import HarnessError
     from harness.report.endings import gate_ending, gate_summary
 
@@ -155,7 +155,7 @@ def gate(baseline: Path = typer.Option(..., "--baseline"), candidate: Path = typ
         for part in gate_summary(v):
             console.print(part, highlight=False)
         say(f"written: {out / 'gate.md'}, {out / 'gate.junit.xml'}, {out / 'gate.json'}")
-    *failed, verdict = gate_ending(code, v, MEANING)
+    *failed, verdict = gate_ending(code, v)
     for line in failed:
         console.print(line)
     console.print(verdict, highlight=False, markup=False, soft_wrap=True)  # one line: the tail of a CI log
@@ -232,7 +232,7 @@ def report(runs: list[Path] = typer.Argument(..., help="run folders: BASELINE CA
         path = render_report(p.runs, out, verdicts=v, leaders=lambda: answers.update(leaders(p.runs, checked=checked))
                              or answers, drill_sessions=drill_sessions, checked=checked)
     for b in v["blocks"]:
-        gate = f"; gate: {b['gate']['verdict']}" if b["gate"] else ""
+        gate = f"; gate: {b['gate'].verdict.value}" if b["gate"] else ""
         say(f"{b['candidate']} against {b['baseline']}: {len(b['regressions'])} regression(s), "
             f"{len(b['improvements'])} improvement(s) (Holm p < {b['alpha']}){gate}")
     for why in v["why_not"]:

@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 
 from harness.cli import app, console, err, fail, say
+from harness.errors import Exit
 from harness.run.folder import RunFolder
 
 
@@ -66,13 +67,13 @@ def replay_command(config: Path | None, resume: Path | None, run_id: str | None,
         err.print(f"[red]infrastructure:[/red] {escape(str(e))}. The run stopped with the turns it finished; the "
                   "replies paid for are in the LLM cache, a new run does not pay for them again; `harness run --resume "
                   f"{run_dir} --max-cost-usd N` continues it under a new cap. Exit 3.", highlight=False)
-        raise typer.Exit(3)
+        raise typer.Exit(Exit.INFRASTRUCTURE)
     if metrics:
         _metrics(out, steps=not quiet)
     raise typer.Exit(_end_of_run(out, cfg.max_error_rate))
 
 
-def _end_of_run(out: Path, max_error_rate: float) -> int:
+def _end_of_run(out: Path, max_error_rate: float) -> Exit:
     """The failed turns per arm (or that there were none), then the run in one line; the exit code:
     3 when more than half of the turns replayed now failed (infrastructure), 1 when an arm's share
     of failed turns is above the config's max_error_rate, else 0."""
@@ -86,17 +87,17 @@ def _end_of_run(out: Path, max_error_rate: float) -> int:
     for f in fails:
         err.print(f"[yellow]failed turns:[/yellow] {escape(f.describe())}", highlight=False, soft_wrap=True)
     over = [f for f in fails if f.rate > max_error_rate]
-    code = 0
+    code = Exit.PASS
     if counts.get("turns") and counts.get("turns_failed", 0) > counts["turns"] / 2:
         err.print(f"[red]infrastructure:[/red] {counts['turns_failed']} of {counts['turns']} replayed turns failed "
                   "(an error, or an LLM call that failed after its retries); the rows record why. Exit 3.",
                   highlight=False)
-        code = 3
+        code = Exit.INFRASTRUCTURE
     elif over:
         err.print(f"[red]failed turns above max_error_rate {max_error_rate}:[/red] "
                   + escape(", ".join(f"{f.label} {f.rate:.1%}" for f in over))
                   + " (the run config's max_error_rate; the traces record every error). Exit 1.", highlight=False)
-        code = 1
+        code = Exit.REGRESSION
     if line := llm_failures_line(counts):
         err.print(f"[yellow]failed LLM calls:[/yellow] {escape(line)}", highlight=False, soft_wrap=True)
     failed = sum(f.failed for f in fails)
@@ -292,7 +293,7 @@ def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh"
         failed, asked = summary.counts.get("error", 0), summary.counts.get("ok", 0) + summary.counts.get("error", 0)
         err.print(f"[red]infrastructure:[/red] {failed} of {asked} judgments failed (see the status column of "
                   f"{escape(str(summary.path))}); exit 3", highlight=False)
-        raise typer.Exit(3)
+        raise typer.Exit(Exit.INFRASTRUCTURE)
 
 
 def _relevance(run_dir: Path, ep, refresh: bool, grade_map: str, **kw) -> None:
@@ -320,11 +321,11 @@ def _relevance(run_dir: Path, ep, refresh: bool, grade_map: str, **kw) -> None:
     if summary.stopped:
         err.print(f"[red]infrastructure:[/red] stopped: {escape(summary.stopped)}; the pairs neither asked nor "
                   f"graded before are marked in {escape(str(summary.path))}; exit 3", highlight=False)
-        raise typer.Exit(3)
+        raise typer.Exit(Exit.INFRASTRUCTURE)
     if summary.mostly_failed:
         err.print(f"[red]infrastructure:[/red] most relevance calls failed (see the status column of "
                   f"{escape(str(summary.path))}); exit 3", highlight=False)
-        raise typer.Exit(3)
+        raise typer.Exit(Exit.INFRASTRUCTURE)
 
 
 @app.command()

@@ -6,15 +6,15 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from harness.errors import BadInput
+from harness.strict import Strict
 
 
-class EndpointConfig(BaseModel):
+class EndpointConfig(Strict):
     """One endpoint. Keys come from the environment only, never from a config file."""
 
-    model_config = ConfigDict(extra="forbid")
     kind: Literal["openai", "azure", "openai-compatible"]
     model: str  # Azure: the deployment name
     base_url: str | None = None  # openai-compatible: required; azure: default $AZURE_OPENAI_BASE_URL

@@ -24,6 +24,7 @@ from harness.metrics.registry import lookup, ranking_names
 from harness.run.armset import run_arms
 from harness.run.record import Manifest
 from harness.run.traces import KEY
+from harness.unmeasured import Unmeasured
 
 LATENCY = ("ms_rewrite", "ms_retrieve", "ms_grade", "ms_answer", "ms_decide", "ms_rerank", "ms_support", "ms_total")
 SCALAR = ["arm_id", "params", "repeat", "session_id", "turn_index", "round", "is_final", "not_applicable", "error",
@@ -336,7 +337,7 @@ class Final:
             i = int(np.nonzero(self.li < 0)[0][0])
             raise KeyError((tr.sessions[self.sess[i]], int(self.tix[i])))  # a turn without labels
         na_codes, na_values = encode(ft.column("not_applicable"))
-        self.na_text = np.array([f"n/a: {v}" for v in na_values] + [None], dtype=object)[np.where(self.na, na_codes, -1)]
+        self.na_text = np.array([Unmeasured.NOT_APPLICABLE.said(v) for v in na_values] + [None], dtype=object)[np.where(self.na, na_codes, -1)]
 
     def __len__(self) -> int:
         return len(self.rows)

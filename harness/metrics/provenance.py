@@ -39,11 +39,11 @@ PACKAGE = Path(__file__).resolve().parents[1]  # harness/
 # loads is here or in NEUTRAL)
 SOURCES = ("metrics", "guards/identifiers.py", "guards/units.py", "run/armset.py", "run/traces.py", "run/folder.py",
            "arms/result.py", "arms/spelling.py", "defaults.py", "run/record.py", "roles/relevance.py", "run/holes.py",
-           "run/turns.py")
+           "run/turns.py", "unmeasured.py")
 # loaded by scoring, and no value it writes depends on them (integrity and shard decide whether the
 # run is complete, which every reader checks anew)
 NEUTRAL = ("__init__.py", "analysis/__init__.py", "arms/__init__.py", "guards/__init__.py", "run/__init__.py",
-           "roles/__init__.py",
+           "roles/__init__.py", "strict.py",
            "run/manifest.py", "run/integrity.py", "run/shard.py", "yamlpos.py", "errors.py", "evalset/__init__.py",
            "evalset/folder.py")
 

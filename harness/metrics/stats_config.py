@@ -27,6 +27,11 @@ class StatsDefaults:
     seed: int = 0
     normal_from_sessions: int = 20_000
 
+    @property
+    def ci_label(self) -> str:
+        """A CI's column head: `95% CI` at alpha 0.05."""
+        return f"{1 - self.alpha:.0%} CI"
+
     def said(self) -> str:
         """How a CI and a p are computed, in the words every output states them."""
         return (f"{1 - self.alpha:.0%} CI: session bootstrap ({self.n_resamples:,} resamples, seed {self.seed}); "

@@ -7,37 +7,41 @@ import pandas as pd
 from rich.markup import escape
 
 from harness.analysis.gate_report import folded
+from harness.analysis.verdict_types import CheckKind, CheckResult, CheckStatus, GateVerdict, Verdict
+from harness.errors import Exit
 from harness.metrics.stats import STATS
 from harness.report.fit import Col, Wrapped
 from harness.report.terminal import fitted, short_segment
 
 
-def gate_summary(v: dict) -> list:
+STYLE = {CheckStatus.PASS: "green", CheckStatus.FAIL: "red", CheckStatus.INSUFFICIENT: "red", CheckStatus.NA: "dim"}
+ICON = {Verdict.PASS: "[green]pass[/green]", Verdict.REGRESSION: "[red]REGRESSION[/red]",
+        Verdict.INSUFFICIENT: "[red]INSUFFICIENT DATA[/red]", Verdict.INFRASTRUCTURE: "[yellow]INFRASTRUCTURE[/yellow]"}
+
+
+def _check_row(r: CheckResult) -> dict:
+    extra = "" if r.kind is not CheckKind.RULE or r.status is CheckStatus.NA else \
+        ("; detectable: not estimable" if r.mde is None else f"; detectable: {r.mde:.4f}")
+    return {"check": escape(r.name), "result": f"[{STYLE[r.status]}]{r.status.value}[/]",
+            "detail": escape(r.detail + extra)}
+
+
+def gate_summary(v: GateVerdict) -> list:
     """The gate's verdict for the terminal (gate.md holds the full Markdown): what was compared,
     what was not, and every check in a table that fits the console."""
-    icon = {"pass": "[green]pass[/green]", "regression": "[red]REGRESSION[/red]",
-            "insufficient data": "[red]INSUFFICIENT DATA[/red]",
-            "infrastructure": "[yellow]INFRASTRUCTURE[/yellow]"}[v["verdict"]]
-    said = [f"Gate: {icon}  baseline {escape(v['baseline'])} → candidate {escape(v['candidate'])}"
-            + (f" ({escape(v['scope'])})" if v.get("scope") else "")]
-    if v.get("not_compared"):
-        said.append(f"[yellow]not compared (coverage: subset):[/yellow] {escape(v['not_compared'])}")
-    said += [f"[cyan]note:[/cyan] {escape(n)}" for n in v.get("evidence", [])]
+    said = [f"Gate: {ICON[v.verdict]}  baseline {escape(v.baseline)} → candidate {escape(v.candidate)}"
+            + (f" ({escape(v.scope)})" if v.scope else "")]
+    if v.not_compared:
+        said.append(f"[yellow]not compared (coverage: subset):[/yellow] {escape(v.not_compared)}")
+    said += [f"[cyan]note:[/cyan] {escape(n)}" for n in v.evidence]
     shown, line = folded(v)
-    for p in v["pairs"]:
-        if p["label"] not in (v.get("unchanged") or {}) or p["changes"]:
-            said.append(escape(f"  {p['label']}: " + ("; ".join(p["changes"]) if p["changes"] else
-                                                      "no change in parameters or models")))
+    for p in v.pairs:
+        if p.label not in v.unchanged or p.changes:
+            said.append(escape(f"  {p.label}: " + ("; ".join(p.changes) if p.changes else
+                                                    "no change in parameters or models")))
     said += [escape(f"  {line}")] if line else []
-    said += [f"[yellow]warning:[/yellow] {escape(w)}" for w in v.get("warnings", []) + v["infrastructure"]]
-    style = {"pass": "green", "fail": "red", "insufficient": "red", "n/a": "dim"}
-    rows = []
-    for r in shown:
-        mde = r.get("mde")
-        extra = "" if r["kind"] != "rule" or r["status"] == "n/a" else \
-            ("; detectable: not estimable" if mde is None or mde != mde else f"; detectable: {mde:.4f}")
-        rows.append({"check": escape(r["name"]), "result": f"[{style[r['status']]}]{r['status']}[/]",
-                     "detail": escape(r["detail"] + extra)})
+    said += [f"[yellow]warning:[/yellow] {escape(w)}" for w in v.warnings + v.infrastructure]
+    rows = [_check_row(r) for r in shown]
     checks = fitted("checks (n/a: the metric does not apply; smallest detectable change from the baseline's spread)",
                     [Col("check", wrap=True), Col("result"), Col("detail", wrap=True)], rows)
     return [*map(Wrapped, said), *([checks] if rows else [])]
@@ -46,31 +50,30 @@ def gate_summary(v: dict) -> list:
 FAILED_SHOWN, NAMED = 10, 3  # failed checks listed before the gate's verdict line; named in it
 
 
-def gate_ending(code: int, v: dict | None, meaning: dict[int, str]) -> list:
+def gate_ending(code: int, v: GateVerdict | None) -> list:
     """The last lines of `harness gate`: each failed check with its detail (at most FAILED_SHOWN,
-    each within three lines), then the verdict line: the verdict, the exit code and its meaning,
-    and the failed checks by name (or why nothing was gated)."""
-    said = "INSUFFICIENT DATA" if v is not None and v["verdict"] == "insufficient data" else "REGRESSION"
-    head = f"Gate: {'pass' if code == 0 else said if code == 1 else meaning.get(code, 'error')}"
-    head += f" (exit {code}: {meaning.get(code, 'error')})"
+    each within three lines), then the verdict line: the verdict, the exit code and its meaning
+    (harness.errors.Exit), and the failed checks by name (or why nothing was gated)."""
+    meaning = Exit.said(code)
+    said = "INSUFFICIENT DATA" if v is not None and v.verdict is Verdict.INSUFFICIENT else "REGRESSION"
+    head = f"Gate: {'pass' if code == Exit.PASS else said if code == Exit.REGRESSION else meaning}"
+    head += f" (exit {int(code)}: {meaning})"
     if v is None:
         return [f"{head}: nothing was gated; the error above says why"]
-    if v.get("not_compared"):  # coverage: subset: the last line says so, with what was compared
-        head += f" on a subset ({(v.get('scope') or '').removeprefix('subset: ')})"
-    results = v["results"]
-    failed = [r for r in results if not r["ok"]]
-    out: list = [Wrapped(f"[red]failed:[/red] {escape(r['name'])}: {escape(r['detail'])}", max_lines=3)
+    if v.not_compared:  # coverage: subset: the last line says so, with what was compared
+        head += f" on a subset ({(v.scope or '').removeprefix('subset: ')})"
+    failed = v.failed
+    out: list = [Wrapped(f"[red]failed:[/red] {escape(r.name)}: {escape(r.detail)}", max_lines=3)
                  for r in failed[:FAILED_SHOWN]]
     if len(failed) > FAILED_SHOWN:
         out.append(f"… and {len(failed) - FAILED_SHOWN} more failed checks (gate.md lists every check)")
-    if v["verdict"] == "infrastructure":
-        head = f"Gate: INFRASTRUCTURE (exit {code}: {meaning[code]}): {v['infrastructure'][0]}" \
-            if v["infrastructure"] else head
+    if v.verdict is Verdict.INFRASTRUCTURE and v.infrastructure:
+        head = f"Gate: INFRASTRUCTURE (exit {int(code)}: {meaning}): {v.infrastructure[0]}"
     if not failed:
-        return out + [f"{head}; {len(results)} checks, none failed"]
-    names = "; ".join(r["name"] for r in failed[:NAMED]) + (f" and {len(failed) - NAMED} more" if len(failed) > NAMED
-                                                           else "")
-    return out + [f"{head}: {len(failed)} of {len(results)} checks failed: {names}"]
+        return out + [f"{head}; {len(v.results)} checks, none failed"]
+    names = "; ".join(r.name for r in failed[:NAMED]) + (f" and {len(failed) - NAMED} more" if len(failed) > NAMED
+                                                         else "")
+    return out + [f"{head}: {len(failed)} of {len(v.results)} checks failed: {names}"]
 
 
 def compare_ending(df: pd.DataFrame, against: str, unchanged: dict[str, dict[str, str]] | None = None,

@@ -27,7 +27,7 @@ ARM = Col("arm", wrap=True)
 # the paired columns: label, metric, segment, difference and CI always; the others left out of a
 # narrow console in this order
 PAIRED = [ARM, Col("metric"), Col("segment"), Col("n", right=True, drop=3), Col("diff", right=True),
-          Col("95% CI", right=True), Col("p", right=True, drop=5), Col("pHolm", right=True, drop=4),
+          Col(STATS.ci_label, right=True), Col("p", right=True, drop=5), Col("pHolm", right=True, drop=4),
           Col("W/T/L", right=True, drop=2)]
 GAP = Col("gap", right=True, drop=1)
 
@@ -102,11 +102,11 @@ def _paired_row(label: str, metric: str, r, gap=None) -> dict:
     `not measured` when no turn was (never `nan`)."""
     row = {"arm": escape(label), "metric": metric, "segment": short_segment(r.segment)}
     if not r.n_turns:
-        return {**row, "n": "0", "diff": "n/a", "95% CI": "not measured", "p": "—", "pHolm": "—", "W/T/L": "—",
+        return {**row, "n": "0", "diff": "n/a", STATS.ci_label: "not measured", "p": "—", "pHolm": "—", "W/T/L": "—",
                 "gap": "—"}
     p, p_holm = p_cells(r)
     return {**row, "n": f"{r.n_turns}/{r.n_sessions}s", "diff": f"{r.diff:+.3f}",
-            "95% CI": f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", "p": escape(p), "pHolm": escape(p_holm),
+            STATS.ci_label: f"[{r.ci_lo:+.3f}, {r.ci_hi:+.3f}]", "p": escape(p), "pHolm": escape(p_holm),
             "W/T/L": f"{r.wins}/{r.ties}/{r.losses}",
             "gap": "—" if gap is None or gap != gap else f"{gap:.0%}"}
 

@@ -10,7 +10,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from harness.corpus.memo import Reused
 from harness.llm.cache import LLMCache
@@ -19,11 +19,13 @@ from harness.llm.failures import count_key, kind_of
 from harness.llm.ledger import CallRecord, RoleTimeout, SpendCap, check_priced, load_prices
 from harness.roles.fields import instruction, merged as _merged, subset as _subset
 from harness.roles.prompts import Prompt, load_prompt
+from harness.strict import Strict
+from harness.unmeasured import Unmeasured
 from harness.workers import off_loop
 
 ROLES = ("rewrite", "decide", "hyde", "grade", "rerank", "answer", "judge", "relevance")
 OFFLINE = "offline"
-NOT_MEASURED = "not measured: no judge endpoint"  # a judged row's status when no judge endpoint is set
+NOT_MEASURED = Unmeasured.NOT_MEASURED.said("no judge endpoint")  # a judged row's status without a judge endpoint
 
 
 class RoleEndpoint(EndpointConfig):
@@ -33,16 +35,14 @@ class RoleEndpoint(EndpointConfig):
     fields: list[str] | None = None
 
 
-class CacheConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class CacheConfig(Strict):
     folder: str = ".cache/llm"
     mode: str = "readwrite"
 
 
-class LLMConfig(BaseModel):
+class LLMConfig(Strict):
     """`llm:` in a run config. A role without an endpoint runs offline."""
 
-    model_config = ConfigDict(extra="forbid")
     roles: dict[str, RoleEndpoint] = Field(default_factory=dict)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     prices: str | None = None

@@ -33,9 +33,11 @@ from harness.llm.cache import LLMCache
 from harness.llm.client import EndpointConfig, LLMClient
 from harness.llm.schema import bound
 from harness.roles.ragas_embeddings import ProjectEmbeddings
+from harness.unmeasured import MEASURED, Unmeasured
 
 ROLE = "judge"
-OK = "ok"
+OK = MEASURED
+ERROR = Unmeasured.ERROR  # a failed judgment's status: `error: STEP: WHY`
 # The system message of every judge call; Ragas' prompt (instruction, schema, examples, input)
 # is the user message, the schema itself the request's response_format.
 SYSTEM = "You are an evaluator. Reply with only a JSON object that matches the given schema."
@@ -178,11 +180,11 @@ async def _judge_one(llm, sem: asyncio.Semaphore, question: str, answer: str, co
         async with sem:
             res = await metric.ascore(user_input=question, response=answer, retrieved_contexts=contexts)
     except Exception as e:  # recorded on the row; the step goes on
-        return Verdict(None, f"error: {counted.stage}: {describe_error(e)}", counted.n_statements, counted.n_supported)
+        return Verdict(None, ERROR.said(f"{counted.stage}: {describe_error(e)}"), counted.n_statements, counted.n_supported)
     value = res.value
     if value is None or (isinstance(value, float) and math.isnan(value)):
         n = counted.n_statements if counted.n_statements is not None else 0
-        return Verdict(None, "error: the judge found no statements in the answer", n, counted.n_supported)
+        return Verdict(None, ERROR.said("the judge found no statements in the answer"), n, counted.n_supported)
     return Verdict(float(value), OK, counted.n_statements, counted.n_supported)
 
 
@@ -200,11 +202,11 @@ async def _relevancy_one(llm, embeddings: ProjectEmbeddings, sem: asyncio.Semaph
             res = await metric.ascore(user_input=question, response=answer)
     except Exception as e:  # recorded on the row; the step goes on
         stage = "embedding" if embeddings.texts_embedded else "question generation"
-        return Verdict(None, f"error: {stage}: {describe_error(e)}")
+        return Verdict(None, ERROR.said(f"{stage}: {describe_error(e)}"))
     if not embeddings.texts_embedded:  # Ragas scores 0 when no question came back: unmeasured here
-        return Verdict(None, "error: question generation: the judge generated no question")
+        return Verdict(None, ERROR.said("question generation: the judge generated no question"))
     if _unmeasured(res.value):
-        return Verdict(None, "error: embedding: a zero vector (no cosine similarity)")
+        return Verdict(None, ERROR.said("embedding: a zero vector (no cosine similarity)"))
     return Verdict(float(res.value), OK)
 
 

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from harness.strict import Strict
+from harness.unmeasured import MEASURED
 
 ROLE = "relevance"
 HOLE, AGREEMENT = "hole", "agreement"  # why a pair was graded: nobody labelled it; people did (to compare)
-OK = "ok"  # a row's status when the grade is the model's
+OK = MEASURED  # a row's status when the grade is the model's
 PROMPT = "relevance.v1"
 GRADES = (0, 1, 2, 3)
 # The eval sets' scale: 1 relevant, 2 highly relevant, missing: not relevant. UMBRELA's 1 ("on
@@ -23,8 +26,8 @@ HISTORY_TURNS = 3  # earlier user turns shown with the query
 PASSAGE_CHARS = 4000
 
 
-class RelevanceOutput(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)  # 2, not true, "2" or 2.0
+class RelevanceOutput(Strict):
+    model_config = ConfigDict(strict=True)  # 2, not true, "2" or 2.0
     relevance: int = Field(ge=0, le=3)
 
 

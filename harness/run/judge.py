@@ -31,11 +31,12 @@ from harness.roles.judge import OK, ROLE, RagasJudge, first_lines
 from harness.run.folder import RunFolder
 from harness.run.integrity import answer_hash
 from harness.run.traces import read_traces
+from harness.unmeasured import Unmeasured
 
 TOP_RANKED = 3  # contexts when the answer cites no documents: the top of the ranking
 
-SKIPPED = "skipped: abstained/no answer"
-NO_CONTEXT = "skipped: no retrieved context"
+SKIPPED = Unmeasured.SKIPPED.said("abstained/no answer")
+NO_CONTEXT = Unmeasured.SKIPPED.said("no retrieved context")
 
 SCHEMA = pa.schema([
     ("arm_id", pa.string()),
@@ -63,7 +64,7 @@ def error_kind(status: str) -> str:
     """The kind of a judge row's failure (`error: STEP: WHY`): `nothing to judge` (no statements,
     no question), `cache miss in replay`, or harness.llm.failures' kind of the judge call's error
     (`cut at max_tokens`, `invalid JSON`, `schema violation`, `HTTP error`, `timeout`, `other`)."""
-    why = status.split(":", 2)[-1].strip()
+    why = Unmeasured.detail(status)
     if "no question" in why or "no statements" in why:
         return "nothing to judge"
     if "cache miss in replay mode" in why:
@@ -83,7 +84,8 @@ class JudgeSummary:
     cache_hits: int = 0
 
     def add(self, rec: dict) -> None:
-        cls = rec["status"].split(":")[0]
+        kind = Unmeasured.of(rec["status"])
+        cls = OK if kind is None else kind.value  # ok, error, not measured, skipped
         per = self.by_metric.setdefault(rec["metric"], {})
         for c in (self.counts, per):
             c[cls] = c.get(cls, 0) + 1
@@ -183,7 +185,7 @@ def _record(r: dict, metric: str, question: str, ep, docs: dict, pending: dict, 
             rec.update(status=NO_CONTEXT, judge_model=None)
             return rec
     if not question.strip():
-        rec["status"] = "error: no question text for this turn"
+        rec["status"] = Unmeasured.ERROR.said("no question text for this turn")
     else:
         pending.setdefault((metric, question, r["answer"], ids), []).append(at)
     return rec

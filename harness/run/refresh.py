@@ -11,6 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.errors import Exit
 from harness.evalset.folder import EMBEDDINGS
 
 
@@ -35,12 +36,12 @@ def refresh(config: str | Path) -> tuple[Path, dict[str, int]]:
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
-        return 2
+        return Exit.BAD_INPUT
     for config in argv:
         shipped, added = refresh(config)
         what = ", ".join(f"{k}: {n}" for k, n in added.items()) or "nothing embedded"
         print(f"{config}: {sum(added.values())} vector(s) added to {shipped} ({what})")
-    return 0
+    return Exit.PASS
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from harness.roles.relevance import (AGREEMENT, DEFAULT_GRADE_MAP, HOLE, OK, PRO
                                      grade_map_text, relevance_message)
 from harness.run.folder import RunFolder
 from harness.run.holes import holes, top_grade
+from harness.unmeasured import Unmeasured
 
 DEPTH = 10  # the top k graded: judged@10's k
 SAMPLE = 100  # labelled pairs graded for agreement
@@ -136,21 +137,21 @@ class _Ask:
 
     async def grade(self, rec: dict, user: str) -> None:
         if self.stopped:
-            rec["status"] = f"not asked: {self.stopped}"
+            rec["status"] = Unmeasured.NOT_ASKED.said(self.stopped)
             return
         async with self.sem:
             if self.stopped:
-                rec["status"] = f"not asked: {self.stopped}"
+                rec["status"] = Unmeasured.NOT_ASKED.said(self.stopped)
                 return
             try:
                 res = await self.client.structured(ROLE, self.prompt.text, user, RelevanceOutput)
             except StopRun as e:
                 self.stopped = str(e).splitlines()[0][:200] or type(e).__name__
-                rec["status"] = f"not asked: {self.stopped}"
+                rec["status"] = Unmeasured.NOT_ASKED.said(self.stopped)
                 return
         rec["cache_hit"] = res.record.cache_hit
         if res.value is None:
-            rec["status"] = f"error: {res.record.error}"
+            rec["status"] = Unmeasured.ERROR.said(str(res.record.error))
             return
         g = int(res.value.relevance)
         rec.update(status=OK, llm_grade=g, qrel_grade=self.grade_map[g])
@@ -256,8 +257,8 @@ async def arelevance_run(run_dir: Path, endpoint: EndpointConfig | None = None, 
                 q = queries.get((r["session_id"], r["turn_index"]))
                 text = docs.get(r["doc_id"])
                 if q is None or text is None:
-                    r["status"] = "skipped: " + ("no question text for this turn" if q is None
-                                                 else "the document is not in the eval set")
+                    r["status"] = Unmeasured.SKIPPED.said("no question text for this turn" if q is None
+                                                          else "the document is not in the eval set")
                     continue
                 jobs.append(ask.grade(r, relevance_message(q[0], q[1], text)))
             await asyncio.gather(*jobs)
@@ -268,7 +269,8 @@ async def arelevance_run(run_dir: Path, endpoint: EndpointConfig | None = None, 
         summary.kept = _keep_earlier(recs, earlier)
     summary.path = folder.write_relevance_labels(pa.Table.from_pylist(recs, schema=SCHEMA))
     for r in recs:
-        key = (r["purpose"], r["status"].split(":")[0])
+        kind = Unmeasured.of(r["status"])
+        key = (r["purpose"], OK if kind is None else kind.value)
         summary.counts[key] = summary.counts.get(key, 0) + 1
     return summary
 

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from harness.metrics.kernel import Long, Scoring, present
 from harness.metrics.registry import Template, family
+from harness.unmeasured import Unmeasured
 
 SHOULD_ABSTAIN = {"UNANSWERABLE", "UNDERSPECIFIED"}
 
@@ -44,8 +45,8 @@ def answer_rows(s: Scoring) -> Long:
             out.append((*key, c["answered"], float(not abst[fi]), None))
             out.append((*key, c["abstained"], float(abst[fi]), None))
         elif answer_failed[fi]:  # the answer call failed: unmeasured, not dropped
-            out.append((*key, c["answered"], np.nan, "answer failed"))
-            out.append((*key, c["abstained"], np.nan, "answer failed"))
+            out.append((*key, c["answered"], np.nan, Unmeasured.ANSWER_FAILED.value))
+            out.append((*key, c["abstained"], np.nan, Unmeasured.ANSWER_FAILED.value))
     return Long.from_rows(out)
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 from harness.metrics.kernel import Long, Scoring, Traces
 from harness.metrics.registry import Template, families, family
 from harness.run.record import Manifest
+from harness.unmeasured import Unmeasured
 
 READS = ("ranking", "not_applicable", "error", "labels.qrels")
 
@@ -171,7 +172,7 @@ def unmeasured_reasons(s: Scoring, relevant: bool = True) -> np.ndarray:
     f, lab = s.final, s.lab
     rel = np.where(lab.n_rel[f.li] == 0, "no relevant document", None) if relevant else np.full(len(f), None)
     reason = np.where(~lab.measured[f.li], "no relevance labels", rel).astype(object)
-    return np.where(reason != None, reason, np.where(f.na, f.na_text, np.where(f.err, "error", None))).astype(object)  # noqa: E711
+    return np.where(reason != None, reason, np.where(f.na, f.na_text, np.where(f.err, Unmeasured.ERROR.value, None))).astype(object)  # noqa: E711
 
 
 def _gkey(s: Scoring) -> np.ndarray:

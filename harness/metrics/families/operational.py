@@ -26,6 +26,8 @@ TEMPLATES = [
              reads=("cache_hits", "llm_calls"), kind=_K),
 ] + [Template(f"latency_{m[3:]}_ms", "lower", "ms", f"time spent in {m[3:]} (all rounds)", needs=_OPS, reads=(m,),
               aggregation="mean, p50, p95 over turns", kind=_K) for m in LATENCY]
+# shown beside a verdict by default, in this order (harness.analysis.verdict); the rest on request
+SHOWN = ("latency_total_ms", "cost_usd", "llm_calls")
 
 
 def _sums(s: Scoring, keep: np.ndarray):

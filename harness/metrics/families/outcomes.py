@@ -5,6 +5,7 @@ import numpy as np
 
 from harness.metrics.kernel import Long, Scoring
 from harness.metrics.registry import Template, family
+from harness.unmeasured import Unmeasured
 
 TEMPLATES = [
     Template("zero_results", "lower", "rate", "1 when the final ranking is empty", reads=("ranking", "error")),
@@ -20,7 +21,7 @@ def outcome_rows(s: Scoring) -> Long:
     f = s.final
     why = np.where(f.na, f.na_text, None).astype(object)
     zero = np.where(f.na | f.err, np.nan, (s.tr.lengths[f.rows] == 0).astype(np.float64))
-    zero_why = np.where(f.na, why, np.where(f.err, "error", None)).astype(object)
+    zero_why = np.where(f.na, why, np.where(f.err, Unmeasured.ERROR.value, None)).astype(object)
     return f.long([s.codes("zero_results"), s.codes("error_rate"), s.codes("fallback_rate")],
                   np.column_stack([zero, f.err.astype(np.float64), np.where(f.na, np.nan, f.fb.astype(np.float64))]),
                   np.column_stack([zero_why, why, why]))

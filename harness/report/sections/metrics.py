@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from harness.metrics.registry import coverage, lookup
 from harness.metrics.segments import BUCKETS
+from harness.metrics.stats import STATS
 from harness.report.colors import arm_colors
 from harness.report.format import cell, fmt
 from harness.report.load import ReportRun
@@ -88,7 +89,7 @@ def plot_or_sentence(run: ReportRun, metric: str) -> tuple[str | None, str | Non
                       "included: nothing to plot")
     unit = lookup(metric) is not None and lookup(metric).family in SHOWN  # ir and judged metrics are in 0..1
     return P.draw("metric_by_turn", series, buckets, metric,
-                  f"{metric} by turn index — {run.key} (95% session bootstrap CI)", unit), None
+                  f"{metric} by turn index — {run.key} ({1 - STATS.alpha:.0%} session bootstrap CI)", unit), None
 
 
 def build(run: ReportRun, plots: bool = True) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.analysis.unchanged import said
+from harness.analysis.verdict_types import CheckResult, GateVerdict, Verdict
 from harness.metrics.signflip import p_said
 from harness.metrics.stats import STATS, holm_said
 from harness.report.format import missing, scrub
@@ -19,8 +20,8 @@ ARROW = {"higher": ("↑", "higher is better"), "lower": ("↓", "lower is bette
 DIGITS = {"ms": 1, "USD": 6}
 NOT_COMPUTED = ("rendered from run folders alone: `harness report BASELINE CANDIDATE` (or --baseline RUN with "
                 "candidates) computes candidate − baseline and opens the report with it")
-GATE_CLASS = {"pass": "improvement", "regression": "regression", "insufficient data": "regression",
-              "infrastructure": "regression"}
+GATE_CLASS = {Verdict.PASS: "improvement", Verdict.REGRESSION: "regression", Verdict.INSUFFICIENT: "regression",
+              Verdict.INFRASTRUCTURE: "regression"}
 
 
 def seg_text(segment: str) -> str:
@@ -80,13 +81,17 @@ def summary(b: dict) -> dict:
             "n_regressions": len(b["regressions"]), "n_improvements": len(b["improvements"])}
 
 
-def gate(v: dict | None, policy: str | None) -> dict | None:
+def _check(r: CheckResult) -> dict:
+    return {"name": scrub(r.name), "status": r.status.value, "detail": scrub(r.detail)}
+
+
+def gate(v: GateVerdict | None, policy: str | None) -> dict | None:
+    """The gate's verdict in the block: every check, the failed ones first, and its warnings."""
     if v is None:
         return None
-    failed = [r for r in v["results"] if not r["ok"]]
-    return {"verdict": v["verdict"], "cls": GATE_CLASS.get(v["verdict"], ""), "policy": policy,
-            "n": len(v["results"]), "failed": scrub(failed), "checks": scrub(v["results"]),
-            "warnings": scrub(list(v.get("warnings") or []) + list(v.get("infrastructure") or []))}
+    return {"verdict": v.verdict.value, "cls": GATE_CLASS[v.verdict], "policy": policy, "n": len(v.results),
+            "failed": [_check(r) for r in v.failed], "checks": [_check(r) for r in v.results],
+            "warnings": scrub(v.warnings + v.infrastructure)}
 
 
 def _timed(name: str, m: dict | None) -> str:
