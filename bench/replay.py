@@ -35,9 +35,9 @@ from endpoint import Endpoint  # noqa: E402
 from harness.config import parse_config  # noqa: E402
 from harness.corpus.embed import EmbeddingCache  # noqa: E402
 from harness.corpus.index import Index  # noqa: E402
-from harness.run.equality import trace_differences  # noqa: E402
+from harness.store.equality import trace_differences  # noqa: E402
 from harness.evalset.load import load_eval_set  # noqa: E402
-from harness.run.manifest import read_manifest  # noqa: E402
+from harness.store.manifest import read_manifest  # noqa: E402
 from harness.run.replay import Replay  # noqa: E402
 from harness.roles.state import CompactState  # noqa: E402
 

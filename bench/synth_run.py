@@ -1,5 +1,5 @@
 """A synthetic run folder for the metrics benchmark: manifest.json, labels.parquet and trace
-parts written through harness.run.traces.rows_to_table, like a replay would.
+parts written through harness.store.traces.rows_to_table, like a replay would.
 
 TURNS labelled turns (sessions of 4) x 5 arms: original, rewrite (can ask back), multi_query_rrf
 (identifier lane, filters), corrective (top_k=3, 1-3 rounds, answers or abstains) and oracle
@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402,F401  (environment)
 
-from harness.run.manifest import write_manifest  # noqa: E402
+from harness.store.manifest import write_manifest  # noqa: E402
 from harness.run.replay import LABEL_SCHEMA  # noqa: E402
-from harness.run.traces import rows_to_table, to_json  # noqa: E402
+from harness.store.traces import rows_to_table, to_json  # noqa: E402
 
 N_DOCS = 50_000
 QTYPES = ["direct", "reference", "ellipsis", "topic_switch", "identifier"]

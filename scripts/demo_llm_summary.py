@@ -58,8 +58,8 @@ def cache_replies(cache: Path, since: float) -> dict[str, list[dict]]:
 def run_failures(runs: list[Path]) -> dict[str, Counter]:
     """Per role, failed calls by kind: the manifests' llm_failed counts, the judge's and relevance labels' errors."""
     from harness.llm.failures import per_role
-    from harness.run.folder import RunFolder
-    from harness.run.judge import error_kind
+    from harness.store.folder import RunFolder
+    from harness.steps.judge import error_kind
 
     out: dict[str, Counter] = defaultdict(Counter)
     for run in runs:
@@ -78,7 +78,7 @@ def run_failures(runs: list[Path]) -> dict[str, Counter]:
 
 def run_repairs(runs: list[Path]) -> Counter:
     """Per role, the replies that failed validation and were asked again (each call once, however many arms shared it)."""
-    from harness.run.traces import read_traces
+    from harness.store.traces import read_traces
 
     seen = set()
     for run in runs:
@@ -124,8 +124,8 @@ def _num(v, digits: int = 0) -> str:
 def arm_table(run: Path) -> str:
     """Per arm of a run: its model, the retrieval metrics over both repeats (mean, and the spread of
     the repeats' means), and its rows that fell back to offline after a failed call."""
-    from harness.run.folder import RunFolder
-    from harness.run.traces import read_traces
+    from harness.store.folder import RunFolder
+    from harness.store.traces import read_traces
 
     f = RunFolder(run)
     man, m = f.read_manifest(), f.metrics()
@@ -155,7 +155,7 @@ def arm_table(run: Path) -> str:
 
 def judged_line(run: Path) -> str:
     """How many of a run's answers each judged metric was measured on (the rest: unmeasured, counted)."""
-    from harness.run.folder import RunFolder
+    from harness.store.folder import RunFolder
 
     f = RunFolder(run)
     if not f.has_judgments():
@@ -174,7 +174,7 @@ def judged_line(run: Path) -> str:
 def agreement_line(run: Path) -> str:
     """The relevance labels' agreement with people's labels on a run (Cohen's kappa), or why there is none."""
     from harness.metrics.qrels import agreement, agreement_table
-    from harness.run.folder import RunFolder
+    from harness.store.folder import RunFolder
 
     f = RunFolder(run)
     if not f.has_relevance_labels():

@@ -30,7 +30,7 @@ from harness.analysis.verdict_types import read_verdict  # noqa: E402
 from harness.errors import BadInput, Exit  # noqa: E402
 from harness.llm.cache import prompt_hash  # noqa: E402
 from harness.roles.prompts import PromptError, is_path, load_prompt  # noqa: E402
-from harness.run.folder import RunFolder  # noqa: E402
+from harness.store.folder import RunFolder  # noqa: E402
 from scripts.demo_llm import URL_ENV, default_url, harness, server_problem, write_slice  # noqa: E402
 
 CONFIG = ROOT / "configs/demo-llm/gate-local.yaml"

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.run.shard import shard_of
-from harness.run.traces import SCHEMA
+from harness.store.shard import shard_of
+from harness.store.traces import SCHEMA
 from tests.conftest import ROOT
 
 BASELINE = ROOT / "runs/baselines/b2b"
@@ -125,9 +125,9 @@ def seal(run: Path, llm_failed: float = 0.0) -> Path:
     failed on the first `llm_failed` share of each arm's rows), status complete, and its tables
     stamped as computed from the folder as it is now. Call it again after editing the folder by hand."""
     from harness.metrics.provenance import certify, metadata, stamp
-    from harness.run.folder import METRICS, TABLES, RunFolder
-    from harness.run.integrity import completeness
-    from harness.run.traces import rows_to_table
+    from harness.store.folder import METRICS, TABLES, RunFolder
+    from harness.store.integrity import completeness
+    from harness.store.traces import rows_to_table
 
     man = manifest(run)
     man.update(status="complete", repeats=man.get("repeats") or 1)

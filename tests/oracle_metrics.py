@@ -16,16 +16,16 @@ try:
 except ImportError:  # Windows: no lock, each test process compiles its own kernels
     fcntl = None
 
-from harness.run.armset import run_arms
+from harness.store.armset import run_arms
 from harness.guards.identifiers import preserved
-from harness.run.manifest import read_manifest
+from harness.store.manifest import read_manifest
 from harness.metrics.aggregate import _quantiles
-from harness.run.folder import AGG_COLUMNS
+from harness.store.folder import AGG_COLUMNS
 from harness.metrics.compute import MetricsResult, load_labels
 from harness.metrics.families.guards import _norm_filter
 from harness.metrics.registry import ranking_names
 from harness.metrics.segments import default_segments
-from harness.run.traces import read_traces
+from harness.store.traces import read_traces
 
 COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value", "unmeasured"]
 from harness.metrics.kernel import LATENCY  # noqa: E402

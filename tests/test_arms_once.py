@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from harness.arms.catalog import REGISTRY, build_arms, make_arm
 from harness.config import load_config, parse_config
 from harness.roles.base import Roles
-from harness.run.armset import arm_info
+from harness.store.armset import arm_info
 from tests.conftest import ROOT
 
 BASELINE = ROOT / "runs/baselines/b2b"

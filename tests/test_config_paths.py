@@ -89,7 +89,7 @@ def _set_config(tmp_path):
 def test_set_overrides_a_key_and_the_manifest_records_it(tmp_path):
     """`harness run CONFIG --set arms.LABEL.PARAM=VALUE` (issue 44, item 6): arms by label or name,
     the value read as YAML, the config that ran (with the override) in the manifest."""
-    from harness.run.manifest import read_manifest
+    from harness.store.manifest import read_manifest
 
     cfg = _set_config(tmp_path)
     r = _run(cfg, "--run-id", "s", "--set", "arms.original.depth=50", "--set", "arms.shallow.depth=5", "--set", "seed=3")

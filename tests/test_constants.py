@@ -187,3 +187,30 @@ def test_why_a_value_is_unmeasured_is_read_by_its_kind_only():
     assert not found, "\n".join(found)
     assert READ_BY_TEXT.search('j["status"].astype(str).str.startswith("skipped")')  # the old reader, found
     assert READ_BY_TEXT.search('reason.startswith("error") or "failed" in reason')
+
+
+def test_capabilities_are_the_enums_members_everywhere():
+    """What an arm can do is harness.arms.capability.Capability: every arm's capabilities are its
+    members (not strings spelled again), every metric needs only members, and no module but the
+    enum's lists a capability's meaning."""
+    from harness.arms.capability import Capability
+    from harness.arms.catalog import REGISTRY, make_arm
+    from harness.metrics.registry import TEMPLATES
+
+    for name in REGISTRY:
+        arm = make_arm(name)
+        assert arm.capabilities and all(type(c) is Capability for c in arm.capabilities), (name, arm.capabilities)
+    assert TEMPLATES and {c for t in TEMPLATES for c in t.needs} <= set(Capability)
+    meaning = Capability.ANSWERS.meaning
+    homes = [p for p in _modules() if meaning in p.read_text(encoding="utf-8")]
+    assert homes == [PACKAGE / "arms" / "capability.py"], homes
+
+
+def test_an_unknown_capability_in_a_metric_is_refused_at_registration():
+    import pytest
+
+    from harness.metrics.registry import Template, family
+
+    t = Template("made_up_metric", "higher", "share", "a metric needing a capability no arm has", needs=("telepathy",))
+    with pytest.raises(ValueError, match=r"needs unknown capabilities \['telepathy'\]"):
+        family("made_up_family", [t], order=999)(lambda *a: None)

@@ -15,7 +15,7 @@ from harness.arms.catalog import build_arms
 from harness.run.replay import Replay
 from harness.roles.answer import ABSTAIN
 from harness.testing import TestServer
-from harness.run.traces import read_traces
+from harness.store.traces import read_traces
 from tests.conftest import ROOT
 
 HB = ROOT / "eval_sets/handbook-de"

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from harness.config import load_config
-from harness.run.folder import RunFolder
+from harness.store.folder import RunFolder
 from harness.testing.server import TestServer
 from scripts.demo_llm import NOT_GENERAL, SLICES, cut, pick, _jsonl
 from scripts.demo_llm_summary import MODEL, MODEL_NAME, summary

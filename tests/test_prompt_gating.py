@@ -22,7 +22,7 @@ from harness.evalset.load import iter_labelled, load_eval_set
 from harness.analysis.gate import gate
 from harness.metrics.compute import compute_metrics, write_metrics
 from harness.run.replay import Replay
-from harness.run.traces import read_traces
+from harness.store.traces import read_traces
 from harness.roles.prompts import prompt_text
 from harness.testing import TestServer, prompt_hash
 from tests.conftest import ROOT, write_set

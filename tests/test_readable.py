@@ -138,7 +138,7 @@ def test_an_arm_is_called_na_only_when_no_metric_measures_it():
                         {"arm_id": "b", "metric": "recall@10", "segment": "all", "n": 0},
                         {"arm_id": "b", "metric": "cost_usd", "segment": "all", "n": 0}])
     res = SimpleNamespace(aggregates=agg, per_turn=pd.DataFrame({"metric": []}))
-    from harness.run.record import Manifest
+    from harness.store.record import Manifest
 
     said = notes(res, Manifest(run_id="x"), {"a": "corrective", "b": "hyde"}, judged=False)
     assert not any("corrective is n/a" in s for s in said) and any("hyde is n/a on every turn" in s for s in said)

@@ -1,5 +1,5 @@
 """The typed run record (issue 27): one manifest model with its schema_version, built by
-harness/run/manifest.py for replays, imported runs and merged shards, read through its fields; an
+harness/store/manifest.py for replays, imported runs and merged shards, read through its fields; an
 older manifest upgraded by one function (tested on a copy of the committed baseline's manifest,
 written before the model)."""
 import json
@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from harness.errors import BadInput
-from harness.run.folder import RunFolder, RunFolderError
-from harness.run.record import SCHEMA_VERSION, parse, upgrade
+from harness.store.folder import RunFolder, RunFolderError
+from harness.store.record import SCHEMA_VERSION, parse, upgrade
 from tests.conftest import ROOT
 
 BASELINE = ROOT / "runs/baselines/b2b"

@@ -15,10 +15,10 @@ import pytest
 
 from harness.metrics.qrels import agreement, cohen_kappa
 from harness.roles.relevance import RelevanceOutput
-from harness.run.folder import RunFolder
-from harness.run.holes import holes
+from harness.store.folder import RunFolder
+from harness.store.holes import holes
 from harness.metrics.qrels import agreement, agreement_table
-from harness.run.relevance import sample_labelled
+from harness.steps.relevance import sample_labelled
 from harness.testing.script import serve
 from tests.evidence import BASELINE, copy_run, gate, invoke
 

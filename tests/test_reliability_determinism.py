@@ -15,8 +15,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from harness.config import canonical_hash, load_config, parse_config
-from harness.run.equality import runs_equal
-from harness.run.manifest import read_manifest
+from harness.store.equality import runs_equal
+from harness.store.manifest import read_manifest
 from harness.metrics.compute import compute_metrics, write_metrics
 from harness.run.replay import Replay
 from harness.testing import TestServer

@@ -18,11 +18,11 @@ import sqlite3
 import pytest
 
 from harness.config import parse_config
-from harness.run.manifest import read_manifest
+from harness.store.manifest import read_manifest
 from harness.metrics.compute import compute_metrics
 from harness.run.replay import Replay
 from harness.testing import FAULTS, TestServer
-from harness.run.traces import read_traces
+from harness.store.traces import read_traces
 from tests.test_reliability_helpers import (LLM_ARMS, ROLES, b2b_slice, endpoint, model_reply, prewarm, schema_name,
                                             slice_index, user_json)
 from tests.test_reliability_helpers import loopback_only  # noqa: F401  (autouse: loopback only)

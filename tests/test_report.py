@@ -20,7 +20,7 @@ from harness.evalset.load import load_eval_set
 from harness.metrics.score import score_run
 from harness.run.replay import Replay
 from harness.report.render import build_context, render_report
-from harness.run.folder import METRICS, TABLES, RunFolder
+from harness.store.folder import METRICS, TABLES, RunFolder
 from tests.chromium import Page
 from tests.conftest import TINY_DOCS, TINY_SESSIONS, write_set
 

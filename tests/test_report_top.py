@@ -20,8 +20,8 @@ import yaml
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.run.folder import METRICS, RunData
-from harness.run.traces import read_traces
+from harness.store.folder import METRICS, RunData
+from harness.store.traces import read_traces
 from tests.conftest import ROOT, write_set
 
 BASELINE = ROOT / "runs/baselines/b2b"

@@ -24,7 +24,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.run.folder import MANIFEST, METRICS, RunFolder
+from harness.store.folder import MANIFEST, METRICS, RunFolder
 from tests.chromium import Page
 from tests.conftest import ROOT
 

@@ -13,7 +13,7 @@ from harness.corpus.index import Index
 from harness.evalset.load import iter_labelled, load_eval_set
 from harness.run.replay import Replay
 from harness.testing import TestServer
-from harness.run.traces import read_traces
+from harness.store.traces import read_traces
 from tests.conftest import ROOT
 
 B2B = ROOT / "eval_sets/b2b-shop"

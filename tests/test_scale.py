@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 
 from harness.metrics.compute import MetricsResult, write_metrics
 from harness.metrics.kernel import Long, decoded, to_frame
-from harness.run.folder import AGG_COLUMNS
+from harness.store.folder import AGG_COLUMNS
 import pandas as pd
 
 

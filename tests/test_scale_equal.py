@@ -21,8 +21,8 @@ from harness.metrics.score import score_run
 from harness.metrics.segments import default_segments, parse_segment, segment_keys
 from harness.metrics.paired import oracle_gap_closed
 from harness.metrics.stats import TurnMeans, compare_arms, holm_over
-from harness.run.armset import run_arms
-from harness.run.folder import RunFolder
+from harness.store.armset import run_arms
+from harness.store.folder import RunFolder
 from tests.conftest import ROOT
 from tests.oracle_metrics import aggregate
 from tests.test_reliability_helpers import HARNESS
@@ -130,7 +130,7 @@ def test_a_demo_run_scored_in_groups_equals_the_reference_tables(demo_runs, tmp_
 
 def reference_paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: list, reference: str | None = None,
                            metrics=None, segments=DEFAULT_SEGMENTS, settings: dict | None = None) -> pd.DataFrame:
-    """paired_table before it was fed session groups (harness.metrics.paired at b975ce7, STATS' counts). `arms`: the run's arms (harness.run.armset.ArmInfo); the reference is `reference` (an arm id)
+    """paired_table before it was fed session groups (harness.metrics.paired at b975ce7, STATS' counts). `arms`: the run's arms (harness.store.armset.ArmInfo); the reference is `reference` (an arm id)
     or the arm that declares the `reference` capability; the oracle gap is measured to the arm
     that declares `oracle`. `metrics`: the run's headline recall and nDCG (its metric `settings`)
     unless given."""

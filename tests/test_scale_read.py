@@ -17,8 +17,8 @@ from harness.metrics.provenance import content_hash
 from harness.metrics.score import score_run
 from harness.report.load import load_run
 from harness.report.sections import drilldown
-from harness.run.folder import RunData, RunFolder
-from harness.run.turns import _may_hold
+from harness.store.folder import RunData, RunFolder
+from harness.store.turns import _may_hold
 from tests.conftest import ROOT
 from tests.evidence import invoke
 from tests.test_report_top import section

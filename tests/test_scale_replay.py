@@ -17,9 +17,9 @@ from harness.evalset import sessions as sessions_mod
 from harness.evalset.load import iter_labelled, load_eval_set
 from harness.evalset.sessions import ChangedOnDisk
 from harness.run import replay as replay_mod
-from harness.run.equality import runs_equal
+from harness.store.equality import runs_equal
 from harness.run.replay import Replay, labels_table
-from harness.run.shard import in_shard
+from harness.store.shard import in_shard
 from tests.conftest import ROOT, TINY_DOCS, TINY_SESSIONS, write_set
 from tests.evidence import invoke
 
@@ -65,7 +65,7 @@ def test_a_session_file_written_over_after_loading_is_refused(eight, monkeypatch
 def test_the_labels_snapshot_in_batches_is_the_table(eight, tmp_path, monkeypatch):
     monkeypatch.setattr(replay_mod, "LABEL_BATCH", 5)
     es = load_eval_set(eight)
-    from harness.run.folder import RunFolder
+    from harness.store.folder import RunFolder
 
     (tmp_path / "r").mkdir()
     RunFolder(tmp_path / "r").write_labels(replay_mod.labels_batches(es, None))

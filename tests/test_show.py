@@ -8,8 +8,8 @@ from rich.cells import cell_len
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.run.folder import RunFolder
-from harness.run.traces import read_traces
+from harness.store.folder import RunFolder
+from harness.store.traces import read_traces
 from tests.conftest import ROOT
 
 B2B = ROOT / "runs/baselines/b2b"

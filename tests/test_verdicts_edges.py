@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.errors import BadInput
-from harness.run.armset import arm_info, derive_labels
+from harness.store.armset import arm_info, derive_labels
 from harness.cli import app
 from harness.arms.catalog import build_arms
 from tests.evidence import seal

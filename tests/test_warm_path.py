@@ -48,7 +48,7 @@ def test_llm_stats_equal_the_sums_they_replaced():
 def test_to_json_writes_what_the_encoder_writes():
     import json
 
-    from harness.run.traces import to_json
+    from harness.store.traces import to_json
 
     for v in [[], {}, "", 0, 0.0, None, False, True, [1, "ü"], {"b": None, "a": [{}]}, (), set(), [[]], {"": {}}]:
         assert to_json(v) == json.dumps(v, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)

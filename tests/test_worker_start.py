@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from harness.run import parallel
-from harness.run.equality import runs_equal
-from harness.run.folder import RunFolder
+from harness.store.equality import runs_equal
+from harness.store.folder import RunFolder
 from harness.run.parallel import WORKERS_DIR
 from tests.evidence import invoke
 from tests.test_reliability_helpers import HARNESS

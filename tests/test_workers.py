@@ -12,13 +12,13 @@ import yaml
 from harness.config import parse_config
 from harness.errors import BadInput
 from harness.run import parallel
-from harness.run.equality import runs_equal
-from harness.run.folder import RunFolder
+from harness.store.equality import runs_equal
+from harness.store.folder import RunFolder
 from harness.run.parallel import WORKERS_DIR, workers_for
-from harness.run.shard import shard_of
+from harness.store.shard import shard_of
 from harness.run.replay import TURNS_PER_REQUEST, Replay
 from harness.run.shard_worker import WorkerTask, share_of, worker_replay
-from harness.run.traces import read_traces
+from harness.store.traces import read_traces
 from tests.conftest import ROOT, TINY_DOCS, TINY_SESSIONS, write_set
 from tests.evidence import invoke
 from tests.test_reliability_helpers import HARNESS

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from harness.run.folder import RunFolder
+from harness.store.folder import RunFolder
 from tests.conftest import ROOT
 from tests.test_workers import with_one_and_two_workers
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.run.equality import runs_equal
-from harness.run.folder import RunFolder
+from harness.store.equality import runs_equal
+from harness.store.folder import RunFolder
 from harness.run.parallel import WORKERS_DIR
-from harness.run.shard import shard_of
+from harness.store.shard import shard_of
 from harness.testing import TestServer
 from tests.conftest import TINY_DOCS, TINY_SESSIONS, write_set
 from tests.test_reliability_helpers import HARNESS, b2b_slice, embeddings_copy, endpoint, model_reply

@@ -7,7 +7,7 @@ import pytest
 from harness.config import load_config
 from harness.metrics.compute import compute_metrics, load_labels
 from harness.run.replay import Replay
-from harness.run.traces import read_traces
+from harness.store.traces import read_traces
 from tests.conftest import ROOT
 
 

@@ -9,7 +9,7 @@ from harness.config import load_config
 from harness.errors import BadInput
 from harness.evalset.load import load_eval_set
 from harness.llm.ledger import load_prices
-from harness.run.judge import judge_endpoint
+from harness.steps.judge import judge_endpoint
 from harness.testing.script import load_script
 from tests.test_ci_gate_script import git, run_script, scratch
 from tests.evidence import BASELINE, gate

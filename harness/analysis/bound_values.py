@@ -11,7 +11,7 @@ import pandas as pd
 
 from harness.analysis.pairing import Pair
 from harness.metrics.segments import segment_keys
-from harness.run.folder import RunData
+from harness.store.folder import RunData
 
 
 def _rows(run: RunData, arm_id: str, metric: str, keys: set) -> pd.DataFrame:

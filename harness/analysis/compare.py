@@ -13,13 +13,13 @@ import pandas as pd
 from harness.errors import BadInput
 from harness.analysis.evidence import (EvidenceError, Incomplete, check_run, coverage_notes, eval_set_files_differ,
                                        label_differences, lost_turns)
-from harness.run.folder import RunData
-from harness.run.turns import categorical, concat
+from harness.store.folder import RunData
+from harness.store.turns import categorical, concat
 from harness.metrics.registry import Metric, UnknownMetric, is_coverage, on_request, resolve
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.analysis.unchanged import collapse, kept, said as unchanged_said, unchanged
-from harness.run.armset import changes
+from harness.store.armset import changes
 from harness.metrics.signflip import p_said
 from harness.metrics.stats import STATS, TurnMeans, compare_arms, holm_over, holm_said, p_cells
 

@@ -2,7 +2,7 @@
 
 Every reader of run folders (gate, compare, report) loads them through `check_run`:
 1. the folder and its files can be read (a file that cannot is named: exit 2);
-2. the run is complete (harness.run.integrity): every planned (arm, repeat, session, turn) has
+2. the run is complete (harness.store.integrity): every planned (arm, repeat, session, turn) has
    its final row and the manifest says so; otherwise, where a verdict depends on it, the reader
    refuses with what is missing and the `harness run --resume` that finishes it;
 3. its tables are fresh (harness.metrics.provenance): computed from the traces, labels and
@@ -23,9 +23,9 @@ from harness.analysis.pool_warnings import llm_labels_said
 from harness.errors import BadInput
 from harness.metrics.provenance import freshness
 from harness.metrics.segments import segment_keys
-from harness.run.folder import NotARunFolder, NotScored, RunData, RunFolder, RunFolderError
-from harness.run.integrity import Completeness, completeness, final_keys, inputs
-from harness.run.traces import TraceError
+from harness.store.folder import NotARunFolder, NotScored, RunData, RunFolder, RunFolderError
+from harness.store.integrity import Completeness, completeness, final_keys, inputs
+from harness.store.traces import TraceError
 
 SHOW = 3  # sessions named in a message
 
@@ -100,7 +100,7 @@ def check_run(path: str | Path, complete: bool = True, scored: bool = True, resc
 def same_evidence(base: RunData, cand: RunData) -> str | None:
     """Two runs whose evidence is byte for byte one (the same trace parts, labels and judgments by
     content hash) though their manifests differ (in start time: a run id other than the one on the
-    rows is refused before, harness.run.integrity), in words; None otherwise. A replay writes its
+    rows is refused before, harness.store.integrity), in words; None otherwise. A replay writes its
     run id into every trace row, so two replays never share a trace part: one folder is a copy."""
     ib, ic = inputs(base.folder, base.manifest), inputs(cand.folder, cand.manifest)
     if not ib["traces"] or sorted(ib["traces"].values()) != sorted(ic["traces"].values()):
@@ -120,7 +120,7 @@ def _plain(v):
 
 
 def eval_set_files_differ(a, b, name_a: str, name_b: str) -> str:
-    """Which files of two runs' eval sets (harness.run.record.EvalSetRef) differ, in words ending in
+    """Which files of two runs' eval sets (harness.store.record.EvalSetRef) differ, in words ending in
     "; ", from the per-file hashes their manifests record (older manifests: said so); "" when the
     two hashes agree."""
     if a.hash == b.hash:

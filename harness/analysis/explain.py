@@ -14,7 +14,7 @@ from harness.analysis.gate_inputs import prepare
 from harness.analysis.policy import Policy
 from harness.metrics.segments import segment_keys
 from harness.metrics.stats import min_detectable_drop, paired_of
-from harness.run.folder import RunData
+from harness.store.folder import RunData
 
 
 def sessions(run: RunData, arm_id: str, metric: str, segment: str, labels: pd.DataFrame) -> set[str]:

@@ -8,8 +8,8 @@ from pathlib import Path
 from harness.errors import BadInput
 from harness.analysis.pairing import PairingError, find_arm
 from harness.importers.trec import query_ids, write_trec_qrels, write_trec_run
-from harness.run.folder import RunData
-from harness.run.traces import read_traces
+from harness.store.folder import RunData
+from harness.store.traces import read_traces
 
 
 class ExportError(BadInput, ValueError):

@@ -40,7 +40,7 @@ from harness.errors import Exit
 from harness.metrics.segments import SegmentError, segment_keys
 from harness.metrics.signflip import p_said
 from harness.metrics.stats import STATS, sessions_needed
-from harness.run.armset import EXTERNAL
+from harness.store.armset import EXTERNAL
 
 __all__ = ["SECTIONS", "evaluate", "evaluate_to", "gate", "prepare"]
 

@@ -14,7 +14,7 @@ from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.analysis.policy import GateUsageError, Policy
 from harness.metrics.registry import on_request
 from harness.metrics.segments import SegmentError, check_segment, segment_keys
-from harness.run.integrity import failures
+from harness.store.integrity import failures
 from harness.unmeasured import Unmeasured
 
 SECTIONS = ("rules", "floors", "budgets")

@@ -19,7 +19,7 @@ from harness.analysis.evidence import EvidenceError, check_run
 from harness.analysis.verdict import evalset_of, mark
 from harness.metrics.registry import headline, judged, resolve
 from harness.metrics.stats import STATS, compare_arms, holm
-from harness.run.folder import RunData
+from harness.store.folder import RunData
 
 EPS = 1e-12
 FIELDS = ("diff", "ci_lo", "ci_hi", "p", "p_floor", "n_turns", "n_sessions", "n_unmeasured")

@@ -1,6 +1,6 @@
 """Which arm of a candidate run is compared with which arm of a baseline run.
 
-Arms pair by label (harness.run.armset): the same label in both runs is the same arm as people
+Arms pair by label (harness.store.armset): the same label in both runs is the same arm as people
 read it, whatever its parameters or models now are; each pair shows what changed between them
 (`last_n 4 → 1`). An arm whose label has no partner pairs with the arm of the same canonical id
 in the other run, if there is one. Named pairs (`--pair`, a policy's `pairs:`) come first and
@@ -15,8 +15,8 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from harness.errors import BadInput
-from harness.run.armset import ArmInfo, changes
-from harness.run.integrity import a_kind
+from harness.store.armset import ArmInfo, changes
+from harness.store.integrity import a_kind
 from harness.yamlpos import did_you_mean
 
 
@@ -166,7 +166,7 @@ def run_changes(base, cand) -> str | None:
 def pair_runs(base, cand, specs: list[str] | None = None, named: dict[str, str] | None = None) -> Pairing:
     """Pair two loaded runs (anything with `.arms` and `.name`): named pairs from a policy
     (`named`) and from the command line (`specs`, BASELINE=CANDIDATE), then by label and id. Run
-    settings that differ (harness.run.record.Manifest, when the runs have one) lead every pair's
+    settings that differ (harness.store.record.Manifest, when the runs have one) lead every pair's
     changes."""
     pairs = {**(named or {}), **dict(split_pair(p, base.arms, cand.arms) for p in specs or [])}
     pairing = pair_arms(base.arms, cand.arms, pairs, base.name, cand.name)

@@ -70,7 +70,7 @@ def llm_labels_said(folder) -> str | None:
     were scored with people's labels alone (the evidence of compare and gate names only this)."""
     from harness.metrics.provenance import read_stamp
     from harness.metrics.qrels import scored_labels
-    from harness.run.folder import RunFolderError
+    from harness.store.folder import RunFolderError
 
     try:
         _, llm = scored_labels(read_stamp(folder) if folder.has_metrics() else None)
@@ -83,7 +83,7 @@ def qrels_note(folder) -> str | None:
     """What `harness metrics` says of the labels: the LLM's part, or LLM grades the scoring did not
     use; None when there is nothing but people's labels."""
     from harness.metrics.qrels import read_relevance
-    from harness.run.folder import RunFolderError
+    from harness.store.folder import RunFolderError
 
     said = llm_labels_said(folder)
     if said:

@@ -11,8 +11,8 @@ import pandas as pd
 from jinja2 import Environment, select_autoescape
 
 from harness.errors import BadInput
-from harness.run.folder import RunFolder
-from harness.run.traces import read_traces
+from harness.store.folder import RunFolder
+from harness.store.traces import read_traces
 
 SAMPLE_COLUMNS = ["sample_id", "arm_id", "repeat", "session_id", "turn_index", "answerability", "question",
                   "answer", "sources", "rating_faithful", "rating_helpful", "comment"]

@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 
 from harness.analysis.pairing import Pair
 from harness.metrics.registry import resolve
-from harness.run.folder import RunData
-from harness.run.traces import read_traces
+from harness.store.folder import RunData
+from harness.store.traces import read_traces
 
 IDENTICAL = "identical rankings on every turn"
 IDENTICAL_ANSWERS = "identical rankings and answers on every turn"

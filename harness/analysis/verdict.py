@@ -26,7 +26,7 @@ from harness.metrics.families.operational import SHOWN as SHOWN_OPERATIONAL
 from harness.metrics.registry import coverage as pool_coverage, headline, judged, resolve
 from harness.metrics.segments import TURN_SEGMENTS, segment_keys
 from harness.metrics.stats import STATS
-from harness.run.folder import RunData, RunFolder
+from harness.store.folder import RunData, RunFolder
 from harness.analysis.evidence import EvidenceError, check_run, coverage_notes
 
 EPS = 1e-12

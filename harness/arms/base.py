@@ -10,6 +10,7 @@ from typing import Any, Callable, ClassVar, Mapping, Protocol
 
 from pydantic import ConfigDict, ValidationError
 
+from harness.arms.capability import Capability
 from harness.errors import BadInput
 from harness.evalset.model import Account, Session, Turn
 from harness.arms.result import ArmResult  # noqa: F401  (what an arm returns; the trace row is derived from it)
@@ -57,7 +58,7 @@ class TurnContext:
     seed: int = 0
     roles: Any = None  # harness.roles.base.Roles
     identifiers: list[str] | None = None  # the turn's identifiers, found once when the context is made
-    workers: Any = None  # harness.workers.CpuWorkers: CPU work off the event loop (None: inline)
+    threads: Any = None  # harness.threads.CpuThreads: CPU work off the event loop (None: inline)
 
     def __post_init__(self):
         if self.identifiers is None:
@@ -94,8 +95,9 @@ class BaseArm:
 
     name: ClassVar[str] = "?"
     Params: ClassVar[type[Params]] = Params
-    # what the arm can do (harness.run.armset.CAPABILITIES); metrics that need more are n/a for it
-    base_capabilities: ClassVar[frozenset[str]] = frozenset({"ranking", "queries", "replayed"})
+    # what the arm can do; metrics that need more are n/a for it
+    base_capabilities: ClassVar[frozenset[Capability]] = frozenset({Capability.RANKING, Capability.QUERIES,
+                                                                   Capability.REPLAYED})
     reads_labels: ClassVar[frozenset[str]] = frozenset()  # turn labels it reads (armset.LABEL_FIELDS): never a system arm
 
     params: Params
@@ -107,7 +109,7 @@ class BaseArm:
     uses: tuple[str, ...]  # the LLM roles it calls
     backends: Mapping[str, str]  # LLM role -> model name or 'offline'
     prompts: Mapping[str, str]  # LLM role -> `name@hash` of its prompt (offline roles have none)
-    capabilities: frozenset[str]
+    capabilities: frozenset[Capability]
     hits_per_round: int | None  # hits judged per round, for arms that loop (the loop metrics read it)
 
     def __init_subclass__(cls, **kwargs):
@@ -120,8 +122,8 @@ class BaseArm:
         return ()
 
     @classmethod
-    def capabilities_for(cls, p: Params) -> frozenset[str]:
-        return cls.base_capabilities | ({"answers"} if getattr(p, "answer", False) else set())
+    def capabilities_for(cls, p: Params) -> frozenset[Capability]:
+        return cls.base_capabilities | ({Capability.ANSWERS} if getattr(p, "answer", False) else set())
 
     @classmethod
     def hits_per_round_for(cls, p: Params) -> int | None:
@@ -140,7 +142,8 @@ class BaseArm:
     def describe(self) -> dict:
         """The arm's entry in the manifest."""
         out = {"arm_id": self.arm_id, "arm": self.name, "label": self.label, "params": self.params.model_dump(),
-               "backends": dict(self.backends), "prompts": dict(self.prompts), "capabilities": sorted(self.capabilities)}
+               "backends": dict(self.backends), "prompts": dict(self.prompts), "capabilities":
+               sorted(map(str, self.capabilities))}
         out.update({"reads_labels": sorted(self.reads_labels)} if self.reads_labels else {})
         if self.hits_per_round is not None:
             out["hits_per_round"] = self.hits_per_round

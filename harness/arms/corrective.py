@@ -17,6 +17,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from harness.arms.capability import Capability
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
 from harness.arms.pipeline import answer_stage, search_async
 from harness.arms.common import llm_stats
@@ -30,7 +31,7 @@ from harness.roles.base import OFFLINE
 from harness.corpus.fusion import rrf
 from harness.roles.grade import BELOW, Z_MIN, GradeOutput, grade_offline
 from harness.roles.lang import detect_language
-from harness.workers import off_loop
+from harness.threads import off_loop
 
 
 class CorrectiveParams(Params):
@@ -59,9 +60,9 @@ class Corrective(BaseArm):
             ("grade", "answer")
 
     @classmethod
-    def capabilities_for(cls, p: CorrectiveParams) -> frozenset[str]:
-        start = {"proposes_filters"} if p.start == "rewrite" else set()
-        return cls.base_capabilities | {"loops", "answers"} | start
+    def capabilities_for(cls, p: CorrectiveParams) -> frozenset[Capability]:
+        start = {Capability.PROPOSES_FILTERS} if p.start == "rewrite" else set()
+        return cls.base_capabilities | {Capability.LOOPS, Capability.ANSWERS} | start
 
     @classmethod
     def unused_for(cls, p: CorrectiveParams, backends, rewrite_fields) -> set[str]:
@@ -133,7 +134,7 @@ class Corrective(BaseArm):
         cand = [d for d in r.ranking[k:k + BELOW] if d not in seen.graded]
         if not cand or ctx.roles.backend("grade") != OFFLINE:
             return []
-        (support, _), ms = await off_loop(ctx.workers, scorer.score, cand)
+        (support, _), ms = await off_loop(ctx.threads, scorer.score, cand)
         r.ms.support += ms
         return [(ctx.index.docs[d].text, support[d]) for d in cand if d in support]
 
@@ -151,7 +152,7 @@ class Corrective(BaseArm):
         # grader; an LLM grader with `support: doc` needs none of it
         needed = p.support == "sentence" or (rnd == 1 and p.route == "simple_first") or \
             ctx.roles.backend("grade") == OFFLINE
-        (support, evidence), r.ms.support = await off_loop(ctx.workers, scorer.score, hits) if needed else (({}, []), 0.0)
+        (support, evidence), r.ms.support = await off_loop(ctx.threads, scorer.score, hits) if needed else (({}, []), 0.0)
         outcomes = list((st if rnd == 1 else carry).outcomes)
         r.ms.add(**(st if rnd == 1 else carry).ms)
         best = max(support.values(), key=lambda s: s.z) if support else None

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from harness.arms.capability import Capability
 from harness.arms.base import TurnContext, register
 from harness.arms.original import SingleQueryArm
 
@@ -10,7 +11,7 @@ class Oracle(SingleQueryArm):
     without a reference rewrite are n/a (recorded, never hidden)."""
 
     not_applicable = "no reference rewrite"
-    base_capabilities = SingleQueryArm.base_capabilities | {"oracle"}
+    base_capabilities = SingleQueryArm.base_capabilities | {Capability.ORACLE}
     reads_labels = frozenset({"reference_rewrite", "expected_filters"})
 
     def query(self, ctx: TurnContext):

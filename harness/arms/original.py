@@ -4,6 +4,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from harness.arms.capability import Capability
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
 from harness.arms.common import llm_stats
 from harness.arms.pipeline import answer_stage, search_async
@@ -44,7 +45,7 @@ class SingleQueryArm(BaseArm):
 class Original(SingleQueryArm):
     """The last user turn as it was typed, with the inherited filters."""
 
-    base_capabilities = SingleQueryArm.base_capabilities | {"reference"}
+    base_capabilities = SingleQueryArm.base_capabilities | {Capability.REFERENCE}
 
     def query(self, ctx: TurnContext):
         return ctx.turn.user, ctx.inherited_filters

@@ -16,7 +16,7 @@ from harness.guards.identifiers import find_identifiers
 from harness.roles.answer import AnswerOutput, abstention, answer_from_evidence, answer_offline
 from harness.roles.lang import detect_language
 from harness.roles.rerank import OFFLINE_NOTE, RerankOutput, apply_rerank, rerank_offline
-from harness.workers import off_loop, timed
+from harness.threads import off_loop, timed
 
 
 def applied_filters(ctx: TurnContext, filters: list[dict]) -> list[dict]:
@@ -80,25 +80,25 @@ def search(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: s
 
 async def query_vectors(ctx: TurnContext, queries: list[str]) -> tuple[np.ndarray, float]:
     """The queries' embeddings (through the index's cache) and the milliseconds this turn spent
-    on them: on the embedding worker, batched with other turns' queries; inline without workers."""
-    if ctx.workers is not None:
-        return await ctx.workers.embed_queries(ctx.index, queries)
+    on them: on the embedding worker, batched with other turns' queries; inline without the threads."""
+    if ctx.threads is not None:
+        return await ctx.threads.embed_queries(ctx.index, queries)
     return timed(ctx.index.embed_queries, queries)
 
 
 async def search_async(ctx: TurnContext, queries: list[str], filters: list[dict], *, lane: str,
                        vectors: np.ndarray | None = None, **kw) -> ArmResult:
     """`search` off the event loop: the query vectors from the embedding worker (batched with
-    other turns' queries), the rest on the retrieval worker. Inline without workers. The
+    other turns' queries), the rest on the retrieval worker. Inline without the threads. The
     result is the same as `search`'s; ms_retrieve counts the search and this turn's share of
     the embedding batch."""
     embed_ms = 0.0
-    if vectors is None and lane in ("hybrid", "dense") and ctx.workers is not None and queries:
+    if vectors is None and lane in ("hybrid", "dense") and ctx.threads is not None and queries:
         vectors, embed_ms = await query_vectors(ctx, queries)
-    if lane in ("hybrid", "bm25") and ctx.workers is not None and kw.get("depth"):
+    if lane in ("hybrid", "bm25") and ctx.threads is not None and kw.get("depth"):
         # the retrieval thread's batch does its BM25 searches together (harness/corpus/bm25_many.py)
         bm25_many.announce(ctx.index, queries, lane_depth(kw["depth"]), applied_filters(ctx, filters))
-    r, _ = await off_loop(ctx.workers, search, ctx, queries, filters, lane=lane, vectors=vectors, **kw)
+    r, _ = await off_loop(ctx.threads, search, ctx, queries, filters, lane=lane, vectors=vectors, **kw)
     r.ms.retrieve += embed_ms
     return r
 

@@ -1,6 +1,6 @@
 """What an arm reports for one round of one turn: `ArmResult`, with its typed `LLMStats` and
 `Timings`. Each field carries its trace column's Arrow type (`col`): the trace row of the run
-stage (harness/run/traces.py) is derived from these and the replay's `TurnKey`, so adding a field
+stage (harness/store/traces.py) is derived from these and the replay's `TurnKey`, so adding a field
 is one edit. It lives with the arms, below the run stage that stores it."""
 from __future__ import annotations
 

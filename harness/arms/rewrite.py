@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from harness.arms.capability import Capability
 from harness.arms.base import ArmResult, BaseArm, Params, TurnContext, register
 from harness.arms.pipeline import answer_stage, rerank_stage, search_async
 from harness.guards.filters import validate_filters
@@ -76,7 +77,7 @@ async def ask_rewrite(ctx: TurnContext, last_n: int, state: CompactState | None 
 
 class RewriteFamily(BaseArm):
     Params = RewriteParams
-    base_capabilities = BaseArm.base_capabilities | {"asks_back", "proposes_filters"}
+    base_capabilities = BaseArm.base_capabilities | {Capability.ASKS_BACK, Capability.PROPOSES_FILTERS}
 
     @classmethod
     def uses_for(cls, p: RewriteParams) -> tuple[str, ...]:

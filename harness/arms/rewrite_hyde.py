@@ -17,7 +17,7 @@ from harness.arms.pipeline import query_vectors
 from harness.arms.rewrite import RewriteFamily, RewriteParams
 from harness.roles import attributes
 from harness.roles.hyde import HydeOutput, hyde_offline
-from harness.workers import off_loop
+from harness.threads import off_loop
 
 
 class HydeParams(RewriteParams):
@@ -60,7 +60,7 @@ class RewriteHyde(RewriteFamily):
         q, _ = await query_vectors(ctx, queries)
         passage = h.value.vector
         if passage is None:  # a model's passage: embedded as a passage
-            passage = (await off_loop(ctx.workers, ctx.index.cache.get_or_compute, ctx.index.embedder, "passage",
+            passage = (await off_loop(ctx.threads, ctx.index.cache.get_or_compute, ctx.index.embedder, "passage",
                                       [h.value.passage]))[0][0]
             passage = passage / (np.linalg.norm(passage) or 1.0)
         mixed = (1 - w) * q[0] / (np.linalg.norm(q[0]) or 1.0) + w * passage

@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from harness.cli import export_app, app, console, err, fail, list_app, say
 from harness.report.limits import DRILL_SESSIONS
-from harness.run.folder import RunFolder
+from harness.store.folder import RunFolder
 
 
 @app.command()

@@ -38,7 +38,7 @@ def import_run_cmd(run_file: Path, eval_set: Path = typer.Option(..., "--eval-se
     if not run_file.exists():
         fail(f"{run_file}: no such file")
     out = import_run(run_file, eval_set, runs_dir, run_id)
-    from harness.run.manifest import read_manifest
+    from harness.store.manifest import read_manifest
 
     man = read_manifest(out)
     counts = man.counts

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from harness.cli import app, console, err, fail, say
 from harness.errors import Exit
-from harness.run.folder import RunFolder
+from harness.store.folder import RunFolder
 
 
 @app.command()
@@ -47,10 +47,10 @@ def replay_command(config: Path | None, resume: Path | None, run_id: str | None,
     """`harness run` (and `harness sweep`, with its `grids`): the replay, its scores, its last line and exit."""
     from harness.evalset.load import load_eval_set
     from harness.llm.ledger import BudgetExceeded
-    from harness.run.manifest import read_manifest
+    from harness.store.manifest import read_manifest
     from harness.run.parallel import replay, workers_for
     from harness.run.replay import new_run_id
-    from harness.run.shard import parse_shard
+    from harness.store.shard import parse_shard
 
     cfg, raw, run_dir = _config(config, resume, run_id, repeats, llm_cache, max_cost_usd, eval_set, sets, list(grids))
     sh = parse_shard(shard) if shard else None
@@ -77,7 +77,7 @@ def _end_of_run(out: Path, max_error_rate: float) -> Exit:
     """The failed turns per arm (or that there were none), then the run in one line; the exit code:
     3 when more than half of the turns replayed now failed (infrastructure), 1 when an arm's share
     of failed turns is above the config's max_error_rate, else 0."""
-    from harness.run.integrity import failures
+    from harness.store.integrity import failures
     from harness.llm.failures import llm_failures_line
 
     folder = RunFolder(out)
@@ -180,7 +180,7 @@ def _check_metric_names(names: list[str]) -> None:
 def _missing(m, run_dir: Path, res) -> str:
     """Why a metric asked for with -m has no value in a scored run."""
     from harness.analysis.compare import why_missing
-    from harness.run.folder import RunData
+    from harness.store.folder import RunData
 
     run = RunData.load(run_dir)
     if not any(m.applies_to(a.capabilities) for a in run.arms):
@@ -196,7 +196,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
     from harness.metrics.registry import coverage, headline, judged, resolve
     from harness.metrics.score import score_run
     from harness.report import terminal
-    from harness.run.folder import RunFolder
+    from harness.store.folder import RunFolder
 
     _check_metric_names(metric_names or [])
     if steps:
@@ -239,7 +239,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
 def merge(shards: list[Path] = typer.Argument(..., help="the shard run folders of one run"),
           out: Path = typer.Option(..., "--out", "-o", help="the merged run folder (must not exist)")):
     """Join shard run folders (harness run --shard i/n) into one run folder; then score it."""
-    from harness.run.shard import merge_runs
+    from harness.store.shard import merge_runs
 
     path = merge_runs(list(shards), out)
     console.print(f"merged: {path}", highlight=False)
@@ -273,7 +273,7 @@ def judge(run_dir: Path, refresh: Optional[str] = typer.Option(None, "--refresh"
     folder's judgments; cached; then score the run again, so `harness gate` sees the judgments. The only step after replay that calls a model;
     without a judge endpoint answers are 'not measured'. With --relevance: grade the unjudged documents instead.
     Exit 3 when more than half of the judgments failed."""
-    from harness.run.judge import judge_command, judge_endpoint
+    from harness.steps.judge import judge_command, judge_endpoint
 
     from harness.llm.cache import MODES
 
@@ -300,7 +300,7 @@ def _relevance(run_dir: Path, ep, refresh: bool, grade_map: str, **kw) -> None:
     """`harness judge RUN --relevance`: label the holes, score again (with the qrels the run was scored
     with), say what to run next; exit 3 when most calls failed or the step stopped."""
     from harness.roles.relevance import parse_grade_map
-    from harness.run.relevance import relevance_command
+    from harness.steps.relevance import relevance_command
 
     try:
         gmap = parse_grade_map(grade_map)

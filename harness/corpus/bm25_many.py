@@ -1,5 +1,5 @@
 """BM25 for many queries at once: the lexical searches of the turns one retrieval batch holds
-(harness/workers.py), computed together and equal, to the last bit, to one query at a time.
+(harness/threads.py), computed together and equal, to the last bit, to one query at a time.
 
 One query at a time, bm25s (numpy backend) adds each in-vocabulary query token's column of its
 score matrix into a float32 vector, token by token, and the index then ranks the documents of the

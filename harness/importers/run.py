@@ -8,13 +8,13 @@ from pathlib import Path
 
 from harness.arms.base import ArmResult, TurnContext
 from harness.evalset.load import iter_labelled, load_eval_set
-from harness.run.folder import RunFolder, RunFolderExists
-from harness.run.manifest import for_import, now, write_manifest
+from harness.store.folder import RunFolder, RunFolderExists
+from harness.store.manifest import for_import, now, write_manifest
 from harness.defaults import metric_settings
 from harness.run.replay import labels_table, new_run_id, result_rows
-from harness.run.armset import EXTERNAL
+from harness.store.armset import EXTERNAL
 from harness.importers.trec import RunFileError, query_ids, ranked, read_trec_run
-from harness.run.traces import PartWriter
+from harness.store.traces import PartWriter
 
 
 class _External:
@@ -54,7 +54,7 @@ def import_run(run_file: Path, eval_set: Path, runs_dir: Path = Path("runs"), ru
     arm = _External(name)
     manifest = for_import(run_dir.name, run_file, es, eval_set,
                           {"arm_id": name, "arm": "external", "label": name, "params": {"file": name}, "backends": {},
-                           "capabilities": sorted(EXTERNAL)}, metric_settings(None))
+                           "capabilities": sorted(map(str, EXTERNAL))}, metric_settings(None))
     write_manifest(run_dir, manifest)
     RunFolder(run_dir).write_labels(labels_table(es, None))
     writer = PartWriter(run_dir)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness.metrics.segments import Segment, TurnLookup
-from harness.run.folder import AGG_COLUMNS
+from harness.store.folder import AGG_COLUMNS
 
 
 def turn_values(per_turn: pd.DataFrame, by=("arm_id", "session_id", "turn_index"), sort: bool = False) -> pd.DataFrame:

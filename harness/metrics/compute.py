@@ -1,7 +1,7 @@
 """Score a run folder: every registered metric family's per-turn values, and aggregates per (arm,
 metric, segment). Reads the run folder only: never calls a model or a retriever. Unmeasured
 turns are counted beside the mean, never averaged in as 0 and never dropped silently. A metric
-whose arm lacks the capability it needs (harness.run.armset) has no row for that arm."""
+whose arm lacks the capability it needs (harness.store.armset) has no row for that arm."""
 from __future__ import annotations
 
 import itertools
@@ -16,14 +16,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.run.armset import run_arms
-from harness.run.folder import AGG_COLUMNS, METRICS_COLUMNS, TURN_COLUMNS, RunFolder
-from harness.run.manifest import read_manifest
+from harness.store.armset import run_arms
+from harness.store.folder import AGG_COLUMNS, METRICS_COLUMNS, TURN_COLUMNS, RunFolder
+from harness.store.manifest import read_manifest
 from harness.metrics.aggregate import Aggregator
 from harness.metrics.groups import GROUP_TURNS, Group, group_parts, score_group
 from harness.metrics.qrels import HUMAN, HUMAN_LLM, LLMLabels, check_qrels, with_llm_labels
 from harness.metrics.segments import Segment, default_segments
-from harness.run.turns import categorical, concat
+from harness.store.turns import categorical, concat
 
 
 
@@ -34,7 +34,7 @@ class MetricsResult:
     arms: list[str]
     metric_names: list[str]
     labels: pd.DataFrame | None = None  # the run's labels (load_labels), for tables that need them
-    arm_infos: list | None = None  # the run's arms (harness.run.armset.ArmInfo): labels, capabilities
+    arm_infos: list | None = None  # the run's arms (harness.store.armset.ArmInfo): labels, capabilities
     llm: LLMLabels | None = None  # what an LLM's grades added to people's labels (qrels human+llm)
 
 

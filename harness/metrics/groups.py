@@ -18,9 +18,9 @@ import pyarrow.parquet as pq
 
 from harness.metrics.kernel import Long, Scoring, Traces, scoring, to_frame
 from harness.metrics.registry import families, lookup
-from harness.run.folder import RunFolder
-from harness.run.record import Manifest
-from harness.run.traces import KEY, SCHEMA, TraceError
+from harness.store.folder import RunFolder
+from harness.store.record import Manifest
+from harness.store.traces import KEY, SCHEMA, TraceError
 
 GROUP_TURNS = 10_000  # labelled turns per session group: bounds the memory of one group's arrays
 
@@ -88,7 +88,7 @@ def group_parts(folder: RunFolder, labels: pd.DataFrame, group_turns: int = GROU
 
 
 def read_rounds(parts: list[Path], columns: list[str], table: bool = False) -> pd.DataFrame | pa.Table:
-    """`columns` of the trace rows in `parts`, in key order (harness.run.traces.read_traces' order),
+    """`columns` of the trace rows in `parts`, in key order (harness.store.traces.read_traces' order),
     as a DataFrame (or, with `table`, as Arrow)."""
     if not parts:
         t = SCHEMA.empty_table().select(columns)

@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 
 from harness.defaults import metric_settings
 from harness.metrics.registry import lookup, ranking_names
-from harness.run.armset import run_arms
-from harness.run.record import Manifest
-from harness.run.traces import KEY
+from harness.store.armset import run_arms
+from harness.store.record import Manifest
+from harness.store.traces import KEY
 from harness.unmeasured import Unmeasured
 
 LATENCY = ("ms_rewrite", "ms_retrieve", "ms_grade", "ms_answer", "ms_decide", "ms_rerank", "ms_support", "ms_total")
@@ -59,7 +59,7 @@ class Traces:
             raise ValueError("no trace rows")
         self._column = column or (lambda name: [c for t in tables for c in t.column(name).chunks])
         t, offsets, codes, base = self._rankings(tables)
-        # rows in key order, as harness.run.traces.read_traces returns them (stable for equal keys)
+        # rows in key order, as harness.store.traces.read_traces returns them (stable for equal keys)
         order = np.asarray(pc.sort_indices(t, sort_keys=[(k, "ascending") for k in KEY]), dtype=np.int64)
         self.t = t.take(pa.array(order))
         lengths = np.diff(offsets)[order]
@@ -111,10 +111,10 @@ class Traces:
     @classmethod
     def read(cls, run_dir: Path, parts: list[Path] | None = None) -> "Traces":
         """The run's trace parts, or the trace files `parts` (one session group's)."""
-        from harness.run.folder import RunFolder
+        from harness.store.folder import RunFolder
 
         parts = RunFolder(run_dir).parts() if parts is None else parts
-        from harness.run.traces import SCHEMA, TraceError
+        from harness.store.traces import SCHEMA, TraceError
 
         tables = []
         for p in parts:
@@ -132,7 +132,7 @@ class Traces:
     @classmethod
     def from_rows(cls, rows: list[dict]) -> "Traces":
         """Trace rows in memory (e.g. a TREC run file being scored); missing columns are null."""
-        from harness.run.traces import SCHEMA
+        from harness.store.traces import SCHEMA
 
         cols = {c: [r.get(c) for r in rows] for c in SCALAR + ["issued_queries", "filter_violations"]}
         t = pa.table({c: pa.array(v, SCHEMA.field(c).type) for c, v in cols.items()})
@@ -362,7 +362,7 @@ class Scoring:
     codes: Codes
     settings: dict
     schema: list[dict]
-    arms: dict  # arm_id -> harness.run.armset.ArmInfo
+    arms: dict  # arm_id -> harness.store.armset.ArmInfo
     run_dir: Path | None = None
     judged_sessions: object = None  # a session group's: Series of session ids -> which to score (None: all)
 

@@ -73,7 +73,7 @@ class _Sums:
 
 class PairedSums:
     """paired_table fed a session group at a time: `add` each group's per-turn rows and labels,
-    then `table`. `arms`: the run's arms (harness.run.armset.ArmInfo); the reference is `reference`
+    then `table`. `arms`: the run's arms (harness.store.armset.ArmInfo); the reference is `reference`
     (an arm id) or the arm that declares the `reference` capability; the oracle gap is measured to
     the arm that declares `oracle`. `metrics`: the run's headline recall and nDCG (its metric
     `settings`) unless given. Segments are masks over label rows, so a group's labels decide them."""

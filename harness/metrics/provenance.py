@@ -2,7 +2,7 @@
 
 Scoring writes into the schema metadata of every table it writes (the metrics and the tables beside
 them) one stamp: the content hashes of its inputs (trace parts, labels, judgments, ratings,
-the manifest's arms and settings, the eval set's hash: harness.run.integrity.inputs), the version
+the manifest's arms and settings, the eval set's hash: harness.store.integrity.inputs), the version
 of the scoring code (a hash of the modules that compute the values), whether the run was complete,
 which tables it wrote, the content hash of each table's values (`content`, over the data and not
 the stamp, the same for any chunking or write of one table), and when it was scored. A reader compares the stamp with the folder as it is now (`freshness`):
@@ -29,22 +29,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from harness.run.folder import LABELS, METRICS, TABLES, RunFolder, RunFolderError
-from harness.run.integrity import Completeness, inputs
+from harness.store.folder import LABELS, METRICS, TABLES, RunFolder, RunFolderError
+from harness.store.integrity import Completeness, inputs
 
 KEY = "harness.scoring"
 HASH_BATCH = 1 << 20  # rows of a table read at a time to check its content hash
 PACKAGE = Path(__file__).resolve().parents[1]  # harness/
 # the code that computes the values scoring writes (tests/test_evidence.py: every module scoring
 # loads is here or in NEUTRAL)
-SOURCES = ("metrics", "guards/identifiers.py", "guards/units.py", "run/armset.py", "run/traces.py", "run/folder.py",
-           "arms/result.py", "arms/spelling.py", "defaults.py", "run/record.py", "roles/relevance.py", "run/holes.py",
-           "run/turns.py", "unmeasured.py")
+SOURCES = ("metrics", "guards/identifiers.py", "guards/units.py", "store/armset.py", "store/traces.py", "store/folder.py",
+           "arms/result.py", "arms/spelling.py", "defaults.py", "store/record.py", "roles/relevance.py", "store/holes.py",
+           "store/turns.py", "arms/capability.py", "unmeasured.py")
 # loaded by scoring, and no value it writes depends on them (integrity and shard decide whether the
 # run is complete, which every reader checks anew)
-NEUTRAL = ("__init__.py", "analysis/__init__.py", "arms/__init__.py", "guards/__init__.py", "run/__init__.py",
+NEUTRAL = ("__init__.py", "analysis/__init__.py", "arms/__init__.py", "guards/__init__.py", "store/__init__.py",
            "roles/__init__.py", "strict.py",
-           "run/manifest.py", "run/integrity.py", "run/shard.py", "yamlpos.py", "errors.py", "evalset/__init__.py",
+           "store/manifest.py", "store/integrity.py", "store/shard.py", "yamlpos.py", "errors.py", "evalset/__init__.py",
            "evalset/folder.py")
 
 

@@ -2,7 +2,7 @@
 
 `human` (the default): the eval set's labels as the run's snapshot holds them; a document nobody
 labelled for a turn counts as not relevant. `human+llm`: the same, plus the grade an LLM gave
-each such hole (`harness judge RUN --relevance`, harness/run/relevance.py), mapped to the eval
+each such hole (`harness judge RUN --relevance`, harness/steps/relevance.py), mapped to the eval
 set's scale (the table's `qrel_grade`). A human label always wins; an LLM label only fills a hole
 of a turn that has human labels (a turn without any stays unmeasured); a failed or missing LLM
 label leaves the hole as it was. The choice is recorded in the scoring's stamp, kept when a stale
@@ -21,8 +21,8 @@ import pandas as pd
 
 from harness.errors import BadInput
 from harness.roles.relevance import AGREEMENT, GRADES, HOLE, OK
-from harness.run.folder import RELEVANCE_LABELS, RunFolderError
-from harness.run.holes import holes, top_grade
+from harness.store.folder import RELEVANCE_LABELS, RunFolderError
+from harness.store.holes import holes, top_grade
 
 HUMAN, HUMAN_LLM = "human", "human+llm"
 QRELS = (HUMAN, HUMAN_LLM)

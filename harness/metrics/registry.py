@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Literal
 
+from harness.arms.capability import Capability
 from harness.errors import BadInput
 from harness.yamlpos import did_you_mean
 
@@ -98,8 +99,6 @@ def family(name: str, templates: list[Template], order: int, requested: bool = F
     metrics a scoring names (`Scoring.requested`: the run's settings, `harness metrics -m`,
     `harness trec-eval -m`), not every one it could."""
 
-    from harness.run.armset import CAPABILITIES
-
     def deco(fn):
         if name in FAMILIES:
             raise ValueError(f"metric family {name!r} registered twice")
@@ -107,7 +106,7 @@ def family(name: str, templates: list[Template], order: int, requested: bool = F
         for t in ts:
             if any(t.pattern == o.pattern for o in TEMPLATES):
                 raise ValueError(f"metric {t.pattern!r} registered twice")
-            unknown = set(t.needs) - set(CAPABILITIES)
+            unknown = set(t.needs) - set(Capability)
             if unknown:
                 raise ValueError(f"metric {t.pattern!r} needs unknown capabilities {sorted(unknown)}")
         FAMILIES[name] = Family(name, ts, fn, order, requested)

@@ -29,9 +29,9 @@ from harness.metrics.paired import PairedSums
 from harness.metrics.provenance import ContentHash, certify, metadata, read_stamp, stamp
 from harness.metrics.qrels import HUMAN, agreement_table, check_qrels, scored_labels
 from harness.metrics.spread import SpreadSums
-from harness.run.armset import run_arms
-from harness.run.folder import RunFolder, RunFolderError
-from harness.run.integrity import Completeness, completeness
+from harness.store.armset import run_arms
+from harness.store.folder import RunFolder, RunFolderError
+from harness.store.integrity import Completeness, completeness
 
 TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "applied_filters", "ranking",
                  "verdict_reason", "not_applicable", "error"]
@@ -83,7 +83,7 @@ def _kept(metric: str) -> bool:
 class _Blocks:
     """The groups' per-turn rows spilled per (metric, arm), one temporary file each, so that the
     metrics file holds each metric's rows of each arm together (in session order) and a reader of
-    one metric reads its blocks only, by the row groups' statistics (harness.run.folder.RunData)."""
+    one metric reads its blocks only, by the row groups' statistics (harness.store.folder.RunData)."""
 
     def __init__(self, spill: Path):
         self.spill, self.writers, self.paths = spill, {}, {}

@@ -21,7 +21,7 @@ import pandas as pd
 
 from harness.metrics.signflip import SignFlip, blocks, p_said, sign_flip
 from harness.metrics.stats_config import STATS, StatsDefaults  # noqa: F401 (read from here too)
-from harness.run.folder import TURN_COLUMNS
+from harness.store.folder import TURN_COLUMNS
 
 PER_TURN_COLUMNS = [c for c in TURN_COLUMNS if c != "unmeasured"]  # what the statistics read of the metrics file
 KEY = ["session_id", "turn_index"]

@@ -1,4 +1,4 @@
-"""The report's view of a run folder. ReportRun composes harness.run.folder.RunData (manifest,
+"""The report's view of a run folder. ReportRun composes harness.store.folder.RunData (manifest,
 labels, arms, per-turn values and aggregates; checked by harness.analysis.evidence: an unfinished run
 is marked partial, stale tables are named, never computed here) with what the report reads
 beside it (the trace columns of the drill-down and the tables the scoring step wrote) and its own
@@ -19,7 +19,7 @@ from harness.metrics.aggregate import turn_values
 from harness.metrics.registry import headline, judged
 from harness.report.limits import TOP_HITS
 from harness.report.table import bucket
-from harness.run.folder import AGG_COLUMNS, METRICS, TABLES, TURN_COLUMNS, RunData, RunFolder
+from harness.store.folder import AGG_COLUMNS, METRICS, TABLES, TURN_COLUMNS, RunData, RunFolder
 
 TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "issued_queries",
                  "applied_filters", "filter_violations", "filters_removed", "fallback_reason", "not_applicable",
@@ -117,7 +117,7 @@ def load_traces(folder: RunFolder) -> pd.DataFrame:
     import pyarrow as pa
 
     from harness.metrics.coinciding import top_keys
-    from harness.run.traces import KEY, read_part
+    from harness.store.traces import KEY, read_part
 
     tables, tops = [], []
     for p in folder.parts():
@@ -137,7 +137,7 @@ def session_traces(folder: RunFolder, sessions: set[str]) -> pd.DataFrame:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from harness.run.traces import KEY, read_part
+    from harness.store.traces import KEY, read_part
 
     ids = pa.array(sorted(sessions), pa.string())
     tables = []

@@ -27,7 +27,7 @@ from harness.report.load import ReportRun, load_runs
 from harness.metrics.stats import STATS
 from harness.report.sections import (abstention, agreement, comparisons, drilldown, evidence, guards, headline,
                                      leaders as leaders_, manifests, metrics, rounds, tradeoff, verdict, warnings)
-from harness.run.folder import JUDGMENTS, METRICS, TABLES
+from harness.store.folder import JUDGMENTS, METRICS, TABLES
 
 TEMPLATES = Path(__file__).with_name("templates")
 DICT_ATTRIBUTES = frozenset(dir({}))  # what getattr finds on a dict (its methods): jinja returns those first

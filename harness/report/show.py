@@ -107,9 +107,9 @@ def turn_view(run_dir: Path, session: str, turn: int | None, arms: list[str] | N
     """The turn `turn` (default: the session's first labelled turn) of `session`, for the arms
     named (labels or ids; default: every arm); unknown names are BadInput with a suggestion."""
     from harness.metrics.registry import coverage, headline
-    from harness.run.folder import TURN_COLUMNS, RunData
-    from harness.run.traces import read_part
-    from harness.run.turns import turn_rows
+    from harness.store.folder import TURN_COLUMNS, RunData
+    from harness.store.traces import read_part
+    from harness.store.turns import turn_rows
 
     run = RunData.load(run_dir, scored=False)
     labels = run.labels
@@ -134,7 +134,7 @@ def turn_view(run_dir: Path, session: str, turn: int | None, arms: list[str] | N
     t = t[(t["session_id"] == session) & (t["turn_index"] == turn) & (t["repeat"] == 0)]
     names = headline(run.manifest.metrics) + coverage(run.manifest.metrics)[:1]
     per_turn = None
-    if run.scored:  # the row groups of the metrics file that can hold the session (harness.run.turns)
+    if run.scored:  # the row groups of the metrics file that can hold the session (harness.store.turns)
         per_turn = turn_rows(run.folder, names, TURN_COLUMNS, session)
         per_turn = per_turn[(per_turn["turn_index"] == turn) & (per_turn["repeat"] == 0)]
     views = [_arm(label, t[t["arm_id"] == by_label[label]], qrels, _scores(per_turn, by_label[label], names))

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.metrics.stats import STATS, holm_said, p_cells
-from harness.run.record import Manifest
+from harness.store.record import Manifest
 from harness.report.fit import Col, Fitted, Wrapped, table
 from harness.report.table import TURN_SEGMENTS, bucket, coinciding_text
 

@@ -21,7 +21,7 @@ from harness.roles.fields import instruction, merged as _merged, subset as _subs
 from harness.roles.prompts import Prompt, load_prompt
 from harness.strict import Strict
 from harness.unmeasured import Unmeasured
-from harness.workers import off_loop
+from harness.threads import off_loop
 
 ROLES = ("rewrite", "decide", "hyde", "grade", "rerank", "answer", "judge", "relevance")
 OFFLINE = "offline"
@@ -81,7 +81,7 @@ class Roles:
     config: LLMConfig = field(default_factory=LLMConfig)
     concurrency: int = 16
     clients: dict[str, Any] = field(default_factory=dict)  # role -> harness.llm.client.LLMClient
-    workers: Any = None  # harness.workers.CpuWorkers: offline roles run there (None: inline)
+    threads: Any = None  # harness.threads.CpuThreads: offline roles run there (None: inline)
     base_dir: str | None = None  # the run config's folder: prompt files are relative to it
     run: "Roles | None" = None  # the run's roles, for an arm's own (None: these are the run's)
 
@@ -121,7 +121,7 @@ class Roles:
         if not endpoints:
             return self
         roles = {r: ep for r, ep in {**self.config.roles, **endpoints}.items() if ep is not None}
-        return Roles(self.config.model_copy(update={"roles": roles}), self.concurrency, workers=self.workers,
+        return Roles(self.config.model_copy(update={"roles": roles}), self.concurrency, threads=self.threads,
                      base_dir=self.base_dir, run=self)
 
     def backend(self, role: str) -> str:
@@ -172,7 +172,7 @@ class Roles:
         never time spent waiting for the concurrency bound or a worker."""
         client = self.clients.get(role)
         if client is None:
-            value, ms = await off_loop(self.workers, offline)
+            value, ms = await off_loop(self.threads, offline)
             if isinstance(value, Reused):  # another arm of the run asked the same: what it cost then, a copy
                 value, ms = value.value.model_copy(deep=True), value.ms
             return Outcome(value, OFFLINE, ms=ms)
@@ -189,7 +189,7 @@ class Roles:
                            ms=res.record.latency_ms)
         if asked is None:
             return Outcome(res.value, client.name, res.record, ms=res.record.latency_ms)
-        rest, _ = await off_loop(self.workers, offline)  # the fields the model was not asked for
+        rest, _ = await off_loop(self.threads, offline)  # the fields the model was not asked for
         rest = rest.value.model_copy(deep=True) if isinstance(rest, Reused) else rest
         return Outcome(_merged(res.value, rest, asked), client.name, res.record, ms=res.record.latency_ms,
                        offline_fields=tuple(f for f in type(rest).model_fields if f not in asked))

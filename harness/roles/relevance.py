@@ -1,7 +1,7 @@
 """The relevance role: how well a passage serves a turn's need, graded 0-3 on the scale of
 UMBRELA (Upadhyay et al. 2024, the open reproduction of the Bing assessor prompt of Thomas et al.,
 SIGIR 2024): 0 nothing to do with the query, 1 on topic but no answer, 2 part of the answer,
-3 the exact answer. Asked by `harness judge RUN --relevance` (harness/run/relevance.py) about
+3 the exact answer. Asked by `harness judge RUN --relevance` (harness/steps/relevance.py) about
 the documents no person labelled for a turn. Its prompt is `relevance.v1` or a team's file; its
 reply is strict JSON. It has no offline stand-in: without an endpoint a pair is not labelled
 (a script's number is never a model's judgment)."""

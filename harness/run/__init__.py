@@ -1,2 +1,2 @@
-"""The run stage: replaying arms into a run folder (replay, shards, the trace row, the manifest,
-the judge step) and the folder's one owner (folder.py)."""
+"""The replay engine: arms over an eval set into a run folder (replay.py), on worker processes
+(parallel.py, shard_worker.py), with progress shown as it goes. What it writes is harness/store's."""

@@ -1,11 +1,11 @@
 """`harness run --workers N`: one run over N processes of one machine (docs/scaling.md, "One
 machine: workers").
 
-The sessions are split with the shard partition (harness.run.shard: `shard_of(session_id, N) ==
+The sessions are split with the shard partition (harness.store.shard: `shard_of(session_id, N) ==
 i`); worker i is an ordinary Replay of shard i/N (harness.run.shard_worker) writing its own shard
 folder under the run's folder, RUN/.workers/shard-i. When every worker is done, the shards are
 joined into RUN itself (`join_shards`: the checks and copy of `harness merge`), so RUN is one run
-folder equal to a one-process run under harness.run.equality, with `workers: N` in its manifest;
+folder equal to a one-process run under harness.store.equality, with `workers: N` in its manifest;
 the shard folders are then removed. While the workers run, RUN holds a manifest saying running
 (with the config, so `harness run --resume RUN` finds it) and the labels snapshot.
 
@@ -32,11 +32,11 @@ from multiprocessing.connection import wait as wait_for
 from pathlib import Path
 
 from harness.errors import BadInput, Infrastructure
-from harness.run.folder import RunFolder, RunFolderExists
-from harness.run.manifest import for_workers, machine, now, read_manifest, run_id_of
+from harness.store.folder import RunFolder, RunFolderExists
+from harness.store.manifest import for_workers, machine, now, read_manifest, run_id_of
 from harness.run.progress import Display
-from harness.run.record import Machine
-from harness.run.shard import join_shards
+from harness.store.record import Machine
+from harness.store.shard import join_shards
 from harness.run.shard_worker import WorkerTask, main as worker_main, share_of
 
 WORKERS_DIR = ".workers"  # inside the run folder while its workers run

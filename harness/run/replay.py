@@ -18,15 +18,15 @@ from harness.arms.catalog import BaseArm, build_arms
 from harness.arms.base import ArmResult, TurnContext
 from harness.config import RunConfig, canonical_hash
 from harness.llm.ledger import StopRun
-from harness.run.shard import in_shard
+from harness.store.shard import in_shard
 from harness.evalset.load import EvalSet, iter_labelled, load_eval_set
 from harness.corpus.memo import Memo
-from harness.run.folder import RunFolder, RunFolderExists
-from harness.run.manifest import (for_replay, git_state, machine, now, read_manifest, run_id_of, versions,
+from harness.store.folder import RunFolder, RunFolderExists
+from harness.store.manifest import (for_replay, git_state, machine, now, read_manifest, run_id_of, versions,
                                    write_manifest)
 from harness.run.progress import Display
-from harness.run.traces import PartWriter, TurnKey, read_traces, repair_parts, row, to_json
-from harness.workers import CpuWorkers
+from harness.store.traces import PartWriter, TurnKey, read_traces, repair_parts, row, to_json
+from harness.threads import CpuThreads
 
 LABEL_SCHEMA = pa.schema([
     ("session_id", pa.string()), ("turn_index", pa.int32()), ("split", pa.string()), ("domain", pa.string()),
@@ -121,7 +121,7 @@ class Replay:
         from harness.roles.base import Roles
 
         self.es = es if es is not None else load_eval_set(cfg.eval_set)
-        self.roles = Roles(cfg.llm, cfg.concurrency, workers=CpuWorkers(), base_dir=cfg.source_dir)
+        self.roles = Roles(cfg.llm, cfg.concurrency, threads=CpuThreads(), base_dir=cfg.source_dir)
         self.arms = build_arms(cfg.configured_arms(), self.roles)
         self._identity = {id(a): arm_identity(a) for a in self.arms}  # what each arm's rows repeat
         # what it shows while it works (harness.run.progress): True a bar, False nothing, or a display
@@ -154,7 +154,7 @@ class Replay:
     def environment(self) -> tuple[dict, dict, dict]:
         """The git state, package versions and the machine with its load at the start, asked once per
         run (both manifests record them)."""
-        return git_state(), versions(), machine()  # noqa: the manifest's (harness.run.manifest.for_replay)
+        return git_state(), versions(), machine()  # noqa: the manifest's (harness.store.manifest.for_replay)
 
     def _mine(self, session_id: str) -> bool:
         return in_shard(session_id, self.shard)
@@ -176,7 +176,7 @@ class Replay:
                                       entitlement_filters=list(entitled),
                                       inherited_filters=[f.model_dump() for f in t.state.filters],
                                       index=index, info=self.es.info, repeat=rep, seed=self.cfg.seed + rep,
-                                      roles=arm.roles or self.roles, workers=self.roles.workers)
+                                      roles=arm.roles or self.roles, threads=self.roles.threads)
                     yield Job(arm, rep, ctx)
 
     def run(self, index=None) -> Path:
@@ -278,8 +278,8 @@ class Replay:
             if self.roles.spend is not None:
                 counts["llm_spent_usd"] = round(self.roles.spend.spent, 6)
             await self.roles.aclose()
-            if self.roles.workers is not None:
-                self.roles.workers.close()
+            if self.roles.threads is not None:
+                self.roles.threads.close()
         return counts
 
 

@@ -203,7 +203,7 @@ class WorkerReplay(Replay):
     def _write_labels(self) -> None:
         """The run's labels snapshot as the parent wrote it (every shard holds the whole eval set's),
         copied: not made again from the eval set in every worker."""
-        from harness.run.folder import RunFolder
+        from harness.store.folder import RunFolder
 
         if self.labels_from is None:
             super()._write_labels()

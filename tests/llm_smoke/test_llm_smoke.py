@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 from harness.guards.identifiers import find_identifiers
-from harness.run.equality import IGNORED_TRACE_COLUMNS, runs_equal
-from harness.run.folder import RunFolder
-from harness.run.traces import KEY, read_traces
+from harness.store.equality import IGNORED_TRACE_COLUMNS, runs_equal
+from harness.store.folder import RunFolder
+from harness.store.traces import KEY, read_traces
 from tests.conftest import ROOT
 
 HARNESS = ROOT / ".venv/bin/harness"
@@ -176,7 +176,7 @@ def test_the_judge_and_relevance_steps_ran_on_the_model(smoke, name):
 
 
 def comparable(df: pd.DataFrame) -> pd.DataFrame:
-    """The trace columns the equality rule compares (harness.run.equality), as text, by key."""
+    """The trace columns the equality rule compares (harness.store.equality), as text, by key."""
     cols = [c for c in df.columns if c not in IGNORED_TRACE_COLUMNS and not c.startswith("ms_")]
     out = df[cols].map(lambda v: repr(v.tolist() if hasattr(v, "tolist") else v))
     return out.set_index(list(KEY)).sort_index()

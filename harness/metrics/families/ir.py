@@ -19,7 +19,7 @@ import pandas as pd
 
 from harness.metrics.kernel import Long, Scoring, Traces
 from harness.metrics.registry import Template, families, family
-from harness.run.record import Manifest
+from harness.store.record import Manifest
 from harness.unmeasured import Unmeasured
 
 READS = ("ranking", "not_applicable", "error", "labels.qrels")

@@ -8,7 +8,7 @@ import numpy as np
 from harness.metrics.kernel import Long, Scoring
 from harness.metrics.registry import Template, family
 from harness.defaults import FAITHFULNESS, RESPONSE_RELEVANCY
-from harness.run.folder import JUDGMENTS, RunFolder, RunFolderError
+from harness.store.folder import JUDGMENTS, RunFolder, RunFolderError
 from harness.unmeasured import Unmeasured
 
 COLUMNS = ("arm_id", "repeat", "session_id", "turn_index", "metric", "value", "status")  # what harness judge writes

@@ -7,7 +7,7 @@ import re
 
 from harness.report.format import count, fmt
 from harness.report.load import RESCORE, ReportRun
-from harness.run.folder import TABLES
+from harness.store.folder import TABLES
 
 LABEL_COLUMN = re.compile(r"^n\[(.*)\]$")
 

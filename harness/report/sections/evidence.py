@@ -5,8 +5,8 @@ timings come from. Everything below rests on it."""
 from __future__ import annotations
 
 from harness.report.load import ReportRun
-from harness.run.integrity import failures
-from harness.run.record import Manifest
+from harness.store.integrity import failures
+from harness.store.record import Manifest
 
 
 def _machine(man: Manifest) -> str:

@@ -6,7 +6,7 @@ import pandas as pd
 
 from harness.report.format import cell, count, fmt
 from harness.report.load import RESCORE, ReportRun
-from harness.run.folder import TABLES
+from harness.store.folder import TABLES
 
 GUARD_METRICS = ("identifier_preservation", "identifier_dropped", "filter_precision", "filter_recall",
                  "entitlement_violations", "wrong_filter_zero_relevant")

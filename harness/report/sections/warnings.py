@@ -8,8 +8,8 @@ from harness.analysis.pool_warnings import ELSEWHERE, HOLES, holes_by_arm, holes
 from harness.report.format import scrub, text
 from harness.report.load import ReportRun
 from harness.report.table import coinciding_text
-from harness.run.folder import JUDGMENTS, TABLES
-from harness.run.turns import unmeasured_reasons
+from harness.store.folder import JUDGMENTS, TABLES
+from harness.store.turns import unmeasured_reasons
 
 
 def unmeasured_groups(run: ReportRun) -> list[tuple[list[str], str]]:

@@ -2,12 +2,12 @@
 else (tests/test_house.py checks), with the readers and writers of each file, and the one rule
 from a manifest to its eval set.
 
-    manifest.json            the run's definition and counts (run/manifest.py builds it)
+    manifest.json            the run's definition and counts (store/manifest.py builds it)
     labels.parquet           a snapshot of the eval set's labels, so the folder alone can be scored
-    traces/part-*.parquet    the trace rows (run/traces.py declares them), written in parts
-    judgments.parquet        the judge's verdicts (run/judge.py)
+    traces/part-*.parquet    the trace rows (store/traces.py declares them), written in parts
+    judgments.parquet        the judge's verdicts (steps/judge.py)
     human_judgments.parquet  people's ratings (analysis/review.py)
-    relevance_labels.parquet an LLM's relevance grades for unjudged documents (run/relevance.py)
+    relevance_labels.parquet an LLM's relevance grades for unjudged documents (steps/relevance.py)
     metrics.parquet          aggregates and per-turn values (metrics/)
     comparisons.parquet, abstention.parquet, filter_fields.parquet, coinciding.parquet, spread.parquet,
     relevance_agreement.parquet
@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from harness.evalset.folder import is_eval_set
 from harness.errors import BadInput
-from harness.run.record import Manifest, parse
+from harness.store.record import Manifest, parse
 
 if TYPE_CHECKING:  # pandas is imported where a DataFrame is read (_read_frame): a replay's processes never need it
     import pandas as pd
@@ -127,7 +127,7 @@ class RunFolder:
         return self
 
     def read_manifest(self) -> Manifest:
-        """The run record (harness.run.record, an older layout upgraded); RunFolderError naming the
+        """The run record (harness.store.record, an older layout upgraded); RunFolderError naming the
         file when it is not a readable manifest."""
         self.require()
         raw = _readable(self.path / MANIFEST, lambda p: json.loads(p.read_text(encoding="utf-8")))
@@ -250,7 +250,7 @@ class RunFolder:
     def metrics(self) -> pd.DataFrame:
         return _readable(self.path / METRICS, _read_frame)
 
-    def metrics_file(self, read_dictionary: list[str] | None = None) -> pq.ParquetFile:  # harness.run.turns
+    def metrics_file(self, read_dictionary: list[str] | None = None) -> pq.ParquetFile:  # harness.store.turns
         return _readable(self.path / METRICS, lambda p: pq.ParquetFile(p, read_dictionary=read_dictionary))
 
     @contextmanager
@@ -320,13 +320,13 @@ class NotScored(BadInput, ValueError):
 class RunData:
     """A run folder, loaded for reading: manifest, labels, its arms (labels, capabilities) and,
     when scored, the aggregates of its metrics; per-turn values are read a metric at a time when
-    asked for (`turns`, harness.run.turns), since a month's run holds a hundred million of them.
+    asked for (`turns`, harness.store.turns), since a month's run holds a hundred million of them.
     Compare, gate and report read runs through it."""
 
     folder: RunFolder
     manifest: Manifest
     labels: pd.DataFrame
-    arms: list = field(default_factory=list)  # harness.run.armset.ArmInfo
+    arms: list = field(default_factory=list)  # harness.store.armset.ArmInfo
     aggregates: pd.DataFrame | None = None  # arm_id, metric, segment, mean, p50, p95, n, n_unmeasured, ...
     evidence: object = None  # harness.analysis.evidence.Evidence, when the folder was checked before reading
     scored: bool = False
@@ -345,7 +345,7 @@ class RunData:
     def metrics(self) -> set[str]:
         """The metrics with per-turn values (read from the file's row-group statistics once)."""
         if self._metrics is None:
-            from harness.run.turns import turn_metrics
+            from harness.store.turns import turn_metrics
 
             self._metrics = turn_metrics(self.folder) if self.scored else set()
         return self._metrics
@@ -359,7 +359,7 @@ class RunData:
             return None
         wanted = [m for m in dict.fromkeys(metrics) if m in self.metrics]
         new = [m for m in wanted if m not in self._turns]
-        from harness.run.turns import turn_rows
+        from harness.store.turns import turn_rows
 
         if new:
             got = turn_rows(self.folder, new, TURN_COLUMNS)
@@ -381,8 +381,8 @@ class RunData:
     def load(cls, path: str | Path, scored: bool = True) -> "RunData":
         """Raises NotARunFolder, NotScored (when `scored` and there are no metrics) or ValueError
         (two arms under one label)."""
-        from harness.run.armset import run_arms
-        from harness.run.turns import aggregates as read_aggregates
+        from harness.store.armset import run_arms
+        from harness.store.turns import aggregates as read_aggregates
 
         folder = RunFolder(path).require()
         man = folder.read_manifest()

@@ -11,24 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from harness.arms import spelling
+from harness.arms.capability import Capability
 
-# what an arm can declare; metrics name the capabilities they need (harness/metrics/registry.py)
-CAPABILITIES = {
-    "ranking": "returns a ranked list of documents",
-    "queries": "issues queries that the trace records",
-    "replayed": "replayed by the harness: timings, LLM calls, filters and errors recorded",
-    "loops": "retrieves in rounds, `hits_per_round` hits each",
-    "answers": "answers from its hits or abstains",
-    "asks_back": "may ask a clarifying question instead of only rewriting",
-    "proposes_filters": "a role proposes filters that the schema validator checks",
-    "reference": "the default reference of paired tables within a run",
-    "oracle": "uses the labels' reference rewrite: an upper bound",
-}
-EXTERNAL = frozenset({"ranking"})  # an imported run file: a ranking and nothing else
+EXTERNAL = frozenset({Capability.RANKING})  # an imported run file: a ranking and nothing else
 # the turn labels an arm may declare it reads (BaseArm.reads_labels); an arm reading any is a reference
 LABEL_FIELDS = {"reference_rewrite": "the labels' reference rewrite", "expected_filters": "the labels' expected filters"}
 # what an arm recorded before manifests carried `reads_labels` read, by the capability it declared
-LEGACY_READS = {"oracle": frozenset({"reference_rewrite", "expected_filters"})}
+LEGACY_READS = {Capability.ORACLE: frozenset({"reference_rewrite", "expected_filters"})}
 
 
 @dataclass

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.run.folder import RunFolder
-from harness.run.traces import KEY, read_traces
+from harness.store.folder import RunFolder
+from harness.store.traces import KEY, read_traces
 
 IGNORED_TRACE_COLUMNS = {"run_id", "cache_hits"}
 IGNORED_METRIC_PREFIXES = ("latency", "ms_", "cache_hit")

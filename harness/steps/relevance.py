@@ -3,7 +3,7 @@
 document in the top k of any arm's final ranking that no person labelled for its turn (a hole),
 and about a sample of the pairs people did label (to measure agreement). Every call goes through
 the LLM layer (cache, replay, retries, rate budgets, the run's spend cap). The grades go to the run
-folder's relevance labels (harness/run/folder.py) with their provenance (model, prompt name@hash,
+folder's relevance labels (harness/store/folder.py) with their provenance (model, prompt name@hash,
 time, cache hit), never into the eval set's labels; `harness metrics RUN --qrels human+llm` scores with them
 (harness/metrics/qrels.py).
 
@@ -29,8 +29,8 @@ from harness.roles.base import NOT_MEASURED
 from harness.roles.prompts import Prompt, load_prompt
 from harness.roles.relevance import (AGREEMENT, DEFAULT_GRADE_MAP, HOLE, OK, PROMPT, ROLE, RelevanceOutput,
                                      grade_map_text, relevance_message)
-from harness.run.folder import RunFolder
-from harness.run.holes import holes, top_grade
+from harness.store.folder import RunFolder
+from harness.store.holes import holes, top_grade
 from harness.unmeasured import Unmeasured
 
 DEPTH = 10  # the top k graded: judged@10's k

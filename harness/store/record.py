@@ -1,6 +1,6 @@
-"""The run record: the manifest of a run folder (its file: harness.run.folder.MANIFEST) as one
+"""The run record: the manifest of a run folder (its file: harness.store.folder.MANIFEST) as one
 typed model, with its `schema_version`.
-harness/run/manifest.py builds it for replays, imported runs and merged shards; every reader gets
+harness/store/manifest.py builds it for replays, imported runs and merged shards; every reader gets
 it from RunFolder.read_manifest and reads its fields. A manifest written before this model (no
 `schema_version`) is upgraded by `upgrade`, the one place that knows older layouts."""
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Manifest(_Part):
     machine: Machine | None = None
     embedder: str | None = None
     index: IndexInfo = Field(default_factory=IndexInfo)
-    arms: list[dict[str, Any]] = Field(default_factory=list)  # harness.run.armset reads each entry
+    arms: list[dict[str, Any]] = Field(default_factory=list)  # harness.store.armset reads each entry
     filter_schema: list[dict[str, Any]] = Field(default_factory=list)
     prompt_hashes: dict[str, str | None] = Field(default_factory=dict)
     seed: int = 0
@@ -95,7 +95,7 @@ class Manifest(_Part):
 def upgrade(raw: dict) -> dict:
     """A manifest of any earlier layout, as this version's: the index's `qdrant` (a URL, or
     ":memory:" for the embedded engine) becomes `qdrant_url`; the version is stamped. Arm entries
-    without capabilities are completed where they are read (harness.run.armset)."""
+    without capabilities are completed where they are read (harness.store.armset)."""
     if raw.get("schema_version", 1) >= SCHEMA_VERSION:
         return raw
     out = dict(raw)

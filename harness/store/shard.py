@@ -5,7 +5,7 @@ of a session stays in one shard and the split depends only on the session ids: t
 machine, in any order, for any arm. Each shard process builds its own in-memory index from the
 shared embedding cache (or talks to one shared Qdrant at `index.qdrant_url`) and writes its own
 run folder; `merge_runs` joins them into one run folder that scores exactly like the unsharded
-run (see harness.run.equality)."""
+run (see harness.store.equality)."""
 from __future__ import annotations
 
 import hashlib
@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.errors import BadInput
-from harness.run.folder import RunFolder, RunFolderExists
-from harness.run.manifest import merged
-from harness.run.record import Manifest
-from harness.run.traces import KEY, read_part, read_traces
+from harness.store.folder import RunFolder, RunFolderExists
+from harness.store.manifest import merged
+from harness.store.record import Manifest
+from harness.store.traces import KEY, read_part, read_traces
 
 
 class ShardError(BadInput, ValueError):
@@ -148,7 +148,7 @@ def _copy_rows(folders: list[RunFolder], into: RunFolder) -> None:
 
 def merge_runs(shard_dirs: list[Path], out: Path) -> Path:
     """Join shard run folders into one run folder at `out`: trace parts copied (readers see rows
-    in key order, harness.run.traces.read_traces, so the part order changes no metric), labels
+    in key order, harness.store.traces.read_traces, so the part order changes no metric), labels
     checked identical (every shard snapshots the whole eval set), manifest merged with counts
     summed.
     Refuses shards of different configs, eval sets or arms, incomplete shards, a missing or

@@ -28,9 +28,9 @@ from harness.llm.client import EndpointConfig
 from harness.llm.failures import kind_of
 from harness.roles.base import NOT_MEASURED
 from harness.roles.judge import OK, ROLE, RagasJudge, first_lines
-from harness.run.folder import RunFolder
-from harness.run.integrity import answer_hash
-from harness.run.traces import read_traces
+from harness.store.folder import RunFolder
+from harness.store.integrity import answer_hash
+from harness.store.traces import read_traces
 from harness.unmeasured import Unmeasured
 
 TOP_RANKED = 3  # contexts when the answer cites no documents: the top of the ranking
@@ -53,7 +53,7 @@ SCHEMA = pa.schema([
     ("question", pa.string()),  # the turn's user text (what Ragas saw as user_input)
     ("issued_query", pa.string()),  # the first query the arm issued (rewrite arms: the rewrite)
     ("context_doc_ids", pa.list_(pa.string())),  # the documents given to the judge as contexts
-    ("answer_hash", pa.string()),  # of the answer judged (harness.run.integrity.answer_hash): a reader matches it
+    ("answer_hash", pa.string()),  # of the answer judged (harness.store.integrity.answer_hash): a reader matches it
 ])
 
 TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_final", "original_query",

@@ -26,10 +26,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.run.armset import run_arms
-from harness.run.folder import JUDGMENTS, LABELS, RunFolder, RunFolderError
-from harness.run.shard import shard_of
-from harness.run.traces import KEY, TraceError, read_traces
+from harness.store.armset import run_arms
+from harness.store.folder import JUDGMENTS, LABELS, RunFolder, RunFolderError
+from harness.store.shard import shard_of
+from harness.store.traces import KEY, TraceError, read_traces
 
 TURN_KEY = ["arm_id", "repeat", "session_id", "turn_index"]
 SHOW = 3  # sessions named per arm in a message
@@ -260,7 +260,7 @@ def _recorded_as(group: dict, arm) -> bool:
 
 
 def answer_hash(answer) -> str | None:
-    """What a judgment records of the answer it judged (harness.run.judge), so that a reader can tell
+    """What a judgment records of the answer it judged (harness.steps.judge), so that a reader can tell
     a judgment of this run's answer from one of another's; None for no answer (null, NaN)."""
     return hashlib.sha256(answer.encode("utf-8")).hexdigest()[:16] if isinstance(answer, str) else None
 

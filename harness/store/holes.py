@@ -1,5 +1,5 @@
 """The holes of a run: the documents in the top k of a final ranking that the turn's labels do not
-hold. One definition for the step that asks an LLM to grade them (harness/run/relevance.py) and for
+hold. One definition for the step that asks an LLM to grade them (harness/steps/relevance.py) and for
 the scoring that adds those grades to people's (harness/metrics/qrels.py: only grades of the
 traces' holes count), so it is part of the scoring code's version (harness/metrics/provenance.py)."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
-from harness.run.folder import RunFolder
-from harness.run.traces import read_traces
+from harness.store.folder import RunFolder
+from harness.store.traces import read_traces
 
 
 def holes(folder: RunFolder, turns: dict, depth: int) -> dict[tuple[str, int, str], list[str]]:

@@ -35,7 +35,7 @@ def timed(fn: Callable, *args, **kwargs) -> tuple[Any, float]:
     return out, (time.perf_counter() - t0) * 1000
 
 
-class CpuWorkers:
+class CpuThreads:
     def __init__(self):
         self.retrieval = ThreadPoolExecutor(1, thread_name_prefix="harness-retrieval")
         self.embedding = ThreadPoolExecutor(1, thread_name_prefix="harness-embedding")
@@ -113,8 +113,8 @@ class CpuWorkers:
         self.embedding.shutdown(wait=True)
 
 
-async def off_loop(workers: CpuWorkers | None, fn: Callable, /, *args, **kwargs) -> tuple[Any, float]:
-    """fn(*args, **kwargs) on the retrieval worker when there are workers, else inline: (result, ms)."""
-    if workers is None:
+async def off_loop(threads: CpuThreads | None, fn: Callable, /, *args, **kwargs) -> tuple[Any, float]:
+    """fn(*args, **kwargs) on the retrieval thread when there are threads, else inline: (result, ms)."""
+    if threads is None:
         return timed(fn, *args, **kwargs)
-    return await workers.run(fn, *args, **kwargs)
+    return await threads.run(fn, *args, **kwargs)

@@ -3,7 +3,7 @@ writes each metric's rows of each arm together (harness.metrics.score), so the r
 hold a metric are known from their statistics and only those are read: one metric of a month's run
 costs its own rows, never the run's (a hundred million rows for 10^6 turns x 5 arms). Strings come
 as pandas categoricals (an arm id per row as text took 150 bytes), session ids in sorted order, so
-sorting or grouping by them orders sessions as their text does. `folder`: a harness.run.folder.RunFolder
+sorting or grouping by them orders sessions as their text does. `folder`: a harness.store.folder.RunFolder
 (which imports this module where it reads per-turn rows)."""
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from harness.errors import BadInput
 from harness.arms.result import ArmResult, Candidates, LLMStats, Timings, col
-from harness.run.folder import RunFolder
+from harness.store.folder import RunFolder
 
 KEY = ("arm_id", "repeat", "session_id", "turn_index", "round")
 
