@@ -124,5 +124,5 @@ def committed_folders_untouched():
     stale = "" if not any("/runs/baselines/" in k for k in changed) else (
         " (if the committed baseline's metrics were stale, a command rescored them: after changing scoring code, "
         "run `.venv/bin/harness metrics runs/baselines/b2b` and commit its tables; "
-        "tests/test_house.py::test_the_committed_baseline_is_scored_by_this_code says so first)")
+        "tests/house/test_house.py::test_the_committed_baseline_is_scored_by_this_code says so first)")
     assert not changed, f"tests changed committed files: {changed[:5]}{stale}"

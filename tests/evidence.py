@@ -119,7 +119,7 @@ def one_split(dst: Path, split: str = "main") -> Path:
 
 
 def seal(run: Path, llm_failed: float = 0.0) -> Path:
-    """A constructed run folder (its metrics written by hand, tests.test_compare_gate.make_run)
+    """A constructed run folder (its metrics written by hand, tests.analysis.test_compare_gate.make_run)
     made whole as the replay and the scorer would leave it: a final trace row for every labelled
     turn of every arm and repeat (with an error where its `error_rate` value is 1, an LLM call that
     failed on the first `llm_failed` share of each arm's rows), status complete, and its tables

@@ -1,6 +1,6 @@
 """The reference implementation of the metrics, kept as a test oracle: pandas over trace rows and
 ranx for the ranking metrics, one turn at a time. Slow (hours at 100,000s of turns) but plain;
-`harness.metrics` (array kernels) must give the same values (tests/test_metrics_oracle.py)."""
+`harness.metrics` (array kernels) must give the same values (tests/metrics/test_metrics_oracle.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -79,7 +79,7 @@ def ranx_scores(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float
     ranx keeps the documents of a Qrels or Run in numpy arrays of dtype <U(longest doc id), and numba
     compiles its kernels again for every new width (5-20 s each, in every process): ranx gets each
     document as a code of one character instead (code point 256 + its index, past the surrogates),
-    the same code in qrels and run: dtype <U1, as the one-letter ids of tests/test_ir_metrics.py. A
+    the same code in qrels and run: dtype <U1, as the one-letter ids of tests/metrics/test_ir_metrics.py. A
     one-to-one renaming changes no value: ranx compares documents only for equality, and the scores
     of a ranking here (n - position) have no ties for an order among documents to decide."""
     os.environ.setdefault("NUMBA_CACHE_DIR", os.path.abspath(".cache/numba"))

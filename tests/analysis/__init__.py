@@ -1,0 +1,1 @@
+"""Tests of harness/analysis: compare, the gate and its policy, verdicts, the evidence under them."""

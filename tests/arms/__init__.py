@@ -1,0 +1,1 @@
+"""Tests of harness/arms: the arms, their construction, ids and results."""

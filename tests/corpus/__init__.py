@@ -1,0 +1,1 @@
+"""Tests of harness/corpus: the index, its lanes, embeddings and caches."""

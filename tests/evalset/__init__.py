@@ -1,0 +1,1 @@
+"""Tests of harness/evalset and of the shipped eval sets."""

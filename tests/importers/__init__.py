@@ -1,0 +1,1 @@
+"""Tests of harness/importers: eval sets and runs from MTRAG, TREC and logs."""

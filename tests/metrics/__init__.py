@@ -1,0 +1,1 @@
+"""Tests of harness/metrics: the kernels against references, statistics, scoring at scale."""

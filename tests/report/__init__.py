@@ -1,0 +1,1 @@
+"""Tests of harness/report: the HTML report (chromium.py: its headless-browser checks)."""

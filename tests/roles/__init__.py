@@ -1,0 +1,1 @@
+"""Tests of harness/roles: the offline roles and the roles' schemas."""

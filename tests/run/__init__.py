@@ -1,0 +1,1 @@
+"""Tests of harness/run: the replay engine, its workers and progress."""

@@ -1,0 +1,1 @@
+"""Tests of harness/steps: the judge and relevance labels over a finished run."""

@@ -1,0 +1,1 @@
+"""Tests of harness/store: the run folder's record, traces and shards."""
