@@ -2,7 +2,7 @@
 message says what is wrong and where (`file:line: field: message` when a file is concerned), and it
 carries the exit code the command gives it. Modules raise; only the CLI prints and exits, in one
 handler (harness/cli/__init__.py). `Exit` is the one home of the exit codes: the CLI, the gate,
-scripts/ and the Makefile's `make gate` line (tests/test_constants.py checks its words) use it."""
+scripts/ and the Makefile's `make gate` line (tests/house/test_constants.py checks its words) use it."""
 from __future__ import annotations
 
 from enum import IntEnum

@@ -3,7 +3,7 @@
 written `KIND: detail` (`error: judge: timeout`, `skipped: abstained/no answer`) by `Unmeasured.said`,
 or is a kind's value alone (`error`, `answer failed`) or a text of its own (`no relevant document`);
 writers spell kinds through this enum, `Unmeasured.of` gives a reason's kind, and callers compare
-kinds, never the text (tests/test_constants.py holds that)."""
+kinds, never the text (tests/house/test_constants.py holds that)."""
 from __future__ import annotations
 
 import math

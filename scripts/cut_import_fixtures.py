@@ -1,4 +1,4 @@
-"""Cut the small raw fixtures of tests/test_importers.py out of the full public data, in the
+"""Cut the small raw fixtures of tests/importers/test_importers.py out of the full public data, in the
 same raw formats (whole lines and whole <DOC>/<top> blocks, byte for byte, in their order).
 
     python scripts/cut_import_fixtures.py --mtrag RAW/mtrag --vaswani RAW/vaswani [-o tests/fixtures/raw]

@@ -3,7 +3,7 @@ GateVerdict of CheckResults, each with its status, kind and reason as enums, its
 and numbers. It is serialised once, to gate.json with `schema_version`; gate.md, the JUnit file,
 the terminal's lines and the report's verdict block are rendered from it and from nothing else.
 docs/gate.schema.json is generated from these models (`python -m harness.analysis.verdict_types`)
-and tests/test_verdict_types.py checks it is up to date and that a real gate.json validates."""
+and tests/analysis/test_verdict_types.py checks it is up to date and that a real gate.json validates."""
 from __future__ import annotations
 
 import json

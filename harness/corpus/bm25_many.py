@@ -10,7 +10,7 @@ bits. A column's chunks are distinct (checked once per index: `columns_distinct`
 fancy-indexed addition per position loses no update. The documents are then ranked with one sort
 over every query's positive cells (query, score descending, doc id descending), which orders each
 query's documents as `Index._best_docs` does. A batch pays numpy's per-call overhead once, not
-once a query (equal results: tests/test_bm25_many.py)."""
+once a query (equal results: tests/corpus/test_bm25_many.py)."""
 from __future__ import annotations
 
 import time

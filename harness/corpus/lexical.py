@@ -35,7 +35,7 @@ SOURCES = ("corpus/lexical.py", "corpus/chunk.py", "corpus/tokenize.py", "guards
 def bm25s_module():
     """bm25s, imported without numba and scipy unless they are loaded already: its lanes use bm25s's
     numpy backend and numpy CSC builder (`bm25s.BM25()`'s defaults), and bm25s imports both when it
-    can, and both are slow to import (the same scores either way: tests/test_shared_work.py)."""
+    can, and both are slow to import (the same scores either way: tests/corpus/test_shared_work.py)."""
     if "bm25s" in sys.modules:
         return sys.modules["bm25s"]
     absent = [m for m in ("numba", "scipy.sparse") if m not in sys.modules]

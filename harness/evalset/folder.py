@@ -1,5 +1,5 @@
 """The eval-set folder and its one owner: every file name of an eval set is spelled here and
-nowhere else (tests/test_house.py checks), as the run folder's are in harness/store/folder.py.
+nowhere else (tests/house/test_house.py checks), as the run folder's are in harness/store/folder.py.
 
     eval_set.yaml            name, version, languages, filter schema, licence (evalset/model.py: EvalSetInfo)
     corpus.jsonl             the documents

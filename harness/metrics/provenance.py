@@ -35,7 +35,7 @@ from harness.store.integrity import Completeness, inputs
 KEY = "harness.scoring"
 HASH_BATCH = 1 << 20  # rows of a table read at a time to check its content hash
 PACKAGE = Path(__file__).resolve().parents[1]  # harness/
-# the code that computes the values scoring writes (tests/test_evidence.py: every module scoring
+# the code that computes the values scoring writes (tests/analysis/test_evidence.py: every module scoring
 # loads is here or in NEUTRAL)
 SOURCES = ("metrics", "guards/identifiers.py", "guards/units.py", "store/armset.py", "store/traces.py", "store/folder.py",
            "arms/result.py", "arms/spelling.py", "defaults.py", "store/record.py", "roles/relevance.py", "store/holes.py",

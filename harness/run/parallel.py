@@ -59,7 +59,7 @@ def start_method() -> str:
     There, and off Linux (macOS's system libraries are not fork-safe; Windows has no fork), spawn.
     OpenBLAS's pool (numpy's, pthreads) is made ready for a fork by OpenBLAS itself.
     `harness run` from the command line forks: it has loaded no OpenMP runtime and runs one thread
-    (tests/test_workers_llm.py checks its workers are forked)."""
+    (tests/run/test_workers_llm.py checks its workers are forked)."""
     if sys.platform != "linux":
         return "spawn"
     from threadpoolctl import threadpool_info

@@ -1,7 +1,7 @@
 """The run config `harness init` writes: the keys a new user sets, each with a comment saying what
 it means; the arms, roles and embedders as their registries hold them (never a hand-written list)
 and the defaults as RunConfig holds them; offline unless an endpoint is given. It validates and
-runs as written (tests/test_cli_init_sweep.py)."""
+runs as written (tests/cli/test_cli_init_sweep.py)."""
 from __future__ import annotations
 
 import json

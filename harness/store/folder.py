@@ -1,5 +1,5 @@
 """The run folder and its one owner: every file name of a run folder is spelled here and nowhere
-else (tests/test_house.py checks), with the readers and writers of each file, and the one rule
+else (tests/house/test_house.py checks), with the readers and writers of each file, and the one rule
 from a manifest to its eval set.
 
     manifest.json            the run's definition and counts (store/manifest.py builds it)

@@ -52,7 +52,7 @@ def _discounts_of(k: int) -> np.ndarray:
 def _discounts(k: int) -> np.ndarray:
     """log2(rank + 1) for ranks 1..k exactly as ranx's `_dcg` computes them: numba's log2 is the C
     library's, as is `math.log2`, while numpy's own log2 differs in the last bit for some ranks
-    (13 of the first 100,000); ranx's values are the reference (tests/test_ir_metrics.py compares
+    (13 of the first 100,000); ranx's values are the reference (tests/metrics/test_ir_metrics.py compares
     with numba's for every k up to 10,000). No numba here: its import and first compile cost a
     process seconds."""
     return _discounts_of(k) if k > 0 else np.zeros(0)
