@@ -31,10 +31,20 @@ demo: setup
 	echo "demo took $$(( $$(date +%s) - start )) s"
 
 # the suite on TEST_WORKERS processes (pytest-xdist; each test file runs whole in one process, so
-# its module fixtures are built once), longest first (tests/conftest.py); ends with the 15 slowest tests
+# its module fixtures are built once), longest first (tests/durations.json, tests/conftest.py); ends with
+# the 15 slowest tests
 TEST_WORKERS ?= 2
+TEST_LINE = $(BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: setup
-	$(BIN)/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
+	$(TEST_LINE) --durations=15
+
+# make test-durations: the suite as make test runs it, on a numba cache of its own (cold, as in a fresh
+# clone), writes tests/durations.json, the seconds per test file that make test hands out longest first;
+# commit it when files were added or their times changed much
+.PHONY: test-durations
+test-durations: setup
+	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	NUMBA_CACHE_DIR="$$d" $(TEST_LINE) --write-durations
 
 sweep: setup
 	$(BIN)/harness run configs/sweep-handbook.yaml --no-progress

@@ -27,22 +27,58 @@ atexit.register(shutil.rmtree, EMBEDDINGS, True)
 # `make test` runs the files on 2 processes, each file whole in one (pytest-xdist's loadfile), handed
 # out in collection order (--no-loadscope-reorder keeps it; by default xdist puts the files with the
 # most tests first, and a long file of few tests came last, one process idle while the other ran
-# it). The longest first, then, so the last files a process takes are short: seconds per file in a
-# fresh clone on 2 cores (2026-12-03; ranx's first compile is in test_trec_measures); a file not
-# listed keeps its place after these. The order changes no result, only how the files are shared.
-LONGEST_FIRST = {
-    "test_trec_measures.py": 71, "test_evidence.py": 64, "test_report_verdict.py": 42, "test_ir_metrics.py": 39,
-    "test_evidence_adversary.py": 30, "test_reliability_resume.py": 27, "test_workers_llm.py": 26,
-    "test_prompt_gating.py": 24, "test_relevance_labels.py": 24, "test_metrics_oracle.py": 21,
-    "test_reliability_secrets.py": 21, "test_reliability_hostile_evalsets.py": 21, "test_reliability_faults.py": 21,
-    "test_verdicts.py": 21, "test_workers_demo.py": 21, "test_worker_start.py": 19, "test_workers.py": 17,
-    "test_bench_smoke.py": 16, "test_offline_contracts.py": 16, "test_reliability_cache_concurrency.py": 14,
-    "test_defaults.py": 13, "test_offload.py": 12, "test_testing_server.py": 12, "test_llm_layer.py": 11,
-    "test_dense_edge_equal.py": 11, "test_holes.py": 10}
+# it). The longest first, then, so the last files a process takes are short: the seconds per file
+# of tests/durations.json (a file's path under tests/ -> seconds), which `make test-durations` writes
+# (the suite as `make test` runs it, on a cold numba cache as in a fresh clone: ranx's first compile
+# is in metrics/test_trec_measures.py). A file it does not list keeps its place after those it lists;
+# without it, the collection order. The order changes no result, only how the files are shared.
+TESTS = Path(__file__).resolve().parent
+DURATIONS = TESTS / "durations.json"
+
+
+def file_key(path) -> str:
+    """A test file's key in durations.json: its path under tests/."""
+    path = Path(path).resolve()
+    return path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else str(path)
 
 
 def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: -LONGEST_FIRST.get(item.path.name, 0))  # stable: a file's tests keep their order
+    seconds = json.loads(DURATIONS.read_text(encoding="utf-8")) if DURATIONS.is_file() else {}
+    keys = {path: file_key(path) for path in {item.path for item in items}}
+    items.sort(key=lambda item: -seconds.get(keys[item.path], 0))  # stable: a file's tests keep their order
+
+
+def pytest_addoption(parser):
+    parser.addoption("--write-durations", action="store_true",
+                     help="write tests/durations.json: this session's seconds per test file (make test-durations)")
+
+
+def pytest_configure(config):
+    if config.getoption("write_durations") and not hasattr(config, "workerinput"):  # not in an xdist worker
+        config.pluginmanager.register(FileSeconds(config.rootpath), "harness-file-seconds")
+
+
+class FileSeconds:
+    """Setup, call and teardown of every test summed per file, from the reports that reach this
+    process (every worker's do), written to tests/durations.json when the session ran to its end."""
+
+    def __init__(self, rootpath: Path):
+        self.rootpath, self.seconds, self.said = rootpath, {}, ""
+
+    def pytest_runtest_logreport(self, report):
+        key = file_key(self.rootpath / report.nodeid.split("::")[0])
+        self.seconds[key] = self.seconds.get(key, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, exitstatus):
+        if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):  # interrupted: keep the old file
+            self.said = f"{DURATIONS.relative_to(ROOT)} not written (exit {int(exitstatus)})"
+            return
+        table = {k: round(s, 1) for k, s in sorted(self.seconds.items())}
+        DURATIONS.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+        self.said = f"wrote {DURATIONS.relative_to(ROOT)}: seconds of {len(table)} test files"
+
+    def pytest_terminal_summary(self, terminalreporter):
+        terminalreporter.write_line(self.said)
 
 
 def write_set(root: Path, info: dict | None = None, docs: list | None = None, sessions: list | None = None,
