@@ -37,6 +37,13 @@ class Unmeasured(str, Enum):
         return str(reason).split(":", 2)[-1].strip()
 
     @classmethod
+    def each(cls, reasons):
+        """`of` of every reason in a pandas Series, worked out once per distinct reason (a run
+        repeats a few reasons over many turns); a missing one (None, NaN) has none."""
+        kinds = {r: cls.of(r) for r in reasons.dropna().unique()}
+        return reasons.map(kinds)
+
+    @classmethod
     def of(cls, reason) -> Unmeasured | None:
         """The kind of a written reason; None when there is none (None, NaN, empty, `ok`: the value is measured)."""
         if reason is None or (isinstance(reason, float) and math.isnan(reason)) or str(reason) in ("", MEASURED):

@@ -94,7 +94,7 @@ def check_inputs(policy: Policy, runs: list[RunData], pairs: list[Pair]) -> None
                 raise GateUsageError(f"{where}.metric: {why_missing(m, run)}")
             rows = run.turns([m.name])
             if len(rows) and "unmeasured" in rows and rows["value"].isna().all() \
-                    and (rows["unmeasured"].map(Unmeasured.of) == Unmeasured.NOT_MEASURED).all():
+                    and (Unmeasured.each(rows["unmeasured"]) == Unmeasured.NOT_MEASURED).all():
                 raise GateUsageError(f"{where}.metric: {m.name} of {run.name} was not measured "
                                      f"({rows['unmeasured'].iloc[0]}): name a judge endpoint under llm.roles.judge "
                                      f"in the run's config and run `harness judge {run.path}`")
@@ -121,7 +121,7 @@ def infrastructure(policy: Policy, runs: list[RunData], pairs: list[Pair]) -> li
                 rows = rows[rows["arm_id"] == getattr(p, side).arm_id]
                 if rows.empty or "unmeasured" not in rows:
                     continue
-                bad = rows["unmeasured"].astype(object).map(infra_reason).astype(bool)
+                bad = Unmeasured.each(rows["unmeasured"].astype(object)).isin([k for k in Unmeasured if k.infrastructure])
                 if bad.mean() > lim.max_unmeasured_rate:
                     out.append(f"{run.name} {p.label}: {m} unmeasured on {int(bad.sum())} of {len(rows)} turns "
                                f"({bad.mean():.1%} > {lim.max_unmeasured_rate:.1%}; e.g. "

@@ -44,7 +44,7 @@ def judged_rows(s: Scoring) -> Long | None:
     if lack:
         raise RunFolderError(f"{folder.path / JUDGMENTS}: unreadable (no column {', '.join(lack)}: not written by "
                              "`harness judge`); judge the run again or remove the file")
-    j = j[(j["status"].map(Unmeasured.of) != Unmeasured.SKIPPED).to_numpy(bool)]
+    j = j[(Unmeasured.each(j["status"]) != Unmeasured.SKIPPED).to_numpy(bool)]
     if s.judged_sessions is not None:  # scored a session group at a time (harness.metrics.groups)
         j = j[s.judged_sessions(j["session_id"]).to_numpy(bool)]
     return Long(arm=_codes(j["arm_id"].tolist(), s.arm_names), rep=j["repeat"].to_numpy(np.int64),
