@@ -11,7 +11,7 @@ from xml.sax.saxutils import escape
 import pandas as pd
 
 from harness.analysis.unchanged import said
-from harness.analysis.verdict_types import CheckKind, CheckResult, CheckStatus, GateVerdict, Verdict
+from harness.analysis.verdict_types import CheckKind, CheckResult, CheckStatus, GateVerdict, PairSaid, Verdict
 from harness.metrics.segments import segment_keys
 from harness.metrics.stats import paired_frame
 
@@ -59,15 +59,18 @@ def folded(v: GateVerdict) -> tuple[list[CheckResult], str | None]:
     return shown, f"{said(same)}: their {len(hidden)} checks pass or are n/a ({why}gate.json lists every check)"
 
 
-def _pairs(v: GateVerdict) -> list[str]:
-    """The compared pairs, a line each, and the line that stands for the unchanged ones."""
-    shown, line = folded(v)
+def changed_pairs(v: GateVerdict) -> list[tuple[PairSaid, str]]:
+    """The pairs said one by one (those not folded into the unchanged line) with what changed."""
+    return [(p, "; ".join(p.changes) if p.changes else "no change in parameters or models") for p in v.pairs
+            if p.label not in v.unchanged or p.changes]
+
+
+def _pairs(v: GateVerdict, line: str | None) -> list[str]:
+    """The compared pairs, a line each, and `line`, which stands for the unchanged ones."""
     lines = [f"Compared {len(v.pairs)} arm(s) by label:"]
-    for p in v.pairs:
+    for p, changes in changed_pairs(v):
         how = "" if p.how == "label" else f" (paired by {p.how})"
-        if p.label not in v.unchanged or p.changes:
-            lines.append(f"- {p.label}{how}: " + ("; ".join(p.changes) if p.changes else
-                                                 "no change in parameters or models"))
+        lines.append(f"- {p.label}{how}: {changes}")
     return lines + ([f"- {line}"] if line else [])
 
 
@@ -79,8 +82,8 @@ def to_markdown(v: GateVerdict) -> str:
     lines = [head, "", f"baseline `{v.baseline}` → candidate `{v.candidate}`"
              + (f", compared on {on}{v.scope}" if v.scope else ""), ""]
     lines += [f"- ℹ️ {n}" for n in v.evidence] + ([""] if v.evidence else [])
-    shown, _ = folded(v)
-    lines += _pairs(v)
+    shown, line = folded(v)
+    lines += _pairs(v, line)
     lines += [""] + [f"- ⚠️ {w}" for w in v.warnings] + [f"- ⚠️ {msg}" for msg in v.infrastructure]
     # the same counts as harness compare and the report: the same CI and p
     lines += ["", f"Each rule: {v.statistics.said}; no p is adjusted for multiplicity (each rule is one declared "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 from rich.markup import escape
 
-from harness.analysis.gate_report import folded
+from harness.analysis.gate_report import changed_pairs, folded
 from harness.analysis.verdict_types import CheckKind, CheckResult, CheckStatus, GateVerdict, Verdict
 from harness.errors import Exit
 from harness.metrics.stats import STATS
@@ -35,10 +35,7 @@ def gate_summary(v: GateVerdict) -> list:
         said.append(f"[yellow]not compared (coverage: subset):[/yellow] {escape(v.not_compared)}")
     said += [f"[cyan]note:[/cyan] {escape(n)}" for n in v.evidence]
     shown, line = folded(v)
-    for p in v.pairs:
-        if p.label not in v.unchanged or p.changes:
-            said.append(escape(f"  {p.label}: " + ("; ".join(p.changes) if p.changes else
-                                                    "no change in parameters or models")))
+    said += [escape(f"  {p.label}: {changes}") for p, changes in changed_pairs(v)]
     said += [escape(f"  {line}")] if line else []
     said += [f"[yellow]warning:[/yellow] {escape(w)}" for w in v.warnings + v.infrastructure]
     rows = [_check_row(r) for r in shown]
