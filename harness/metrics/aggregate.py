@@ -67,6 +67,11 @@ def _quantiles(vals: np.ndarray) -> tuple[float, float]:
     return _linear(s, 50.0 / 100), _linear(s, 95.0 / 100)
 
 
+def distinct(codes: np.ndarray) -> int:
+    """How many distinct values non-negative integer codes hold (len(np.unique(codes)) without a sort)."""
+    return int(np.count_nonzero(np.bincount(codes))) if len(codes) else 0
+
+
 def _mean(vals: np.ndarray) -> float:
     """The mean of measured values as pandas' Series.mean takes it (numpy's pairwise sum over the
     count), without a Series per group."""
@@ -129,7 +134,7 @@ class Aggregator:
                 out.append(((si, rank[0].get(metric, len(rank[0])), rank[1].get(arm_id, len(rank[1]))), {
                     "arm_id": arm_id, "metric": metric, "segment": seg, "mean": _mean(vals) if nm else np.nan,
                     "p50": p50, "p95": p95, "n": nm, "n_unmeasured": int(len(sel) - nm),
-                    "n_sessions": int(len(np.unique(self.lsess[li[sel][meas]]))),
+                    "n_sessions": distinct(self.lsess[li[sel][meas]]),
                     "repeat_sd": float(np.where(has_sd, sds, 0.0).sum() / has_sd.sum()) if has_sd.any() else np.nan}))
         out.sort(key=lambda x: x[0])
         return pd.DataFrame([r for _, r in out], columns=AGG_COLUMNS)

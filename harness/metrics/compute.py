@@ -4,7 +4,6 @@ turns are counted beside the mean, never averaged in as 0 and never dropped sile
 whose arm lacks the capability it needs (harness.store.armset) has no row for that arm."""
 from __future__ import annotations
 
-import itertools
 import tempfile
 import time
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from harness.store.armset import run_arms
 from harness.store.folder import AGG_COLUMNS, METRICS_COLUMNS, TURN_COLUMNS, RunFolder
 from harness.store.manifest import read_manifest
 from harness.metrics.aggregate import Aggregator
-from harness.metrics.groups import GROUP_TURNS, Group, group_parts, score_group
+from harness.metrics.groups import GROUP_TURNS, Group, group_parts, label_groups, score_group
 from harness.metrics.qrels import HUMAN, HUMAN_LLM, LLMLabels, check_qrels, with_llm_labels
 from harness.metrics.segments import Segment, default_segments
 from harness.store.turns import categorical, concat
@@ -99,8 +98,9 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
     with tempfile.TemporaryDirectory(prefix="harness-agg-") as spill, group_parts(folder, labels, group_turns) as gp:
         agg = Aggregator(labels, segments or default_segments(labels), Path(spill))
         stage("read traces and labels")
+        of_row, known = label_groups(labels, [s for s, _ in gp]), set(labels["session_id"].astype(str))
         for i, (sessions, parts) in enumerate(gp):
-            g = score_group(run_dir, man, labels, sessions, parts, list(measures), i == 0)
+            g = score_group(run_dir, man, labels, sessions, parts, list(measures), i == 0, of_row == i, known)
             stage("metrics")
             if g is None or g.per_turn is None:
                 continue
@@ -133,22 +133,35 @@ def typed_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def metrics_pieces(aggregates: pd.DataFrame, turns: Iterable[pd.DataFrame], chunk_rows: int = 1_000_000
-                   ) -> Iterator[pa.Table]:
+SPILL_SCHEMA = pa.schema([("arm_id", pa.large_string()), ("repeat", pa.int64()), ("session_id", pa.large_string()),
+                          ("turn_index", pa.int64()), ("metric", pa.large_string()), ("value", pa.float64()),
+                          ("unmeasured", pa.large_string())])  # compute_metrics' per-turn columns, as Arrow
+
+
+def turn_piece(rows: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table:
+    """Per-turn rows (SPILL_SCHEMA's columns) as a piece of the metrics table of `schema`: kind
+    `turn`, the aggregate columns null. Arrow to Arrow, no frame per piece."""
+    n = rows.num_rows
+    cols = [pa.repeat(pa.scalar("turn", f.type), n) if f.name == "kind" else
+            rows.column(f.name).cast(f.type) if f.name in rows.schema.names else pa.nulls(n, f.type) for f in schema]
+    return pa.Table.from_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in cols],
+                                schema=schema)
+
+
+def metrics_pieces(aggregates: pd.DataFrame, turns: Iterable[pd.DataFrame | pa.Table | pa.RecordBatch],
+                   chunk_rows: int = 1_000_000) -> Iterator[pa.Table]:
     """The metrics table as written, a piece at a time: aggregate rows (kind=aggregate), then the
-    per-turn rows of each frame of `turns` (kind=turn) a million at a time, every piece of the first
-    piece's schema."""
+    per-turn rows of each frame (or Arrow table of SPILL_SCHEMA) of `turns` (kind=turn) a million
+    at a time, every piece of the first piece's schema."""
     agg = aggregates.assign(kind="aggregate", session_id=None, turn_index=None, repeat=None, value=None,
                             unmeasured=None)
-    schema = None
-    pieces = (pt.iloc[a:a + chunk_rows] for pt in turns for a in range(0, len(pt), chunk_rows))
-    for part in itertools.chain([agg], pieces):  # one piece in memory at a time
-        if part is not agg:
-            part = part.assign(kind="turn", segment=None, mean=None, p50=None, p95=None, n=None, n_unmeasured=None,
-                               n_sessions=None, repeat_sd=None)
-        t = pa.Table.from_pandas(typed_metrics_frame(part), preserve_index=False)
-        schema = schema or t.schema
-        yield t.cast(schema) if not t.schema.equals(schema) else t
+    first = pa.Table.from_pandas(typed_metrics_frame(agg), preserve_index=False)
+    yield first
+    for pt in turns:
+        t = pt if not isinstance(pt, pd.DataFrame) else pa.Table.from_pandas(pt, schema=SPILL_SCHEMA,
+                                                                                preserve_index=False)
+        for a in range(0, t.num_rows, chunk_rows):  # one piece in memory at a time
+            yield turn_piece(t.slice(a, chunk_rows), first.schema)
 
 
 def write_pieces(run_dir: Path, pieces: Iterable[pa.Table],

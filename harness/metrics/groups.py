@@ -125,17 +125,25 @@ def family_rows(s: Scoring, stage=lambda name: None) -> list[Long]:
     return out
 
 
+def label_groups(labels: pd.DataFrame, groups: list[list[str]]) -> np.ndarray:
+    """The session group of each label row (by its session id), computed once for every group."""
+    of = pd.Index([s for g in groups for s in g]).get_indexer(labels["session_id"].astype(str))
+    return np.repeat(np.arange(len(groups)), [len(g) for g in groups])[of]
+
+
 def score_group(run_dir: Path, man: Manifest, labels: pd.DataFrame, sessions: list[str], parts: list[Path],
-                measures: list[str], first: bool) -> Group | None:
+                measures: list[str], first: bool, mine: np.ndarray | None = None, known: set[str] | None = None
+                ) -> Group | None:
     """Every family's per-turn rows over one group's traces (None: the group has no trace row).
-    `first`: the group that also takes judgments of sessions no label names."""
-    mine = labels["session_id"].astype(str).isin(set(sessions)).to_numpy()
+    `first`: the group that also takes judgments of sessions no label names. `mine` (the group's label
+    rows) and `known` (every session id the labels name): taken from the labels unless given."""
+    mine = labels["session_id"].astype(str).isin(set(sessions)).to_numpy() if mine is None else mine
     lab = labels[mine]
     rows = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
     if not rows:
         return None
     s = scoring(run_dir, man, lab.reset_index(drop=True), Traces.read(run_dir, parts))
-    known = set(labels["session_id"].astype(str))
+    known = set(labels["session_id"].astype(str)) if known is None else known
     s.judged_sessions = lambda ids: ids.astype(str).isin(set(sessions)) | (first & ~ids.astype(str).isin(known))
     s.settings["measures"] = [*s.settings["measures"], *measures]
     found = family_rows(s)

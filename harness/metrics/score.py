@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from harness.defaults import metric_settings
 from harness.metrics.coinciding import TOP, CoincidingSums, top_keys
-from harness.metrics.compute import MetricsResult, compute_metrics, metrics_pieces, write_pieces
+from harness.metrics.compute import SPILL_SCHEMA, MetricsResult, compute_metrics, metrics_pieces, write_pieces
 from harness.metrics.families.answers import abstention_table
 from harness.metrics.families.guards import filter_fields_table, merge_filter_fields
 from harness.metrics.families.pool import hole_sums, holes_rounded
@@ -39,9 +39,6 @@ COINCIDING_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "ranking",
                       "error"]
 
 TURN_GROUP = 131_072  # per-turn rows of one row group of the metrics file: `harness show` reads one per block
-SPILL_SCHEMA = pa.schema([("arm_id", pa.large_string()), ("repeat", pa.int64()), ("session_id", pa.large_string()),
-                          ("turn_index", pa.int64()), ("metric", pa.large_string()), ("value", pa.float64()),
-                          ("unmeasured", pa.large_string())])  # compute_metrics' per-turn columns
 
 
 @dataclass
@@ -104,7 +101,7 @@ class _Blocks:
                 self.writers[key] = pq.ParquetWriter(self.paths[key], SPILL_SCHEMA)
             self.writers[key].write_table(t.slice(a, b - a))
 
-    def turns(self, metrics: list[str], arms: list[str], chunk_rows: int = 1_000_000) -> Iterator[pd.DataFrame]:
+    def turns(self, metrics: list[str], arms: list[str], chunk_rows: int = 1_000_000) -> Iterator[pa.Table]:
         """The spilled rows block by block (metrics in `metrics`' order, arms in `arms`', any other
         after), at most `chunk_rows` at a time and never two blocks in one piece."""
         for w in self.writers.values():
@@ -114,7 +111,7 @@ class _Blocks:
         for key in sorted(self.paths, key=lambda k: (rank_m.get(k[0], len(rank_m)), k[0] if k[0] not in rank_m else "",
                                                      rank_a.get(k[1], len(rank_a)), k[1])):
             for batch in pq.ParquetFile(self.paths[key]).iter_batches(batch_size=chunk_rows):
-                yield batch.to_pandas()
+                yield pa.Table.from_batches([batch])
 
 
 class _Tables:
