@@ -189,7 +189,7 @@ def _missing(m, run_dir: Path, res) -> str:
 
 
 def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool = False, steps: bool = True,
-             qrels: str | None = None):
+             qrels: str | None = None, workers: int | None = None):
     """Score a run folder (every table into the folder), then print them (or where they are);
     `steps`: say on stderr what it does first."""
     from harness.analysis.pool_warnings import agreement_said, holes_summary, qrels_note
@@ -201,7 +201,7 @@ def _metrics(run_dir: Path, metric_names: list[str] | None = None, quiet: bool =
     _check_metric_names(metric_names or [])
     if steps:
         say(f"scoring: {Path(run_dir).name}: every metric per turn and segment, paired comparisons", stderr=True)
-    scored = score_run(run_dir, metric_names or [], qrels)  # a ranking measure named here is computed too
+    scored = score_run(run_dir, metric_names or [], qrels, workers=workers)  # a ranking measure named here is computed too
     done = scored.completeness
     if done is not None and not done.complete:
         err.print(f"[yellow]warning: partial:[/yellow] {escape(done.describe())}. These tables are partial (they say "
@@ -334,13 +334,15 @@ def metrics(run_dir: Path, metric: list[str] = typer.Option([], "--metric", "-m"
                                                          "is computed as well"),
             qrels: Optional[str] = typer.Option(None, "--qrels", help="human (people's labels) | human+llm (and an "
                                                 "LLM's for the holes: harness judge --relevance); default: what the "
-                                                "run was scored with, else human")):
+                                                "run was scored with, else human"),
+            workers: Optional[int] = typer.Option(None, "--workers", min=1, help="processes that score the run's "
+                                                  "session groups (default: the machine's cores; docs/scaling.md)")):
     """Score a run folder from its traces and labels alone; write its metrics and tables into it; print them. An
     unfinished run is scored all the same and its tables are marked partial."""
 
     if not RunFolder(run_dir).is_run():
         fail(f"{run_dir}: not a run folder")
-    _metrics(run_dir, metric or None, qrels=qrels)
+    _metrics(run_dir, metric or None, qrels=qrels, workers=workers)
 
 
 @app.command()

@@ -78,27 +78,19 @@ def _mean(vals: np.ndarray) -> float:
     return float(vals.sum() / len(vals))
 
 
-class Aggregator:
-    """Aggregates per (arm, metric, segment) over per-turn rows fed a session group at a time
-    (`add`): each turn's value (repeats averaged), between-repeat spread, measured repeats, label
-    row are appended to a temporary file per (arm, metric), and
-    `table` aggregates one (arm, metric) at a time. What stays in memory is one (arm, metric)'s
-    turns (four floats a turn), not the run's per-turn table. Means over measured turns in the
-    order fed (repeats: a turn's value is the mean of its measured repeats)."""
+class TurnSpill:
+    """One session group's per-turn rows, as Aggregator reads them: each turn's value (repeats
+    averaged), between-repeat spread, measured repeats and label row (its position in the run's
+    labels, `positions` of the group's `labels`) appended to a temporary file per (arm, metric),
+    named by `prefix`. Written where the group is scored; its `files` go to Aggregator.merge."""
 
-    def __init__(self, labels: pd.DataFrame, segments: list[Segment], spill: Path):
-        self.names = [seg.name for seg in segments]
-        self.masks = np.stack([seg.mask(labels).to_numpy(bool) for seg in segments]) if segments else None
-        self.turns = TurnLookup(labels)
-        self.lsess = self.turns.codes
-        self.spill, self.files = Path(spill), {}
-
-    def _rows(self, per_turn: pd.DataFrame) -> np.ndarray:
-        """Label row of each per-turn row (-1: none)."""
-        return self.turns.rows(per_turn["session_id"], per_turn["turn_index"])
+    def __init__(self, labels: pd.DataFrame, positions: np.ndarray, spill: Path, prefix: str):
+        self.turns, self.positions = TurnLookup(labels), np.asarray(positions, np.int64)
+        self.spill, self.prefix = Path(spill), prefix
+        self.files: dict[tuple[str, str], list[Path]] = {}  # (arm, metric) -> its file
 
     def add(self, per_turn: pd.DataFrame) -> None:
-        """One session group's per-turn rows (compute_metrics' columns)."""
+        """The group's per-turn rows (compute_metrics' columns), fed once."""
         keys = ["arm_id", "metric", "session_id", "turn_index"]
         pt = per_turn.assign(value=pd.to_numeric(per_turn["value"], errors="coerce").astype(float))
         if pt.duplicated(keys).any():  # repeats: a turn's value is the mean of its measured repeats
@@ -107,21 +99,42 @@ class Aggregator:
             pt = pt.rename(columns={"mean": "value", "std": "sd", "count": "nrep"})
         else:
             pt = pt.assign(sd=np.nan, nrep=(~np.isnan(pt["value"].to_numpy())).astype(float))
+        at = self.turns.rows(pt["session_id"], pt["turn_index"])
+        rows_of = np.where(at >= 0, self.positions[np.clip(at, 0, None)] if len(self.positions) else -1, -1)
         data = np.column_stack([pt["value"].to_numpy(float), pt["sd"].to_numpy(float), pt["nrep"].to_numpy(float),
-                                self._rows(pt).astype(float)])
+                                rows_of.astype(float)])
         for rows in groups(pair_codes(pt["arm_id"], pt["metric"])):
             key = (str(pt["arm_id"].iloc[rows[0]]), str(pt["metric"].iloc[rows[0]]))
-            path = self.files.setdefault(key, self.spill / f"agg-{len(self.files):05d}.f8")
-            with open(path, "ab") as f:
-                data[rows].tofile(f)
+            path = self.spill / f"agg-{self.prefix}{len(self.files):05d}.f8"
+            self.files[key] = [path]
+            data[rows].tofile(path)
+
+
+class Aggregator:
+    """Aggregates per (arm, metric, segment) over per-turn rows spilled a session group at a time
+    (TurnSpill, `merge`); `table` aggregates one (arm, metric) at a time. What stays in memory is
+    one (arm, metric)'s turns (four floats a turn), not the run's per-turn table. Means over
+    measured turns in the order fed (repeats: a turn's value is the mean of its measured repeats)."""
+
+    def __init__(self, labels: pd.DataFrame, segments: list[Segment], spill: Path):
+        self.names = [seg.name for seg in segments]
+        self.masks = np.stack([seg.mask(labels).to_numpy(bool) for seg in segments]) if segments else None
+        self.lsess = TurnLookup(labels).codes
+        self.spill = Path(spill)
+        self.files: dict[tuple[str, str], list[Path]] = {}  # (arm, metric) -> its files, in the order fed
+
+    def merge(self, files: dict[tuple[str, str], list[Path]]) -> None:
+        """The files of the next session group's TurnSpill."""
+        for key, paths in files.items():
+            self.files.setdefault(key, []).extend(paths)
 
     def table(self, metrics: list[str], arms: list[str]) -> pd.DataFrame:
         """Rows by segment (in the order given), then metric (`metrics`' order), then arm (`arms`'),
         whatever the session groups were."""
         out = []
         rank = {m: i for i, m in enumerate(metrics)}, {a: i for i, a in enumerate(arms)}
-        for (arm_id, metric), path in self.files.items():
-            value, sd, nrep, li = np.fromfile(path, np.float64).reshape(-1, 4).T
+        for (arm_id, metric), paths in self.files.items():
+            value, sd, nrep, li = np.concatenate([np.fromfile(p, np.float64) for p in paths]).reshape(-1, 4).T
             li = li.astype(np.int64)
             for si, seg in enumerate(self.names):
                 sel = np.flatnonzero((li >= 0) & self.masks[si][np.clip(li, 0, None)])

@@ -92,6 +92,16 @@ class CoincidingSums:
                 if a < b:
                     self.equal[(a, b)] += sum(1 for k, v in tops[a].items() if k in tops[b] and tops[b][k] == v)
 
+    def merge(self, other: "CoincidingSums") -> None:
+        """What another was fed (the next session group): its arms' bits mapped to this one's."""
+        for a, notes in other.notes.items():
+            self.notes.setdefault(a, Counter()).update(notes)
+        for a in other.bit:
+            self.bit.setdefault(a, len(self.bit))
+        moved = {other.bit[a]: self.bit[a] for a in other.bit}
+        self.masks.update(Counter({sum(1 << moved[i] for i in moved if m >> i & 1): n for m, n in other.masks.items()}))
+        self.equal.update(other.equal)
+
     def _common(self, arms: list[str]) -> int:
         need = sum(1 << self.bit[a] for a in arms)
         return sum(n for m, n in self.masks.items() if m & need == need)

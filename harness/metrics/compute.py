@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,10 +18,11 @@ from harness.store.armset import run_arms
 from harness.store.folder import AGG_COLUMNS, METRICS_COLUMNS, TURN_COLUMNS, RunFolder
 from harness.store.manifest import read_manifest
 from harness.metrics.aggregate import Aggregator
-from harness.metrics.groups import GROUP_TURNS, Group, group_parts, label_groups, score_group
+from harness.metrics.fanout import Inputs, pool, scored_groups
+from harness.metrics.groups import GROUP_TURNS, session_groups, split_parts
 from harness.metrics.qrels import HUMAN, HUMAN_LLM, LLMLabels, check_qrels, with_llm_labels
 from harness.metrics.segments import Segment, default_segments
-from harness.store.turns import categorical, concat
+from harness.store.turns import concat
 
 
 
@@ -77,14 +77,16 @@ def empty_result(manifest: dict, labels: pd.DataFrame) -> MetricsResult:
 
 def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timings: dict | None = None,
                     measures: list[str] = (), qrels: str = HUMAN, group_turns: int = GROUP_TURNS,
-                    each_group: Callable[[Group], None] | None = None,
-                    keep: Callable[[str], bool] | None = None) -> MetricsResult:
+                    each_group=None,
+                    keep: Callable[[str], bool] | None = None, workers: int = 1) -> MetricsResult:
     """Per-turn values of every registered metric and their aggregates, computed a session group
     of about `group_turns` labelled turns at a time (harness.metrics.groups). `timings`, when
     given, receives seconds per stage; `measures`: ranking measures to compute beyond the run's
     settings (`harness metrics -m`); `qrels`: people's labels, or people's and an LLM's for the
-    holes. `each_group`: called with every group as it is scored (the scoring step streams its
-    tables from it); `keep`: which metrics' per-turn rows the result holds (None: all)."""
+    holes. `each_group`: what takes every group's tables (the scoring step streams its tables from
+    it): each group is fed to an `empty` copy of it, `close`d, and `merge`d into it in the groups'
+    order (harness.metrics.fanout); `keep`: which metrics' per-turn rows the result holds (None:
+    all); `workers`: processes that score the groups (1: this one)."""
     stage = _Stages(timings)
     run_dir = Path(run_dir)
     man = read_manifest(run_dir)
@@ -95,30 +97,29 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
     if not folder.parts():
         return empty_result(man, labels)
     frames, names = [], []
-    with tempfile.TemporaryDirectory(prefix="harness-agg-") as spill, group_parts(folder, labels, group_turns) as gp:
+    groups = session_groups(labels, group_turns)
+    with tempfile.TemporaryDirectory(prefix="harness-groups-") as spill:
+        inputs = Inputs(run_dir, man, list(measures), Path(spill), each_group, keep)
         agg = Aggregator(labels, segments or default_segments(labels), Path(spill))
-        stage("read traces and labels")
-        of_row, known = label_groups(labels, [s for s, _ in gp]), set(labels["session_id"].astype(str))
-        for i, (sessions, parts) in enumerate(gp):
-            g = score_group(run_dir, man, labels, sessions, parts, list(measures), i == 0, of_row == i, known)
-            stage("metrics")
-            if g is None or g.per_turn is None:
-                continue
-            merge_order(names, g.metrics)
-            agg.add(g.per_turn)
-            if each_group is not None:
-                each_group(g)
-            frames.append(g.per_turn if keep is None else categorical(g.per_turn[g.per_turn["metric"].isin(
-                [m for m in g.metrics if keep(m)])]))
-            stage("aggregates")
+        with pool(inputs, workers if len(groups) > 1 else 1) as ex:  # its workers end with the groups
+            gp = list(zip(groups, split_parts(folder.parts(), groups, Path(spill), ex, workers)))
+            stage("read traces and labels")
+            for done in scored_groups(ex, inputs, labels, gp):
+                stage("metrics")
+                if done is None:
+                    continue
+                merge_order(names, done.metrics)
+                agg.merge(done.agg_files)
+                if done.tables is not None:
+                    each_group.merge(done.tables)
+                frames.append(done.kept)
+                stage("aggregates")
         table = agg.table(names, sorted(a["arm_id"] for a in man.arms))
     if not names:
         return empty_result(man, labels)
     per_turn = concat(frames).reset_index(drop=True)
     stage("per-turn frame")
     return MetricsResult(per_turn, table, [a["arm_id"] for a in man.arms], names, labels, run_arms(man), llm)
-
-
 
 
 def typed_metrics_frame(df: pd.DataFrame) -> pd.DataFrame:

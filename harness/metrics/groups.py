@@ -5,11 +5,9 @@ session's turns never span two groups, so what the statistics resample (sessions
 one group, and the memory of a group's arrays does not grow with the run."""
 from __future__ import annotations
 
-import tempfile
-from contextlib import contextmanager
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -18,7 +16,6 @@ import pyarrow.parquet as pq
 
 from harness.metrics.kernel import Long, Scoring, Traces, scoring, to_frame
 from harness.metrics.registry import families, lookup
-from harness.store.folder import RunFolder
 from harness.store.record import Manifest
 from harness.store.traces import KEY, SCHEMA, TraceError
 
@@ -51,14 +48,13 @@ def session_groups(labels: pd.DataFrame, group_turns: int = GROUP_TURNS) -> list
     return groups + [current] if current or not groups else groups
 
 
-def _split(parts: list[Path], groups: list[list[str]], out: Path) -> list[list[Path]]:
-    """The trace rows of each group in a file of its own, read part by part once. Rows of a session
-    no label names go with the first group (where scoring refuses them, as for one group)."""
-    if len(groups) == 1:
-        return [list(parts)]
+def split_into(parts: list[Path], groups: list[list[str]], out: Path, tag: str) -> list[Path | None]:
+    """The trace rows of `parts` of each group in a file of its own (`out`/group-i-`tag`), read part
+    by part once; each group's file (None: no row). Rows of a session no label names go with the
+    first group (where scoring refuses them, as for one group)."""
     index = pd.Index([s for g in groups for s in g])
     group_of = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
-    paths = [out / f"group-{i:05d}.parquet" for i in range(len(groups))]
+    paths = [out / f"group-{i:05d}-{tag}.parquet" for i in range(len(groups))]
     writers: dict[int, pq.ParquetWriter] = {}
     try:
         for p in parts:
@@ -75,16 +71,20 @@ def _split(parts: list[Path], groups: list[list[str]], out: Path) -> list[list[P
     finally:
         for w in writers.values():
             w.close()
-    return [[paths[i]] if i in writers else [] for i in range(len(groups))]
+    return [paths[i] if i in writers else None for i in range(len(groups))]
 
 
-@contextmanager
-def group_parts(folder: RunFolder, labels: pd.DataFrame, group_turns: int = GROUP_TURNS
-                ) -> Iterator[list[tuple[list[str], list[Path]]]]:
-    """Each session group with the files holding its trace rows (temporary, removed after)."""
-    groups = session_groups(labels, group_turns)
-    with tempfile.TemporaryDirectory(prefix="harness-groups-") as tmp:
-        yield list(zip(groups, _split(folder.parts(), groups, Path(tmp))))
+def split_parts(parts: list[Path], groups: list[list[str]], out: Path, pool: Executor | None = None, n: int = 1
+                ) -> list[list[Path]]:
+    """The files holding each group's trace rows: the run's parts for one group, else temporary files
+    under `out`, the parts read in `n` consecutive runs on `pool` (None: here) (each group's files in
+    the parts' order, so its rows are in the order one reader gives)."""
+    if len(groups) == 1:
+        return [list(parts)]
+    runs = [c.tolist() for c in np.array_split(np.arange(len(parts)), max(1, min(n, len(parts)))) if len(c)]
+    calls = [([parts[k] for k in r], groups, out, f"{j:03d}") for j, r in enumerate(runs)]
+    got = list(pool.map(split_into, *zip(*calls))) if pool is not None else [split_into(*c) for c in calls]
+    return [[r[i] for r in got if r[i] is not None] for i in range(len(groups))]
 
 
 def read_rounds(parts: list[Path], columns: list[str], table: bool = False) -> pd.DataFrame | pa.Table:

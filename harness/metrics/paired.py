@@ -6,6 +6,7 @@ writing are elsewhere. Fed a session group at a time (`PairedSums.add`): what th
 resample are sessions, so each comparison keeps per-session sums, never the run's turns."""
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -13,8 +14,9 @@ import pandas as pd
 
 from harness.metrics.registry import direction_of, headline
 from harness.metrics.segments import TurnLookup, parse_segment
-from harness.metrics.stats import (COMPARE_COLUMNS, STATS, bootstrap_of_sums, holm_over, min_detectable_drop,
-                                   paired_frame, randomization_of_sums, session_sums, wins_ties_losses)
+from harness.metrics.stats import (COMPARE_COLUMNS, STATS, TurnMeans, bootstrap_of_sums, holm_over,
+                                   min_detectable_drop, paired_means, randomization_of_sums, session_sums,
+                                   wins_ties_losses)
 
 DEFAULT_SEGMENTS = ("all", "turn_index>=2")
 TIE = 1e-12  # a difference this small is a tie (stats.compare_arms' tol)
@@ -52,6 +54,15 @@ class _Sums:
         self.a, self.b = self.a + float(frame["a"].sum()), self.b + float(frame["b"].sum())
         self.n, self.unmeasured = self.n + len(frame), self.unmeasured + unmeasured
         self.wtl += wins_ties_losses(frame, TIE, direction)
+
+    def merge(self, other: "_Sums") -> None:
+        """The sums of the next session group, fed to another (an `empty` PairedSums')."""
+        self.sums += other.sums
+        self.counts += other.counts
+        self.means_a += other.means_a
+        self.a, self.b = self.a + other.a, self.b + other.b
+        self.n, self.unmeasured = self.n + other.n, self.unmeasured + other.unmeasured
+        self.wtl += other.wtl
 
     def row(self, n_resamples: int, seed: int) -> dict:
         sums, counts = (np.concatenate(x) if x else np.zeros(0) for x in (self.sums, self.counts))
@@ -102,20 +113,39 @@ class PairedSums:
         for arm, g in cost.groupby("arm_id", sort=False):
             c = self.cost.setdefault(arm, [0.0, 0])
             c[0], c[1] = c[0] + float(g["value"].sum()), c[1] + len(g)
-        lookup = TurnLookup(labels)
-        at = lookup.rows(pt["session_id"], pt["turn_index"])
+        lookup, means = TurnLookup(labels), TurnMeans(pt)  # each arm's turn means once, then per segment
+        rows: dict[tuple[str, str], np.ndarray] = {}  # (metric, arm) -> the label row of each of its turns
+
+        def within(m: str, arm: str, mask: np.ndarray) -> pd.Series:
+            s = means.of(m, arm)
+            if (m, arm) not in rows:
+                rows[(m, arm)] = lookup.rows(s.index.get_level_values(0), s.index.get_level_values(1))
+            return s[lookup.within(rows[(m, arm)], mask)]
+
         measured = set(pt["metric"])
         for seg in self.segments:
             mask = seg.mask(labels).to_numpy(bool)
             if not mask.any():
                 continue
-            sub = pt[lookup.within(at, mask)]
             for m in (m for m in self.metrics if m in measured):
-                rows = sub[sub["metric"] == m]
-                direction = direction_of(m)
+                direction, ref = direction_of(m), within(m, self.ref, mask)
                 for arm in self.others:
-                    frame, unm = paired_frame(rows, m, self.ref, arm)
+                    frame, unm = paired_means(ref, within(m, arm, mask))
                     self.sums.setdefault((seg.name, m, arm), _Sums()).add(frame, unm.either, direction)
+
+    def empty(self) -> "PairedSums":
+        """One of the same comparisons with nothing fed yet (a session group scored in another process)."""
+        out = copy.copy(self)
+        out.sums, out.cost = {}, {}
+        return out
+
+    def merge(self, other: "PairedSums") -> None:
+        """What an `empty` one was fed: the next session group's sums."""
+        for key, sums in other.sums.items():
+            self.sums.setdefault(key, _Sums()).merge(sums)
+        for arm, (total, n) in other.cost.items():
+            c = self.cost.setdefault(arm, [0.0, 0])
+            c[0], c[1] = c[0] + total, c[1] + n
 
     def table(self) -> pd.DataFrame:
         frames = []

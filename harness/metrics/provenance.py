@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterable
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -45,7 +46,7 @@ SOURCES = ("metrics", "guards/identifiers.py", "guards/units.py", "store/armset.
 NEUTRAL = ("__init__.py", "analysis/__init__.py", "arms/__init__.py", "guards/__init__.py", "store/__init__.py",
            "roles/__init__.py", "strict.py",
            "store/manifest.py", "store/integrity.py", "store/shard.py", "yamlpos.py", "errors.py", "evalset/__init__.py",
-           "evalset/folder.py")
+           "evalset/folder.py", "forking.py")
 
 
 @functools.cache
@@ -73,6 +74,19 @@ class _Column:
 
     def __init__(self):
         self.valid, self.values = hashlib.sha256(), hashlib.sha256()
+        self.seen, self.words = pd.Index([], dtype=object), np.zeros(0, np.uint64)  # strings met, their digests
+
+    def _digests(self, dictionary: pa.Array) -> np.ndarray:
+        """The digest of each string of a piece's dictionary, each distinct string digested once per
+        column (looked up by a hash index, not a call per string per piece)."""
+        values = dictionary.to_numpy(zero_copy_only=False).astype(object)
+        pos = self.seen.get_indexer(values)
+        if (pos < 0).any():
+            fresh = pd.unique(values[pos < 0])
+            self.seen = self.seen.append(pd.Index(fresh, dtype=object))
+            self.words = np.concatenate([self.words, np.array([_digest8(v) for v in fresh], np.uint64)])
+            pos = self.seen.get_indexer(values)
+        return self.words[pos]
 
     def update(self, arr: pa.Array) -> None:
         text = pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)
@@ -82,7 +96,7 @@ class _Column:
         self.valid.update(pc.is_valid(arr).to_numpy(zero_copy_only=False).tobytes())
         if text:
             enc = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
-            words = np.array([_digest8(v) for v in enc.dictionary.to_pylist()] + [_digest8(None)], np.uint64)
+            words = np.append(self._digests(enc.dictionary), np.uint64(_digest8(None)))
             self.values.update(words[np.asarray(enc.indices.fill_null(-1), np.int64)].astype("<u8").tobytes())
             return
         if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type) or pa.types.is_boolean(arr.type):

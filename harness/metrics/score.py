@@ -7,6 +7,7 @@ Every table carries the stamp of what it was computed from (harness/metrics/prov
 whether the run was complete when it was scored."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import tempfile
 from dataclasses import dataclass
@@ -16,11 +17,11 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from harness.defaults import metric_settings
 from harness.metrics.coinciding import TOP, CoincidingSums, top_keys
 from harness.metrics.compute import SPILL_SCHEMA, MetricsResult, compute_metrics, metrics_pieces, write_pieces
+from harness.metrics.fanout import default_workers
 from harness.metrics.families.answers import abstention_table
 from harness.metrics.families.guards import filter_fields_table, merge_filter_fields
 from harness.metrics.families.pool import hole_sums, holes_rounded
@@ -78,12 +79,14 @@ def _kept(metric: str) -> bool:
 
 
 class _Blocks:
-    """The groups' per-turn rows spilled per (metric, arm), one temporary file each, so that the
-    metrics file holds each metric's rows of each arm together (in session order) and a reader of
+    """The groups' per-turn rows spilled per (metric, arm), temporary files named by `prefix`, so that
+    the metrics file holds each metric's rows of each arm together (in session order) and a reader of
     one metric reads its blocks only, by the row groups' statistics (harness.store.folder.RunData)."""
 
-    def __init__(self, spill: Path):
-        self.spill, self.writers, self.paths = spill, {}, {}
+    def __init__(self, spill: Path, prefix: str = ""):
+        self.spill, self.prefix = spill, prefix
+        self.writers: dict[tuple[str, str], pa.ipc.RecordBatchFileWriter] = {}  # (metric, arm) -> its open file
+        self.paths: dict[tuple[str, str], list[Path]] = {}  # (metric, arm) -> its files, in session order
 
     def add(self, per_turn: pd.DataFrame) -> None:
         mc, metrics = pd.factorize(per_turn["metric"])
@@ -97,21 +100,48 @@ class _Blocks:
                 continue
             key = (str(metrics[block[order[a]] // max(len(arms), 1)]), str(arms[block[order[a]] % max(len(arms), 1)]))
             if key not in self.writers:
-                self.paths[key] = self.spill / f"block-{len(self.paths):05d}.parquet"
-                self.writers[key] = pq.ParquetWriter(self.paths[key], SPILL_SCHEMA)
+                path = self.spill / f"block-{self.prefix}{len(self.writers):05d}.arrow"
+                self.paths.setdefault(key, []).append(path)
+                self.writers[key] = pa.ipc.new_file(path, SPILL_SCHEMA)  # Arrow's own format: no encoding
             self.writers[key].write_table(t.slice(a, b - a))
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            w.close()
+
+    def merge(self, other: "_Blocks") -> None:
+        """The files of another (the next session group's, written in another process)."""
+        for key, paths in other.paths.items():
+            self.paths.setdefault(key, []).extend(paths)
 
     def turns(self, metrics: list[str], arms: list[str], chunk_rows: int = 1_000_000) -> Iterator[pa.Table]:
         """The spilled rows block by block (metrics in `metrics`' order, arms in `arms`', any other
-        after), at most `chunk_rows` at a time and never two blocks in one piece."""
-        for w in self.writers.values():
-            w.close()
-        self.writers = {}
+        after), `chunk_rows` at a time (a block's last piece fewer), never two blocks in one piece."""
+        self.close()
         rank_m, rank_a = {m: i for i, m in enumerate(metrics)}, {a: i for i, a in enumerate(arms)}
         for key in sorted(self.paths, key=lambda k: (rank_m.get(k[0], len(rank_m)), k[0] if k[0] not in rank_m else "",
                                                      rank_a.get(k[1], len(rank_a)), k[1])):
-            for batch in pq.ParquetFile(self.paths[key]).iter_batches(batch_size=chunk_rows):
-                yield pa.Table.from_batches([batch])
+            yield from _pieces(self.paths[key], chunk_rows)
+
+
+def _pieces(paths: list[Path], rows: int) -> Iterator[pa.Table]:
+    """The rows of `paths` in order, `rows` at a time (the last piece fewer), however the files and
+    their row groups fall."""
+    held: list[pa.RecordBatch] = []
+    n = 0
+    for path in paths:
+        with pa.OSFile(str(path)) as source:  # read into memory (a map would outlive its file)
+            spilled = pa.ipc.open_file(source).read_all()
+        for batch in spilled.to_batches(max_chunksize=rows):
+            held.append(batch)
+            n += batch.num_rows
+            while n >= rows:
+                t = pa.Table.from_batches(held)
+                yield t.slice(0, rows)
+                rest = t.slice(rows)
+                held, n = rest.to_batches(), rest.num_rows
+    if n:
+        yield pa.Table.from_batches(held)
 
 
 class _Tables:
@@ -126,6 +156,30 @@ class _Tables:
         self.spread = SpreadSums(settings=self.settings)
         self.filters, self.coinciding, self.holes = [], CoincidingSums(), {}
         self.blocks = _Blocks(spill)
+
+    def empty(self, prefix: str) -> "_Tables":
+        """One of the same settings with nothing fed yet, spilling to files named by `prefix`: a
+        session group scored in another process (harness.metrics.fanout), `merge`d here after."""
+        out = copy.copy(self)
+        out.paired, out.spread = self.paired.empty(), self.spread.empty()
+        out.filters, out.coinciding, out.holes = [], CoincidingSums(), {}
+        out.blocks = _Blocks(self.blocks.spill, prefix)
+        return out
+
+    def close(self) -> None:
+        self.blocks.close()
+        self.blocks.writers = {}
+
+    def merge(self, other: "_Tables") -> None:
+        """What an `empty` one was fed (the next session group), added in the groups' order."""
+        self.paired.merge(other.paired)
+        self.spread.merge(other.spread)
+        self.blocks.merge(other.blocks)
+        self.filters += other.filters
+        self.coinciding.merge(other.coinciding)
+        for arm, (n, h, e) in other.holes.items():
+            acc = self.holes.setdefault(arm, [0, 0.0, 0.0])
+            acc[0], acc[1], acc[2] = acc[0] + n, acc[1] + h, acc[2] + e
 
     def __call__(self, g: Group) -> None:
         self.paired.add(g.per_turn, g.labels)
@@ -148,12 +202,13 @@ def _hashing(pieces: Iterator[pa.Table], h: ContentHash) -> Iterator[pa.Table]:
         yield piece
 
 
-def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None, group_turns: int = GROUP_TURNS
-              ) -> Scored:
+def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None, group_turns: int = GROUP_TURNS,
+              workers: int | None = None) -> Scored:
     """Every table of a run folder, written into it; `measures`: ranking measures to compute beyond
     the run's metric settings (`harness metrics -m map`); `qrels`: `human` or `human+llm`, None:
     what the folder was scored with before (a stale run scored again keeps its choice). Scored a
-    session group of about `group_turns` labelled turns at a time (harness.metrics.groups)."""
+    session group of about `group_turns` labelled turns at a time (harness.metrics.groups), on
+    `workers` processes (None: the machine's cores; harness.metrics.fanout)."""
     folder = RunFolder(run_dir)
     man = folder.read_manifest()
     done = completeness(folder, man)
@@ -164,7 +219,7 @@ def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None,
     with tempfile.TemporaryDirectory(prefix="harness-score-") as tmp:
         acc = _Tables(folder, man, Path(tmp))
         res = compute_metrics(folder.path, measures=measures, qrels=qrels, group_turns=group_turns,
-                              each_group=acc, keep=_kept)
+                              each_group=acc, keep=_kept, workers=default_workers() if workers is None else workers)
         st.update(qrels=qrels, llm=dataclasses.asdict(res.llm) if res.llm is not None else None)
         tables = {"comparisons": acc.paired.table(), "abstention": abstention_table(res.per_turn, res.labels),
                   "filter_fields": merge_filter_fields(acc.filters),

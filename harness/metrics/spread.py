@@ -5,6 +5,7 @@ differences between arms are the paired comparisons' (harness.metrics.paired). C
 scoring step into the run folder (its `spread` table); the report only reads it."""
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -45,6 +46,22 @@ class SpreadSums:
                     acc[0].append(sums)
                     acc[1].append(counts)
                     acc[2] += len(part)
+
+    def empty(self) -> "SpreadSums":
+        """One of the same metrics with nothing fed yet (a session group scored in another process)."""
+        out = copy.copy(self)
+        out.parts = {}
+        return out
+
+    def merge(self, other: "SpreadSums") -> None:
+        """What an `empty` one was fed: the next session group's sums."""
+        for key, got in other.parts.items():
+            mine = self.parts.setdefault(key, {})
+            for b, (sums, counts, n) in got.items():
+                acc = mine.setdefault(b, [[], [], 0])
+                acc[0] += sums
+                acc[1] += counts
+                acc[2] += n
 
     def table(self) -> pd.DataFrame:
         rows = []

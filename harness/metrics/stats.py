@@ -71,10 +71,10 @@ def paired_frame(per_turn: pd.DataFrame, metric: str, arm_a: str, arm_b: str
     ``session_id, turn_index, a, b`` sorted by session and turn.
     """
     check_columns(per_turn)
-    return _paired(_turn_means(per_turn, metric, arm_a), _turn_means(per_turn, metric, arm_b))
+    return paired_means(_turn_means(per_turn, metric, arm_a), _turn_means(per_turn, metric, arm_b))
 
 
-def _paired(ma: pd.Series, mb: pd.Series) -> tuple[pd.DataFrame, Unmeasured]:
+def paired_means(ma: pd.Series, mb: pd.Series) -> tuple[pd.DataFrame, Unmeasured]:
     """paired_frame of two arms' turn means (`_turn_means`)."""
     if ma.index.equals(mb.index) and ma.index.is_unique and ma.index.is_monotonic_increasing:
         return _paired_aligned(ma, mb)  # the usual case: both arms have a row for the same turns
@@ -142,7 +142,7 @@ class TurnMeans:
 
 def paired_of(means: "TurnMeans", metric: str, arm_a: str, arm_b: str, segment_keys=None) -> pd.DataFrame:
     """paired_frame of two arms' turn means in `means` (restricted to `segment_keys` when given)."""
-    return _paired(means.of(metric, arm_a, segment_keys), means.of(metric, arm_b, segment_keys))[0]
+    return paired_means(means.of(metric, arm_a, segment_keys), means.of(metric, arm_b, segment_keys))[0]
 
 
 def _session_sums(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -314,7 +314,7 @@ def compare_arms(per_turn: pd.DataFrame | TurnMeans, metric: str, reference: str
     ref = means.of(metric, reference, segment_keys)  # once for every candidate
     rows = []
     for arm in candidates:
-        frame, unmeasured = _paired(ref, means.of(metric, arm, segment_keys))
+        frame, unmeasured = paired_means(ref, means.of(metric, arm, segment_keys))
         n_turns = len(frame)
         sums, counts = _session_sums(frame)  # once for the interval and the test
         if n_turns:

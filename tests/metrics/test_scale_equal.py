@@ -178,3 +178,23 @@ def reference_paired_table(per_turn: pd.DataFrame, labels: pd.DataFrame, arms: l
         if r.metric == recall and r.segment == "all" and r.arm in rec and rec[r.arm] not in (0,) else float("nan")
         for r in out.itertuples()]
     return out
+
+
+@pytest.mark.parametrize("name", ["b2b", "handbook", "mtrag"])
+def test_session_groups_scored_on_two_processes_equal_one_process_bit_for_bit(demo_runs, tmp_path, name):
+    """harness.metrics.fanout: groups scored by two worker processes and merged in order give every
+    table of one process's scoring exactly (values, types, row order), and the metrics file its
+    row groups."""
+    files = {}
+    for workers in (1, 2):
+        d = tmp_path / f"w{workers}"
+        shutil.copytree(demo_runs[name], d)
+        score_run(d, group_turns=7, workers=workers)
+        files[workers] = d
+    names = sorted(p.name for p in files[1].glob("*.parquet"))
+    assert names == sorted(p.name for p in files[2].glob("*.parquet")) and "metrics.parquet" in names
+    for n in names:
+        assert pq.read_table(files[2] / n).equals(pq.read_table(files[1] / n)), n
+    one, two = (pq.ParquetFile(files[w] / "metrics.parquet").metadata for w in (1, 2))
+    assert [one.row_group(i).num_rows for i in range(one.num_row_groups)] == [
+        two.row_group(i).num_rows for i in range(two.num_row_groups)]

@@ -235,7 +235,7 @@ def test_spread_table_is_each_arms_mean_and_bootstrap_ci_per_turn_bucket():
 def test_paired_aligned_equals_the_outer_join():
     """Two arms with rows for the same turns are paired from their arrays (no join): the same frame,
     column for column and dtype for dtype, and the same counts of unmeasured turns as the join."""
-    from harness.metrics.stats import TurnMeans, _paired, _paired_aligned, _paired_outer
+    from harness.metrics.stats import TurnMeans, _paired_aligned, paired_means, _paired_outer
 
     rng = np.random.default_rng(3)
     for trial in range(40):
@@ -253,4 +253,4 @@ def test_paired_aligned_equals_the_outer_join():
         slow, slow_counts = _paired_outer(ma, mb)
         pd.testing.assert_frame_equal(fast, slow, check_exact=True)
         assert fast_counts == slow_counts
-        assert _paired(ma, mb)[0].equals(slow)
+        assert paired_means(ma, mb)[0].equals(slow)
