@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 
@@ -44,3 +46,18 @@ def other_threads(pools: list[dict]) -> int:
         return threading.active_count() - 1
     blas = sum(max(0, p["num_threads"] - 1) for p in pools if p["internal_api"] == "openblas")
     return sum(1 for n in names if n not in FORK_READY) - 1 - blas
+
+
+ORPHANED_AFTER_S = 1.0  # how often a helper looks for its parent
+
+
+def leave_with_parent(parent: int) -> None:
+    """In a helper process (a pool's worker), exit at once when `parent` is gone: a worker of a killed
+    pool would otherwise wait on its queue for ever, holding its memory. Polls getppid (the parent's
+    death re-parents the helper), on a daemon thread."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHANED_AFTER_S)
+        os.kill(os.getpid(), signal.SIGKILL)  # at once: no cleanup of a pool that is gone
+
+    threading.Thread(target=watch, name="harness-helper-lifeline", daemon=True).start()

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from harness.forking import start_method
+from harness.forking import leave_with_parent, start_method
 from harness.metrics.aggregate import TurnSpill
 from harness.metrics.groups import label_groups, score_group
 from harness.store.record import Manifest
@@ -98,9 +98,10 @@ def default_workers() -> int:
 _INPUTS: Inputs | None = None  # a worker's, set once when it starts
 
 
-def _start(inp: Inputs) -> None:
+def _start(inp: Inputs, parent: int) -> None:
     global _INPUTS
     _INPUTS = inp
+    leave_with_parent(parent)  # a killed parent's pool would wait on its queue for ever
 
 
 def _task(job: Job) -> Done | None:
@@ -115,7 +116,7 @@ def pool(inp: Inputs, workers: int) -> Iterator[ProcessPoolExecutor | None]:
         yield None
         return
     with ProcessPoolExecutor(workers, mp_context=mp.get_context(start_method()), initializer=_start,
-                             initargs=(inp,)) as ex:
+                             initargs=(inp, os.getpid())) as ex:
         yield ex
 
 

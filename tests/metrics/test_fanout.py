@@ -1,0 +1,65 @@
+"""Scoring's worker processes (harness.metrics.fanout) end with the process that started them: a
+killed `harness metrics` left its pool's workers waiting on their queue, each holding a session
+group's memory (seen: 2 GB apiece an hour after their parent was killed)."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from tests.conftest import ROOT
+
+SCRIPT = ("import sys; from harness.metrics.score import score_run; "
+          "score_run(sys.argv[1], group_turns=5, workers=2)")
+
+
+def children(pid: int) -> set[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat", encoding="utf-8") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.add(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_workers_of_a_killed_scoring_leave_with_it(tmp_path):
+    run = tmp_path / "b2b"
+    shutil.copytree(ROOT / "runs/baselines/b2b", run)
+    parent = subprocess.Popen([sys.executable, "-c", SCRIPT, str(run)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        workers: set[int] = set()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and parent.poll() is None and len(workers) < 2:
+            workers = children(parent.pid)  # its pool's workers (and multiprocessing's resource tracker)
+            time.sleep(0.05)
+        time.sleep(0.5)
+        workers |= children(parent.pid)
+        assert parent.poll() is None and workers, "the scoring ended before its workers could be seen"
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(alive(w) for w in workers):
+            time.sleep(0.1)
+        assert not [w for w in workers if alive(w)], "a worker outlived its killed parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for w in children(parent.pid):
+            os.kill(w, signal.SIGKILL)
