@@ -17,6 +17,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from harness.defaults import metric_settings
 from harness.metrics.coinciding import TOP, CoincidingSums, top_keys
@@ -85,7 +86,7 @@ class _Blocks:
 
     def __init__(self, spill: Path, prefix: str = ""):
         self.spill, self.prefix = spill, prefix
-        self.writers: dict[tuple[str, str], pa.ipc.RecordBatchFileWriter] = {}  # (metric, arm) -> its open file
+        self.writers: dict[tuple[str, str], pq.ParquetWriter] = {}  # (metric, arm) -> this one's open file
         self.paths: dict[tuple[str, str], list[Path]] = {}  # (metric, arm) -> its files, in session order
 
     def add(self, per_turn: pd.DataFrame) -> None:
@@ -100,9 +101,9 @@ class _Blocks:
                 continue
             key = (str(metrics[block[order[a]] // max(len(arms), 1)]), str(arms[block[order[a]] % max(len(arms), 1)]))
             if key not in self.writers:
-                path = self.spill / f"block-{self.prefix}{len(self.writers):05d}.arrow"
+                path = self.spill / f"block-{self.prefix}{len(self.writers):05d}.parquet"
                 self.paths.setdefault(key, []).append(path)
-                self.writers[key] = pa.ipc.new_file(path, SPILL_SCHEMA)  # Arrow's own format: no encoding
+                self.writers[key] = pq.ParquetWriter(path, SPILL_SCHEMA)  # compressed: a month uncompressed filled /tmp
             self.writers[key].write_table(t.slice(a, b - a))
 
     def close(self) -> None:
@@ -130,9 +131,7 @@ def _pieces(paths: list[Path], rows: int) -> Iterator[pa.Table]:
     held: list[pa.RecordBatch] = []
     n = 0
     for path in paths:
-        with pa.OSFile(str(path)) as source:  # read into memory (a map would outlive its file)
-            spilled = pa.ipc.open_file(source).read_all()
-        for batch in spilled.to_batches(max_chunksize=rows):
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=rows):
             held.append(batch)
             n += batch.num_rows
             while n >= rows:
