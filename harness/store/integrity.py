@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.store.armset import run_arms
 from harness.store.folder import JUDGMENTS, LABELS, RunFolder, RunFolderError
 from harness.store.shard import shard_of
-from harness.store.traces import KEY, TraceError, read_traces
+from harness.store.traces import KEY, TraceError, read_part, read_traces
 
 TURN_KEY = ["arm_id", "repeat", "session_id", "turn_index"]
 SHOW = 3  # sessions named per arm in a message
@@ -109,10 +110,24 @@ def planned_turns(manifest: dict, labels: pd.DataFrame) -> pd.DataFrame:
 
 
 def final_keys(folder: RunFolder) -> pd.DataFrame:
-    """arm_id, repeat, session_id, turn_index of every final row (TraceError when a part is unreadable)."""
-    t = read_traces(folder.path, [*TURN_KEY, "is_final"]).to_pandas()
-    t = t[t["is_final"].astype(bool)][TURN_KEY]
-    return t.assign(repeat=t["repeat"].astype(int), turn_index=t["turn_index"].astype(int))
+    """arm_id, repeat, session_id, turn_index of every final row in key order, the ids categorical
+    (TraceError when a part is unreadable). Read a part at a time, the ids as dictionaries: the whole
+    run's keys as strings held GBs of a month's run."""
+    read = [*KEY, "is_final"]
+    pieces = []
+    for p in folder.parts():
+        t = read_part(p, read, folder.path)
+        t = t.filter(pc.fill_null(t.column("is_final"), False)).select(list(KEY))
+        for c in ("arm_id", "session_id"):
+            t = t.set_column(t.schema.get_field_index(c), c, pc.dictionary_encode(t.column(c)))
+        pieces.append(t)
+    if not pieces:
+        return pd.DataFrame({c: pd.Series(dtype="category" if c in ("arm_id", "session_id") else int) for c in TURN_KEY})
+    f = pa.concat_tables(pieces).unify_dictionaries().to_pandas()
+    for c in ("arm_id", "session_id"):  # categories in text order, so that the rows sort as read_traces' do
+        f[c] = f[c].cat.set_categories(sorted(f[c].cat.categories))
+    f = f.sort_values(list(KEY), kind="stable", ignore_index=True)[TURN_KEY]
+    return f.assign(repeat=f["repeat"].astype(int), turn_index=f["turn_index"].astype(int))
 
 
 def check_label_keys(folder: RunFolder, labels: pd.DataFrame) -> None:
@@ -156,10 +171,17 @@ def completeness(folder: RunFolder, manifest: dict | None = None, labels: pd.Dat
 
 
 def _codes(*columns) -> list[np.ndarray]:
-    """Integer codes of the values of `columns` taken together (equal values, equal codes), split back
-    into one array per column."""
-    codes, _ = pd.factorize(np.concatenate([np.asarray(c) for c in columns]))
-    return np.split(codes.astype(np.int64), np.cumsum([len(c) for c in columns])[:-1])
+    """Integer codes of the values of `columns` taken together (equal values, equal codes), one array
+    per column. A categorical column is coded through its categories, its strings never made per row."""
+    values = [np.asarray(c.cat.categories, dtype=object) if isinstance(c.dtype, pd.CategoricalDtype) else np.asarray(c)
+              for c in columns]
+    codes, _ = pd.factorize(np.concatenate(values))
+    out = np.split(codes.astype(np.int64), np.cumsum([len(v) for v in values])[:-1])
+    for i, c in enumerate(columns):
+        if isinstance(c.dtype, pd.CategoricalDtype):  # a missing id (-1) stays apart from every value
+            rows = c.cat.codes.to_numpy(np.int64)
+            out[i] = np.where(rows >= 0, out[i][np.clip(rows, 0, None)], -1)
+    return out
 
 
 def _plan_keys(turns: pd.DataFrame, arm_ids: list[str], repeats: int, finals: pd.DataFrame
@@ -169,15 +191,22 @@ def _plan_keys(turns: pd.DataFrame, arm_ids: list[str], repeats: int, finals: pd
     (10^6 turns of 5 arms: a cross join of 5 x 10^6 rows merged twice)."""
     arm_plan = np.repeat(np.arange(len(arm_ids)), repeats)
     rep_plan = np.tile(np.arange(repeats), len(arm_ids))
-    arm_p, arm_f = _codes(np.asarray(arm_ids, object)[arm_plan], finals["arm_id"].astype(str).to_numpy(object))
+    arm_p, arm_f = _codes(np.asarray(arm_ids, object)[arm_plan], _text(finals["arm_id"]))
     rep_f = finals["repeat"].to_numpy(np.int64)
     ar_p, ar_f = _codes(*_pairs((arm_p, rep_plan), (arm_f, rep_f)))
-    s_p, s_f = _codes(turns["session_id"].astype(str).to_numpy(object), finals["session_id"].astype(str).to_numpy(object))
+    s_p, s_f = _codes(turns["session_id"].astype(str).to_numpy(object), _text(finals["session_id"]))
     st_p, st_f = _codes(*_pairs((s_p, turns["turn_index"].to_numpy(np.int64)),
                                 (s_f, finals["turn_index"].to_numpy(np.int64))))
     width = int(max(st_p.max(initial=-1), st_f.max(initial=-1))) + 1
     plan = (ar_p[:, None] * width + st_p[None, :]).ravel()
     return plan, ar_f * width + st_f
+
+
+def _text(ids: pd.Series):
+    """Ids as text: a categorical's categories (final_keys'), else every row's."""
+    if isinstance(ids.dtype, pd.CategoricalDtype):
+        return ids.cat.rename_categories(ids.cat.categories.astype(str))
+    return ids.astype(str).to_numpy(object)
 
 
 def _pairs(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
