@@ -19,7 +19,7 @@ from harness.metrics.registry import families, lookup
 from harness.store.record import Manifest
 from harness.store.traces import KEY, SCHEMA, TraceError
 
-GROUP_TURNS = 10_000  # labelled turns per session group: bounds the memory of one group's arrays
+GROUP_TURNS = 5_000  # labelled turns per session group: bounds the memory of one group's arrays (a worker's)
 
 
 @dataclass
