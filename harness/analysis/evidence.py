@@ -24,8 +24,9 @@ from harness.errors import BadInput
 from harness.metrics.provenance import freshness
 from harness.metrics.segments import segment_keys
 from harness.store.folder import NotARunFolder, NotScored, RunData, RunFolder, RunFolderError
-from harness.store.integrity import Completeness, completeness, final_keys, inputs
+from harness.store.integrity import Completeness, completeness, inputs
 from harness.store.traces import TraceError
+from harness.store.turn_keys import final_keys
 
 SHOW = 3  # sessions named in a message
 

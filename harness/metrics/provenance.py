@@ -45,7 +45,8 @@ SOURCES = ("metrics", "guards/identifiers.py", "guards/units.py", "store/armset.
 # run is complete, which every reader checks anew)
 NEUTRAL = ("__init__.py", "analysis/__init__.py", "arms/__init__.py", "guards/__init__.py", "store/__init__.py",
            "roles/__init__.py", "strict.py",
-           "store/manifest.py", "store/integrity.py", "store/shard.py", "yamlpos.py", "errors.py", "evalset/__init__.py",
+           "store/manifest.py", "store/integrity.py", "store/turn_keys.py", "store/shard.py", "yamlpos.py", "errors.py",
+           "evalset/__init__.py",
            "evalset/folder.py", "forking.py")
 
 

@@ -5,7 +5,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from harness.store.folder import RunFolder
-from harness.store.integrity import TURN_KEY, completeness, final_keys
+from harness.store.integrity import completeness
+from harness.store.turn_keys import TURN_KEY, final_keys
 from harness.store.traces import read_traces
 from tests.evidence import copy_run
 
