@@ -131,8 +131,13 @@ gate-local: setup
 bench: setup
 	$(BIN)/python bench/all.py
 
-# make bench-scale: harness metrics' peak memory and time at 10^4, 10^5 and 2x10^5 synthetic turns x 5 arms,
-# each in its own process (minutes; not part of make bench, never run by CI); table in bench/results/scale-latest.md
+# make bench-scale: time and peak memory of the replay at 10^4 and 10^5 synthetic turns x 5 offline arms
+# (REPLAY_TURNS; about 24 CPU minutes at 10^5), of scoring, compare and report at 10^4, 10^5 and 10^6
+# (TURNS) and of the gate at 10^4 and 10^5 (GATE_TURNS: it keeps per-turn rows, 5.2 GB at 10^5) on
+# synthetic run folders, each in its own process (not part of make bench, never run by CI); table,
+# slopes and plot in bench/results/scale.md and scale.png, figures in scale.json
 .PHONY: bench-scale
 bench-scale: setup
-	$(BIN)/python bench/scale.py --turns $${TURNS:-10000,100000,200000}
+	$(BIN)/python bench/scale.py --turns $${REPLAY_TURNS:-10000,100000} --stages replay
+	$(BIN)/python bench/scale.py --turns $${TURNS:-10000,100000,1000000} --stages metrics,compare,report --source synth
+	$(BIN)/python bench/scale.py --turns $${GATE_TURNS:-10000,100000} --stages gate --source synth
