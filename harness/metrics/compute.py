@@ -104,7 +104,7 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
         with pool(inputs, workers if len(groups) > 1 else 1) as ex:  # its workers end with the groups
             gp = list(zip(groups, split_parts(folder.parts(), groups, Path(spill), ex, workers)))
             stage("read traces and labels")
-            for done in scored_groups(ex, inputs, labels, gp):
+            for done in scored_groups(ex, inputs, labels, gp, workers):
                 stage("metrics")
                 if done is None:
                     continue

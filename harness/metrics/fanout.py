@@ -9,6 +9,7 @@ import multiprocessing as mp
 import os
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pandas as pd
 
+from harness.errors import Infrastructure
 from harness.forking import leave_with_parent, start_method
 from harness.metrics.aggregate import TurnSpill
 from harness.metrics.groups import label_groups, score_group
@@ -90,9 +92,13 @@ def jobs(labels: pd.DataFrame, gp: list[tuple[list[str], list[Path]]]) -> Iterat
                   set(labels["session_id"].astype(str)) if i == 0 else None)
 
 
+class ScoringWorkerDied(Infrastructure):
+    """A process scoring session groups died (killed, out of memory): exit 3, the run untouched."""
+
+
 def default_workers() -> int:
-    """Processes that score a run's session groups unless told: the machine's cores."""
-    return os.cpu_count() or 1
+    """Processes that score a run's session groups unless told: the cores this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 _INPUTS: Inputs | None = None  # a worker's, set once when it starts
@@ -117,17 +123,25 @@ def pool(inp: Inputs, workers: int) -> Iterator[ProcessPoolExecutor | None]:
         return
     with ProcessPoolExecutor(workers, mp_context=mp.get_context(start_method()), initializer=_start,
                              initargs=(inp, os.getpid())) as ex:
-        yield ex
+        try:
+            yield ex
+        except BaseException as e:
+            ex.shutdown(wait=False, cancel_futures=True)  # the groups not started are dropped, not scored
+            if isinstance(e, BrokenProcessPool):
+                raise ScoringWorkerDied(f"a process scoring session groups died ({e}); nothing was written. Out "
+                                        "of memory? Score with fewer workers (`harness metrics RUN --workers 1`)") from None
+            raise
 
 
 def scored_groups(ex: ProcessPoolExecutor | None, inp: Inputs, labels: pd.DataFrame,
-                  gp: list[tuple[list[str], list[Path]]], ahead: int = 4) -> Iterator[Done | None]:
-    """Every group scored, in order: here one after another (no pool), else on the pool's workers,
-    each sent its group's label rows only, at most `ahead` groups sent before their turn to be
+                  gp: list[tuple[list[str], list[Path]]], workers: int = 1) -> Iterator[Done | None]:
+    """Every group scored, in order: here one after another (no pool), else on the pool's `workers`,
+    each sent its group's label rows only, at most two per worker sent before their turn to be
     merged (so the jobs in flight, not the run, bound what waits here)."""
     if ex is None:
         yield from (score_one(inp, job) for job in jobs(labels, gp))
         return
+    ahead = 2 * max(workers, 2)
     pending: deque = deque()
     for job in jobs(labels, gp):
         pending.append(ex.submit(_task, job))

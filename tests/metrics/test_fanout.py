@@ -63,3 +63,17 @@ def test_the_workers_of_a_killed_scoring_leave_with_it(tmp_path):
             parent.kill()
         for w in children(parent.pid):
             os.kill(w, signal.SIGKILL)
+
+
+def test_a_scoring_worker_that_dies_is_an_infrastructure_error_naming_the_way_out(tmp_path):
+    """A worker killed under it (out of memory) surfaced as BrokenProcessPool: "internal error, a bug
+    of the harness". It is infrastructure (exit 3), and the groups not started are not scored."""
+    import pytest
+
+    from harness.errors import Infrastructure
+    from harness.metrics.fanout import Inputs, ScoringWorkerDied, pool
+
+    with pytest.raises(ScoringWorkerDied, match="--workers 1") as caught:
+        with pool(Inputs(tmp_path, None, [], tmp_path, None, None), 2) as ex:
+            ex.submit(signal.raise_signal, signal.SIGKILL).result()
+    assert isinstance(caught.value, Infrastructure)
