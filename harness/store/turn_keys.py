@@ -44,9 +44,8 @@ def _codes(*columns) -> list[np.ndarray]:
     codes, _ = pd.factorize(np.concatenate(values))
     out = np.split(codes.astype(np.int64), np.cumsum([len(v) for v in values])[:-1])
     for i, c in enumerate(columns):
-        if isinstance(c.dtype, pd.CategoricalDtype):  # a missing id (-1) stays apart from every value
-            rows = c.cat.codes.to_numpy(np.int64)
-            out[i] = np.where(rows >= 0, out[i][np.clip(rows, 0, None)], -1)
+        if isinstance(c.dtype, pd.CategoricalDtype):  # a missing id (code -1) takes the -1 after its codes
+            out[i] = np.append(out[i], -1)[c.cat.codes.to_numpy(np.int64)]
     return out
 
 

@@ -49,3 +49,17 @@ def test_a_final_row_twice_across_parts_is_still_counted(tmp_path):
     pq.write_table(finals.slice(0, 2), folder.new_part(1))
     done = completeness(RunFolder(run))
     assert not done.sound and done.duplicates == 2, done.describe()
+
+
+def test_final_rows_without_a_session_id_are_named_not_a_crash(tmp_path):
+    """Every final row's session id null: an IndexError (exit 3, "a bug of the harness") where the
+    check names rows its plan does not hold."""
+    import pyarrow as pa
+
+    run = copy_run(tmp_path / "run")
+    (part,) = RunFolder(run).parts()
+    t = pq.read_table(part)
+    i = t.schema.get_field_index("session_id")
+    pq.write_table(t.set_column(i, t.schema.field(i), pa.nulls(t.num_rows, pa.string())), part)
+    done = completeness(RunFolder(run))
+    assert not done.sound and not done.complete, done.describe()
