@@ -336,7 +336,7 @@ def metrics(run_dir: Path, metric: list[str] = typer.Option([], "--metric", "-m"
                                                 "LLM's for the holes: harness judge --relevance); default: what the "
                                                 "run was scored with, else human"),
             workers: Optional[int] = typer.Option(None, "--workers", min=1, help="processes that score the run's "
-                                                  "session groups (default: the machine's cores; docs/scaling.md)")):
+                                                  "session groups (default: one per core this process may use; docs/scaling.md)")):
     """Score a run folder from its traces and labels alone; write its metrics and tables into it; print them. An
     unfinished run is scored all the same and its tables are marked partial."""
 
