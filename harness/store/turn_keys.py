@@ -52,26 +52,20 @@ def _codes(*columns) -> list[np.ndarray]:
 def plan_keys(turns: pd.DataFrame, arm_ids: list[str], repeats: int, finals: pd.DataFrame
                ) -> tuple[np.ndarray, np.ndarray]:
     """One integer per planned key (arm, then repeat, then turn: `turns` in their order) and per final
-    row, equal where the (arm_id, repeat, session_id, turn_index) are: no frame of the plan's strings
-    (10^6 turns of 5 arms: a cross join of 5 x 10^6 rows merged twice)."""
+    row (`finals`: final_keys', its ids categorical text), equal where the (arm_id, repeat, session_id,
+    turn_index) are: no frame of the plan's strings (10^6 turns of 5 arms: a cross join of 5 x 10^6
+    rows merged twice)."""
     arm_plan = np.repeat(np.arange(len(arm_ids)), repeats)
     rep_plan = np.tile(np.arange(repeats), len(arm_ids))
-    arm_p, arm_f = _codes(np.asarray(arm_ids, object)[arm_plan], _text(finals["arm_id"]))
+    arm_p, arm_f = _codes(np.asarray(arm_ids, object)[arm_plan], finals["arm_id"])
     rep_f = finals["repeat"].to_numpy(np.int64)
     ar_p, ar_f = _codes(*_pairs((arm_p, rep_plan), (arm_f, rep_f)))
-    s_p, s_f = _codes(turns["session_id"].astype(str).to_numpy(object), _text(finals["session_id"]))
+    s_p, s_f = _codes(turns["session_id"].astype(str).to_numpy(object), finals["session_id"])
     st_p, st_f = _codes(*_pairs((s_p, turns["turn_index"].to_numpy(np.int64)),
                                 (s_f, finals["turn_index"].to_numpy(np.int64))))
     width = int(max(st_p.max(initial=-1), st_f.max(initial=-1))) + 1
     plan = (ar_p[:, None] * width + st_p[None, :]).ravel()
     return plan, ar_f * width + st_f
-
-
-def _text(ids: pd.Series):
-    """Ids as text: a categorical's categories (final_keys'), else every row's."""
-    if isinstance(ids.dtype, pd.CategoricalDtype):
-        return ids.cat.rename_categories(ids.cat.categories.astype(str))
-    return ids.astype(str).to_numpy(object)
 
 
 def _pairs(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
