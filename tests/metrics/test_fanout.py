@@ -41,8 +41,10 @@ def alive(pid: int) -> bool:
 def test_the_workers_of_a_killed_scoring_leave_with_it(tmp_path):
     run = tmp_path / "b2b"
     shutil.copytree(ROOT / "runs/baselines/b2b", run)
+    scratch = tmp_path / "tmp"  # a killed parent cannot remove its temporary folders: keep them in the test's
+    scratch.mkdir()
     parent = subprocess.Popen([sys.executable, "-c", SCRIPT, str(run)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+                              stderr=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(scratch)})
     try:
         workers: set[int] = set()
         deadline = time.monotonic() + 120
