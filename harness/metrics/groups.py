@@ -8,6 +8,7 @@ from __future__ import annotations
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -87,16 +88,17 @@ def split_parts(parts: list[Path], groups: list[list[str]], out: Path, pool: Exe
     return [[r[i] for r in got if r[i] is not None] for i in range(len(groups))]
 
 
-def read_rounds(parts: list[Path], columns: list[str], table: bool = False) -> pd.DataFrame | pa.Table:
-    """`columns` of the trace rows in `parts`, in key order (harness.store.traces.read_traces' order),
-    as a DataFrame (or, with `table`, as Arrow)."""
-    if not parts:
-        t = SCHEMA.empty_table().select(columns)
-        return t if table else t.to_pandas()
+def read_rounds(parts: list[Path], columns: list[str], reduced: dict[str, Callable] | None = None) -> pa.Table:
+    """`columns` of the trace rows in `parts`, in key order (harness.store.traces.read_traces' order).
+    `reduced`: columns replaced, part by part, by what a function makes of each (an array of as many
+    rows) before the rows are put in order, so a wide column (the rankings: 100 ids a row) is never
+    reordered."""
     read = list(dict.fromkeys([*columns, *KEY]))
-    t = pa.concat_tables([pq.read_table(p, columns=read, schema=SCHEMA) for p in parts])
-    t = t.sort_by([(k, "ascending") for k in KEY]).select(columns)
-    return t if table else t.to_pandas()
+    tables = [pq.read_table(p, columns=read, schema=SCHEMA) for p in parts] or [SCHEMA.empty_table().select(read)]
+    for name, f in (reduced or {}).items():
+        tables = [t.set_column(t.column_names.index(name), name, pa.array(f(t.column(name)))) for t in tables]
+    t = pa.concat_tables(tables)
+    return t.sort_by([(k, "ascending") for k in KEY]).select(columns)
 
 
 def applicable(s: Scoring, long: Long) -> Long:

@@ -40,6 +40,7 @@ TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_fi
 COINCIDING_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "ranking", "verdict_reason", "not_applicable",
                       "error"]
 
+SPILL_IDS = [f.name for f in SPILL_SCHEMA if pa.types.is_large_string(f.type)]  # read back as dictionaries
 TURN_GROUP = 131_072  # per-turn rows of one row group of the metrics file: `harness show` reads one per block
 
 
@@ -130,8 +131,8 @@ def _pieces(paths: list[Path], rows: int) -> Iterator[pa.Table]:
     their row groups fall."""
     held: list[pa.RecordBatch] = []
     n = 0
-    for path in paths:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=rows):
+    for path in paths:  # the ids as dictionaries: what is hashed and cast per distinct id, not per row
+        for batch in pq.ParquetFile(path, read_dictionary=SPILL_IDS).iter_batches(batch_size=rows):
             held.append(batch)
             n += batch.num_rows
             while n >= rows:
@@ -185,13 +186,11 @@ class _Tables:
         self.spread.add(g.per_turn)
         self.blocks.add(g.per_turn)
         hole_sums(g.per_turn, self.holes)
-        t = read_rounds(g.parts, TRACE_COLUMNS, table=True)  # rankings stay Arrow: of each, a key of its top 10
-        rounds = t.set_column(t.column_names.index("ranking"), "ranking", pa.array(top_keys(t.column("ranking"), TOP),
-                                                                                   pa.uint64())).to_pandas()
+        # of a ranking only a 64-bit key of its top 10 (equal top 10s, equal keys), not its document ids
+        rounds = read_rounds(g.parts, TRACE_COLUMNS, {"ranking": lambda r: pa.array(top_keys(r, TOP), pa.uint64())}
+                             ).to_pandas()
         if any(f.get("kind") != "entitlement" for f in self.schema) and len(rounds):
             self.filters.append(filter_fields_table(rounds, g.labels, self.schema))
-        # what coinciding reads; of a ranking only a 64-bit key of its top 10 (equal top 10s, equal
-        # keys), not the run's lists of document ids
         self.coinciding.add(rounds.loc[rounds["is_final"], COINCIDING_COLUMNS])
 
 
