@@ -5,6 +5,7 @@ averaged in as 0."""
 from __future__ import annotations
 
 import math
+from concurrent.futures import Executor
 from pathlib import Path
 
 import numpy as np
@@ -36,10 +37,11 @@ def groups(codes: np.ndarray) -> list[np.ndarray]:
     return np.split(order, np.flatnonzero(np.diff(codes[order])) + 1) if len(order) else []
 
 
-def _linear(s: list[float], q: float) -> float:
+def _linear(s, q: float) -> float:
     """numpy's percentile of sorted values at fraction q ("linear" method), with numpy's own steps
     (index (n-1)q, lower index and weight, `_lerp`'s two forms around a weight of 0.5), so the
-    result is the same float; `s` non-empty."""
+    result is the same float; `s` non-empty, in sorted order at least where it is read (the values
+    at (n-1)q, the next and the last)."""
     n = len(s)
     v = (n - 1) * q
     lower = -1 if v >= n - 1 else math.floor(v)  # numpy marks an index at the last value -1
@@ -53,18 +55,20 @@ def _quantiles(vals: np.ndarray) -> tuple[float, float]:
     """p50 and p95 of measured values (NaN when none), as pandas' Series.quantile computes them
     (numpy's linear interpolation, asked as percentiles): `np.percentile(vals, [50, 95])` without its
     set-up per call (a report has thousands of groups), equal to it float for float, signs of
-    zero and NaN included (tested)."""
+    zero and NaN included (tested). The values `_linear` reads are put in their sorted places by
+    one partition (linear time), the rest left unsorted."""
     if not len(vals):
         return np.nan, np.nan
     vals = np.asarray(vals, dtype=float)
-    a = np.sort(vals)
-    if np.isnan(a[-1]) or (np.signbit(vals) & (vals == 0)).any():  # (numpy's sort may write -0.0 as 0.0)
+    if np.isnan(vals).any() or (np.signbit(vals) & (vals == 0)).any():
         # a NaN (numpy's answer is NaN), or a -0.0 that numpy's partition of the values in their
         # order may place either side of an equal 0.0 where a sort would not: numpy's own percentile
         p50, p95 = np.percentile(vals, [50.0, 95.0])
         return float(p50), float(p95)
-    s = a.tolist()
-    return _linear(s, 50.0 / 100), _linear(s, 95.0 / 100)
+    n = len(vals)
+    at = sorted({min(math.floor((n - 1) * q) + d, n - 1) for q in (0.5, 0.95) for d in (0, 1)} | {n - 1})
+    part = np.partition(vals, at)  # part[i] for i in `at`: the i-th smallest value
+    return float(_linear(part, 50.0 / 100)), float(_linear(part, 95.0 / 100))
 
 
 def distinct(codes: np.ndarray) -> int:
@@ -118,7 +122,7 @@ class Aggregator:
 
     def __init__(self, labels: pd.DataFrame, segments: list[Segment], spill: Path):
         self.names = [seg.name for seg in segments]
-        self.masks = np.stack([seg.mask(labels).to_numpy(bool) for seg in segments]) if segments else None
+        self.masks = [seg.mask(labels).to_numpy(bool) for seg in segments]
         self.lsess = TurnLookup(labels).codes
         self.spill = Path(spill)
         self.files: dict[tuple[str, str], list[Path]] = {}  # (arm, metric) -> its files, in the order fed
@@ -128,26 +132,40 @@ class Aggregator:
         for key, paths in files.items():
             self.files.setdefault(key, []).extend(paths)
 
-    def table(self, metrics: list[str], arms: list[str]) -> pd.DataFrame:
+    def table(self, metrics: list[str], arms: list[str], pool: Executor | None = None, n: int = 1) -> pd.DataFrame:
         """Rows by segment (in the order given), then metric (`metrics`' order), then arm (`arms`'),
-        whatever the session groups were."""
-        out = []
+        whatever the session groups were. `pool`: where the (arm, metric)s are aggregated, in `n`
+        runs of consecutive ones (None: here), each the same rows."""
+        keys = list(self.files)
+        runs = [[keys[i] for i in r] for r in np.array_split(np.arange(len(keys)), max(1, min(n, len(keys))))]
+        got = list(pool.map(self.rows, runs)) if pool is not None and len(runs) > 1 else [self.rows(keys)]
         rank = {m: i for i, m in enumerate(metrics)}, {a: i for i, a in enumerate(arms)}
-        for (arm_id, metric), paths in self.files.items():
-            value, sd, nrep, li = np.concatenate([np.fromfile(p, np.float64) for p in paths]).reshape(-1, 4).T
-            li = li.astype(np.int64)
-            for si, seg in enumerate(self.names):
-                sel = np.flatnonzero((li >= 0) & self.masks[si][np.clip(li, 0, None)])
-                if not len(sel):
-                    continue
-                meas = nrep[sel] > 0
-                vals, nm = value[sel][meas], int(meas.sum())
-                p50, p95 = _quantiles(vals)
-                sds, has_sd = sd[sel], ~np.isnan(sd[sel])  # pandas' NaN-skipping mean: NaN as 0 in the sum
-                out.append(((si, rank[0].get(metric, len(rank[0])), rank[1].get(arm_id, len(rank[1]))), {
-                    "arm_id": arm_id, "metric": metric, "segment": seg, "mean": _mean(vals) if nm else np.nan,
-                    "p50": p50, "p95": p95, "n": nm, "n_unmeasured": int(len(sel) - nm),
-                    "n_sessions": distinct(self.lsess[li[sel][meas]]),
-                    "repeat_sd": float(np.where(has_sd, sds, 0.0).sum() / has_sd.sum()) if has_sd.any() else np.nan}))
-        out.sort(key=lambda x: x[0])
+        out = sorted((((si, rank[0].get(r["metric"], len(rank[0])), rank[1].get(r["arm_id"], len(rank[1]))), r)
+                      for part in got for si, r in part), key=lambda x: x[0])  # stable: ties keep their order
         return pd.DataFrame([r for _, r in out], columns=AGG_COLUMNS)
+
+    def rows(self, keys: list[tuple[str, str]]) -> list[tuple[int, dict]]:
+        """The aggregate rows of these (arm, metric)s, each with its segment's position."""
+        out, seen = [], None  # label rows, their sessions and each segment's mask: most keys share their turns
+        for arm_id, metric in keys:
+            value, sd, nrep, li = np.concatenate([np.fromfile(p, np.float64)
+                                                  for p in self.files[(arm_id, metric)]]).reshape(-1, 4).T
+            li, measured, has_sd = li.astype(np.int64), nrep > 0, ~np.isnan(sd)
+            if seen is None or not np.array_equal(seen[0], li):
+                at = np.clip(li, 0, None)
+                seen = (li, self.lsess[at], [(li >= 0) & mask[at] for mask in self.masks])
+            for si, seg in enumerate(self.names):
+                keep = seen[2][si]
+                n_rows = int(np.count_nonzero(keep))
+                if not n_rows:
+                    continue
+                meas = keep & measured
+                vals = value[meas]
+                p50, p95 = _quantiles(vals)
+                n_sd = int(np.count_nonzero(keep & has_sd))  # pandas' NaN-skipping mean: NaN as 0 in the sum
+                out.append((si, {
+                    "arm_id": arm_id, "metric": metric, "segment": seg, "mean": _mean(vals) if len(vals) else np.nan,
+                    "p50": p50, "p95": p95, "n": len(vals), "n_unmeasured": n_rows - len(vals),
+                    "n_sessions": distinct(seen[1][meas]),
+                    "repeat_sd": float(np.where(has_sd, sd, 0.0)[keep].sum() / n_sd) if n_sd else np.nan}))
+        return out
