@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -101,7 +102,7 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
     with tempfile.TemporaryDirectory(prefix="harness-groups-") as spill:
         inputs = Inputs(run_dir, man, list(measures), Path(spill), each_group, keep)
         agg = Aggregator(labels, segments or default_segments(labels), Path(spill))
-        with pool(inputs, workers if len(groups) > 1 else 1) as ex:  # its workers end with the groups
+        with pool(inputs, workers if len(groups) > 1 else 1) as ex:  # its workers end with the aggregates
             gp = list(zip(groups, split_parts(folder.parts(), groups, Path(spill), ex, workers)))
             stage("read traces and labels")
             for done in scored_groups(ex, inputs, labels, gp, workers):
@@ -114,7 +115,7 @@ def compute_metrics(run_dir: Path, segments: list[Segment] | None = None, timing
                     each_group.merge(done.tables)
                 frames.append(done.kept)
                 stage("aggregates")
-        table = agg.table(names, sorted(a["arm_id"] for a in man.arms))
+            table = agg.table(names, sorted(a["arm_id"] for a in man.arms), ex, workers)
     if not names:
         return empty_result(man, labels)
     per_turn = concat(frames).reset_index(drop=True)
@@ -141,12 +142,20 @@ SPILL_SCHEMA = pa.schema([("arm_id", pa.large_string()), ("repeat", pa.int64()),
 
 def turn_piece(rows: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table:
     """Per-turn rows (SPILL_SCHEMA's columns) as a piece of the metrics table of `schema`: kind
-    `turn`, the aggregate columns null. Arrow to Arrow, no frame per piece."""
+    `turn`, the aggregate columns null. Arrow to Arrow, no frame per piece. A column read as a
+    dictionary (the spilled ids) stays one, of the file's value type: ContentHash digests its distinct
+    values only, and write_pieces casts it to the file's type as it writes."""
     n = rows.num_rows
-    cols = [pa.repeat(pa.scalar("turn", f.type), n) if f.name == "kind" else
-            rows.column(f.name).cast(f.type) if f.name in rows.schema.names else pa.nulls(n, f.type) for f in schema]
+    cols, fields = [], []
+    for f in schema:
+        c = (pa.repeat(pa.scalar("turn", f.type), n) if f.name == "kind" else pa.nulls(n, f.type)
+             if f.name not in rows.schema.names else rows.column(f.name))
+        if pa.types.is_dictionary(c.type):
+            f = f.with_type(pa.dictionary(c.type.index_type, f.type))
+        cols.append(c.cast(f.type))
+        fields.append(f)
     return pa.Table.from_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in cols],
-                                schema=schema)
+                                schema=pa.schema(fields, schema.metadata))
 
 
 def metrics_pieces(aggregates: pd.DataFrame, turns: Iterable[pd.DataFrame | pa.Table | pa.RecordBatch],
@@ -171,17 +180,23 @@ def write_pieces(run_dir: Path, pieces: Iterable[pa.Table],
     added to the file (scoring's stamp); a callable is asked once every piece is written (a stamp
     that certifies the pieces' content)."""
     folder = RunFolder(run_dir)
-    with folder.metrics_writer() as tmp:
-        writer = None
+    with folder.metrics_writer() as tmp, ThreadPoolExecutor(1) as io:
+        writer, written = None, None  # the piece being written while the next is made (read, hashed)
         try:
             for t in pieces:
                 if writer is None:
                     extra = {} if callable(metadata) else {k.encode(): v.encode() for k, v in (metadata or {}).items()}
                     writer = pq.ParquetWriter(tmp, t.schema.with_metadata({**(t.schema.metadata or {}), **extra}))
-                writer.write_table(t.cast(writer.schema) if not t.schema.equals(writer.schema) else t)
+                if written is not None:
+                    written.result()
+                written = io.submit(writer.write_table, t.cast(writer.schema) if not t.schema.equals(writer.schema) else t)
+            if written is not None:
+                written.result()
             if writer is not None and callable(metadata):
                 writer.add_key_value_metadata(metadata())
         finally:
+            if written is not None:
+                wait([written])
             if writer is not None:
                 writer.close()
     return tmp.with_name(tmp.name.removesuffix(".tmp"))
