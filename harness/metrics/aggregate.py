@@ -85,13 +85,13 @@ def _mean(vals: np.ndarray) -> float:
 class TurnSpill:
     """One session group's per-turn rows, as Aggregator reads them: each turn's value (repeats
     averaged), between-repeat spread, measured repeats and label row (its position in the run's
-    labels, `positions` of the group's `labels`) appended to a temporary file per (arm, metric),
-    named by `prefix`. Written where the group is scored; its `files` go to Aggregator.merge."""
+    labels, `positions` of the group's `labels`) in one temporary file named by `prefix`, each
+    (arm, metric) a run of its rows (a file per (arm, metric) and group made 26,000 files a month). Written where the group is scored; its `files` go to Aggregator.merge."""
 
     def __init__(self, labels: pd.DataFrame, positions: np.ndarray, spill: Path, prefix: str):
         self.turns, self.positions = TurnLookup(labels), np.asarray(positions, np.int64)
         self.spill, self.prefix = Path(spill), prefix
-        self.files: dict[tuple[str, str], list[Path]] = {}  # (arm, metric) -> its file
+        self.files: dict[tuple[str, str], list[tuple[Path, int, int]]] = {}  # (arm, metric) -> (file, first row, rows)
 
     def add(self, per_turn: pd.DataFrame) -> None:
         """The group's per-turn rows (compute_metrics' columns), fed once."""
@@ -107,11 +107,13 @@ class TurnSpill:
         rows_of = np.where(at >= 0, self.positions[np.clip(at, 0, None)] if len(self.positions) else -1, -1)
         data = np.column_stack([pt["value"].to_numpy(float), pt["sd"].to_numpy(float), pt["nrep"].to_numpy(float),
                                 rows_of.astype(float)])
-        for rows in groups(pair_codes(pt["arm_id"], pt["metric"])):
-            key = (str(pt["arm_id"].iloc[rows[0]]), str(pt["metric"].iloc[rows[0]]))
-            path = self.spill / f"agg-{self.prefix}{len(self.files):05d}.f8"
-            self.files[key] = [path]
-            data[rows].tofile(path)
+        path, at = self.spill / f"agg-{self.prefix}{len(self.files):05d}.f8", 0
+        with open(path, "wb") as f:  # one file, each (arm, metric) a run of rows in it
+            for rows in groups(pair_codes(pt["arm_id"], pt["metric"])):
+                key = (str(pt["arm_id"].iloc[rows[0]]), str(pt["metric"].iloc[rows[0]]))
+                self.files[key] = [(path, at, len(rows))]
+                data[rows].tofile(f)
+                at += len(rows)
 
 
 class Aggregator:
@@ -125,9 +127,10 @@ class Aggregator:
         self.masks = [seg.mask(labels).to_numpy(bool) for seg in segments]
         self.lsess = TurnLookup(labels).codes
         self.spill = Path(spill)
-        self.files: dict[tuple[str, str], list[Path]] = {}  # (arm, metric) -> its files, in the order fed
+        self.files: dict[tuple[str, str], list[tuple[Path, int, int]]] = {}  # (arm, metric) -> (file, first row,
+        # rows) of each group, in the order fed
 
-    def merge(self, files: dict[tuple[str, str], list[Path]]) -> None:
+    def merge(self, files: dict[tuple[str, str], list[tuple[Path, int, int]]]) -> None:
         """The files of the next session group's TurnSpill."""
         for key, paths in files.items():
             self.files.setdefault(key, []).extend(paths)
@@ -148,8 +151,8 @@ class Aggregator:
         """The aggregate rows of these (arm, metric)s, each with its segment's position."""
         out, seen = [], None  # label rows, their sessions and each segment's mask: most keys share their turns
         for arm_id, metric in keys:
-            value, sd, nrep, li = np.concatenate([np.fromfile(p, np.float64)
-                                                  for p in self.files[(arm_id, metric)]]).reshape(-1, 4).T
+            value, sd, nrep, li = np.concatenate([np.fromfile(p, np.float64, count=4 * n, offset=32 * at)
+                                                  for p, at, n in self.files[(arm_id, metric)]]).reshape(-1, 4).T
             li, measured, has_sd = li.astype(np.int64), nrep > 0, ~np.isnan(sd)
             if seen is None or not np.array_equal(seen[0], li):
                 at = np.clip(li, 0, None)

@@ -81,14 +81,16 @@ def _kept(metric: str) -> bool:
 
 
 class _Blocks:
-    """The groups' per-turn rows spilled per (metric, arm), temporary files named by `prefix`, so that
-    the metrics file holds each metric's rows of each arm together (in session order) and a reader of
-    one metric reads its blocks only, by the row groups' statistics (harness.store.folder.RunData)."""
+    """The groups' per-turn rows spilled per (metric, arm), a temporary file per group named by
+    `prefix` with a row group per (metric, arm), so that the metrics file holds each metric's rows
+    of each arm together (in session order) and a reader of one metric reads its blocks only, by
+    the row groups' statistics (harness.store.folder.RunFolder)."""
 
     def __init__(self, spill: Path, prefix: str = ""):
         self.spill, self.prefix = spill, prefix
-        self.writers: dict[tuple[str, str], pq.ParquetWriter] = {}  # (metric, arm) -> this one's open file
-        self.paths: dict[tuple[str, str], list[Path]] = {}  # (metric, arm) -> its files, in session order
+        self.paths: dict[tuple[str, str], list[tuple[Path, int]]] = {}  # (metric, arm) -> (file, row group)s,
+        # in session order
+        self.files = 0
 
     def add(self, per_turn: pd.DataFrame) -> None:
         mc, metrics = pd.factorize(per_turn["metric"])
@@ -97,19 +99,18 @@ class _Blocks:
         order = np.argsort(block, kind="stable")  # one gather, then a slice per block (rows in their order)
         t = pa.Table.from_pandas(per_turn, schema=SPILL_SCHEMA, preserve_index=False).take(pa.array(order))
         bounds = np.flatnonzero(np.diff(block[order])) + 1
-        for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)]):
-            if a == b:
-                continue
-            key = (str(metrics[block[order[a]] // max(len(arms), 1)]), str(arms[block[order[a]] % max(len(arms), 1)]))
-            if key not in self.writers:
-                path = self.spill / f"block-{self.prefix}{len(self.writers):05d}.parquet"
-                self.paths.setdefault(key, []).append(path)
-                self.writers[key] = pq.ParquetWriter(path, SPILL_SCHEMA)  # compressed: a month uncompressed filled /tmp
-            self.writers[key].write_table(t.slice(a, b - a))
+        path = self.spill / f"block-{self.prefix}{self.files:05d}.parquet"
+        self.files += 1
+        with pq.ParquetWriter(path, SPILL_SCHEMA, write_statistics=False) as w:  # compressed: a month
+            # uncompressed filled /tmp
+            spans = [(a, b) for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)]) if a < b]
+            for i, (a, b) in enumerate(spans):
+                key = (str(metrics[block[order[a]] // max(len(arms), 1)]), str(arms[block[order[a]] % max(len(arms), 1)]))
+                self.paths.setdefault(key, []).append((path, i))
+                w.write_table(t.slice(a, b - a), row_group_size=b - a)  # its i-th row group
 
     def close(self) -> None:
-        for w in self.writers.values():
-            w.close()
+        """Nothing is left open (each group's file is closed as it is written)."""
 
     def merge(self, other: "_Blocks") -> None:
         """The files of another (the next session group's, written in another process)."""
@@ -119,20 +120,23 @@ class _Blocks:
     def turns(self, metrics: list[str], arms: list[str], chunk_rows: int = 1_000_000) -> Iterator[pa.Table]:
         """The spilled rows block by block (metrics in `metrics`' order, arms in `arms`', any other
         after), `chunk_rows` at a time (a block's last piece fewer), never two blocks in one piece."""
-        self.close()
         rank_m, rank_a = {m: i for i, m in enumerate(metrics)}, {a: i for i, a in enumerate(arms)}
+        footers: dict[Path, pq.FileMetaData] = {}  # each group file's, read once (no statistics: small)
         for key in sorted(self.paths, key=lambda k: (rank_m.get(k[0], len(rank_m)), k[0] if k[0] not in rank_m else "",
                                                      rank_a.get(k[1], len(rank_a)), k[1])):
-            yield from _pieces(self.paths[key], chunk_rows)
+            yield from _pieces(self.paths[key], chunk_rows, footers)
 
 
-def _pieces(paths: list[Path], rows: int) -> Iterator[pa.Table]:
-    """The rows of `paths` in order, `rows` at a time (the last piece fewer), however the files and
-    their row groups fall."""
+def _pieces(refs: list[tuple[Path, int]], rows: int, footers: dict) -> Iterator[pa.Table]:
+    """The rows of the row groups `refs` in order, `rows` at a time (the last piece fewer), however
+    the row groups fall; `footers` caches each file's metadata."""
     held: list[pa.RecordBatch] = []
     n = 0
-    for path in paths:  # the ids as dictionaries: what is hashed and cast per distinct id, not per row
-        for batch in pq.ParquetFile(path, read_dictionary=SPILL_IDS).iter_batches(batch_size=rows):
+    for path, group in refs:  # the ids as dictionaries: what is hashed and cast per distinct id, not per row
+        if path not in footers:
+            footers[path] = pq.read_metadata(path)
+        f = pq.ParquetFile(path, metadata=footers[path], read_dictionary=SPILL_IDS)
+        for batch in f.read_row_group(group).to_batches(max_chunksize=rows):
             held.append(batch)
             n += batch.num_rows
             while n >= rows:
@@ -168,7 +172,6 @@ class _Tables:
 
     def close(self) -> None:
         self.blocks.close()
-        self.blocks.writers = {}
 
     def merge(self, other: "_Tables") -> None:
         """What an `empty` one was fed (the next session group), added in the groups' order."""
