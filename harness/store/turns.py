@@ -77,11 +77,11 @@ def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
         return frames[0]
     frames = [f for f in frames if len(f)] or frames[:1]
     cats = [c for c in frames[0].columns if all(isinstance(f[c].dtype, pd.CategoricalDtype) for f in frames)]
-    for c in cats:  # categories as text, whatever dtype an empty or all-null column's took
-        frames = [f.assign(**{c: f[c].cat.set_categories(f[c].cat.categories.astype(str), rename=True)}) for f in frames]
-        u = union_categoricals([f[c].array for f in frames], sort_categories=True).categories
-        frames = [f.assign(**{c: f[c].cat.set_categories(u)}) for f in frames]
-    return pd.concat(frames, ignore_index=True)
+    out = pd.concat([f.drop(columns=cats) for f in frames], ignore_index=True)
+    for c in cats:  # categories as text, whatever dtype an empty or all-null column's took; no frame copied per column
+        out[c] = union_categoricals([f[c].cat.set_categories(f[c].cat.categories.astype(str), rename=True).array
+                                     for f in frames], sort_categories=True)
+    return out[list(frames[0].columns)]
 
 
 def categorical(df: pd.DataFrame, columns=("arm_id", "session_id", "metric", "unmeasured")) -> pd.DataFrame:
