@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
     import pandas as pd
