@@ -45,7 +45,7 @@ def _linear(s, q: float) -> float:
     n = len(s)
     v = (n - 1) * q
     lower = -1 if v >= n - 1 else math.floor(v)  # numpy marks an index at the last value -1
-    a, b = s[lower], s[-1 if lower == -1 else lower + 1]
+    a, b = float(s[lower]), float(s[-1 if lower == -1 else lower + 1])  # as Python floats (numpy scalars warn on inf - inf)
     g = v - lower
     d = b - a
     return b - d * (1 - g) if g >= 0.5 else a + d * g
@@ -86,7 +86,8 @@ class TurnSpill:
     """One session group's per-turn rows, as Aggregator reads them: each turn's value (repeats
     averaged), between-repeat spread, measured repeats and label row (its position in the run's
     labels, `positions` of the group's `labels`) in one temporary file named by `prefix`, each
-    (arm, metric) a run of its rows (a file per (arm, metric) and group made 26,000 files a month). Written where the group is scored; its `files` go to Aggregator.merge."""
+    (arm, metric) a run of its rows (a file per (arm, metric) and group made 26,000 files a
+    month). Written where the group is scored; its `files` go to Aggregator.merge."""
 
     def __init__(self, labels: pd.DataFrame, positions: np.ndarray, spill: Path, prefix: str):
         self.turns, self.positions = TurnLookup(labels), np.asarray(positions, np.int64)
@@ -150,6 +151,8 @@ class Aggregator:
     def rows(self, keys: list[tuple[str, str]]) -> list[tuple[int, dict]]:
         """The aggregate rows of these (arm, metric)s, each with its segment's position."""
         out, seen = [], None  # label rows, their sessions and each segment's mask: most keys share their turns
+        if not self.names:
+            return out
         for arm_id, metric in keys:
             value, sd, nrep, li = np.concatenate([np.fromfile(p, np.float64, count=4 * n, offset=32 * at)
                                                   for p, at, n in self.files[(arm_id, metric)]]).reshape(-1, 4).T

@@ -80,7 +80,7 @@ def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     for c in cats:  # categories as text, whatever dtype an empty or all-null column's took; no frame copied per column
         out[c] = union_categoricals([f[c].cat.set_categories(f[c].cat.categories.astype(str), rename=True).array
                                      for f in frames], sort_categories=True)
-    return out[list(frames[0].columns)]
+    return out[list(dict.fromkeys(c for f in frames for c in f.columns))]  # pd.concat's order of the columns
 
 
 def categorical(df: pd.DataFrame, columns=("arm_id", "session_id", "metric", "unmeasured")) -> pd.DataFrame:

@@ -55,3 +55,16 @@ def test_mean_equals_pandas_series_mean():
         if not np.isfinite(vals).all():
             continue
         assert _same(_mean(vals), float(pd.Series(vals).mean())), vals
+
+
+def test_aggregates_of_a_spill_without_segments_are_none(tmp_path):
+    """No segment asked for: no aggregate row (and no lookup into labels that may be empty)."""
+    from harness.metrics.aggregate import Aggregator, TurnSpill
+
+    labels = pd.DataFrame({"session_id": pd.Series([], dtype=str), "turn_index": pd.Series([], dtype=int)})
+    spill = TurnSpill(labels, np.zeros(0, np.int64), tmp_path, "g0-")
+    spill.add(pd.DataFrame({"arm_id": ["a"], "repeat": [0], "session_id": ["s"], "turn_index": [1],
+                            "metric": ["m"], "value": [1.0], "unmeasured": [None]}))
+    agg = Aggregator(labels, [], tmp_path)
+    agg.merge(spill.files)
+    assert agg.table(["m"], ["a"]).empty

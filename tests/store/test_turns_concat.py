@@ -26,3 +26,11 @@ def test_a_column_categorical_in_one_group_only_is_concatenated_as_pandas_does()
     out = concat([a, b])
     assert isinstance(out["metric"].dtype, pd.CategoricalDtype) and out["metric"].tolist() == ["m", "n"]
     assert out["unmeasured"].tolist()[0] == "x" and pd.isna(out["unmeasured"].tolist()[1])
+
+
+def test_a_column_only_a_later_group_has_is_kept_as_pandas_keeps_it():
+    a = pd.DataFrame({"arm_id": pd.Categorical(["x"]), "value": [1.0]})
+    b = pd.DataFrame({"arm_id": pd.Categorical(["y"]), "value": [2.0], "extra": [5]})
+    out = concat([a, b])
+    assert list(out.columns) == ["arm_id", "value", "extra"]
+    assert pd.isna(out["extra"].iloc[0]) and out["extra"].iloc[1] == 5
