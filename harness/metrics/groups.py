@@ -13,12 +13,11 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from harness.metrics.kernel import Long, Scoring, Traces, scoring, to_frame
 from harness.metrics.registry import families, lookup
 from harness.store.record import Manifest
-from harness.store.traces import KEY, SCHEMA, TraceError
+from harness.store.traces import KEY, SCHEMA, STREAM, read_trace_file, has_rows
 
 GROUP_TURNS = 5_000  # labelled turns per session group: bounds the memory of one group's arrays (a worker's)
 
@@ -50,24 +49,23 @@ def session_groups(labels: pd.DataFrame, group_turns: int = GROUP_TURNS) -> list
 
 
 def split_into(parts: list[Path], groups: list[list[str]], out: Path, tag: str) -> list[Path | None]:
-    """The trace rows of `parts` of each group in a file of its own (`out`/group-i-`tag`), read part
-    by part once; each group's file (None: no row). Rows of a session no label names go with the
-    first group (where scoring refuses them, as for one group)."""
+    """The trace rows of `parts` of each group in a file of its own (`out`/group-i-`tag`, an Arrow
+    stream, the rankings' ids as the parts' dictionary codes: no id is encoded again), read part by
+    part once; each group's file (None: no row). Rows of a session no label names go with the first
+    group (where scoring refuses them, as for one group)."""
     index = pd.Index([s for g in groups for s in g])
     group_of = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
-    paths = [out / f"group-{i:05d}-{tag}.parquet" for i in range(len(groups))]
-    writers: dict[int, pq.ParquetWriter] = {}
+    paths = [out / f"group-{i:05d}-{tag}{STREAM}" for i in range(len(groups))]
+    writers: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
     try:
         for p in parts:
-            try:
-                t = pq.read_table(p, schema=SCHEMA)
-            except (pa.ArrowInvalid, OSError) as e:
-                raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume` to redo it") from None
+            t = read_trace_file(p)
             pos = index.get_indexer(pd.Index(t.column("session_id").to_numpy(zero_copy_only=False)))
             g = np.where(pos >= 0, group_of[np.clip(pos, 0, None)], 0)
             for i in np.unique(g).tolist():
-                if i not in writers:
-                    writers[i] = pq.ParquetWriter(paths[i], SCHEMA)
+                if i not in writers:  # compressed: a month's group files take a third of the space
+                    writers[i] = pa.ipc.new_stream(str(paths[i]), t.schema,
+                                                   options=pa.ipc.IpcWriteOptions(compression="lz4"))
                 writers[i].write_table(t.filter(pa.array(g == i)))
     finally:
         for w in writers.values():
@@ -94,7 +92,7 @@ def read_rounds(parts: list[Path], columns: list[str], reduced: dict[str, Callab
     rows) before the rows are put in order, so a wide column (the rankings: 100 ids a row) is never
     reordered."""
     read = list(dict.fromkeys([*columns, *KEY]))
-    tables = [pq.read_table(p, columns=read, schema=SCHEMA) for p in parts] or [SCHEMA.empty_table().select(read)]
+    tables = [read_trace_file(p, read) for p in parts] or [SCHEMA.empty_table().select(read)]
     for name, f in (reduced or {}).items():
         tables = [t.set_column(t.column_names.index(name), name, pa.array(f(t.column(name)))) for t in tables]
     t = pa.concat_tables(tables)
@@ -141,8 +139,7 @@ def score_group(run_dir: Path, man: Manifest, labels: pd.DataFrame, sessions: li
     rows) and `known` (every session id the labels name): taken from the labels unless given."""
     mine = labels["session_id"].astype(str).isin(set(sessions)).to_numpy() if mine is None else mine
     lab = labels[mine]
-    rows = sum(pq.ParquetFile(p).metadata.num_rows for p in parts)
-    if not rows:
+    if not any(has_rows(p) for p in parts):
         return None
     s = scoring(run_dir, man, lab.reset_index(drop=True), Traces.read(run_dir, parts))
     known = set(labels["session_id"].astype(str)) if known is None else known

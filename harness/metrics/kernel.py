@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from harness.defaults import metric_settings
 from harness.metrics.registry import lookup, ranking_names
@@ -114,20 +113,17 @@ class Traces:
         from harness.store.folder import RunFolder
 
         parts = RunFolder(run_dir).parts() if parts is None else parts
-        from harness.store.traces import SCHEMA, TraceError
+        from harness.store.traces import STREAM, read_trace_file
 
-        tables = []
-        for p in parts:
-            try:  # columns an older part lacks read as nulls; rankings as dictionary codes
-                t = pq.read_table(p, columns=SCALAR, schema=SCHEMA)
-                rank = pq.read_table(p, columns=["ranking"], read_dictionary=["ranking.list.element"]).column(0)
-                tables.append(t.append_column("ranking", rank))
-            except (pa.ArrowInvalid, OSError) as e:
-                raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume` to redo it") from None
+        whole = {p: read_trace_file(p) for p in parts if Path(p).suffix == STREAM}  # a group's own file: read once
+
+        def read(p, columns):
+            return whole[p].select(columns) if p in whole else read_trace_file(p, columns)
+
+        tables = [read(p, [*SCALAR, "ranking"]) for p in parts]  # rankings as dictionary codes
         if not tables:
             raise ValueError(f"{run_dir}: no trace parts")
-        return cls(tables, lambda name: [c for p in parts
-                                         for c in pq.read_table(p, columns=[name], schema=SCHEMA).column(0).chunks])
+        return cls(tables, lambda name: [c for p in parts for c in read(p, [name]).column(0).chunks])
 
     @classmethod
     def from_rows(cls, rows: list[dict]) -> "Traces":

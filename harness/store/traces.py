@@ -269,8 +269,12 @@ def read_part(part: Path, columns: list[str] | None, run_dir: Path | None = None
     try:
         return pq.read_table(part, columns=columns, schema=SCHEMA, filters=filters)
     except (pa.ArrowException, OSError, ValueError) as e:
-        raise TraceError(f"{part}: unreadable trace part ({e}); run `harness run --resume "
-                         f"{Path(run_dir or Path(part).parent.parent)}` to set it aside and replay its turns") from None
+        raise _unreadable(part, e, run_dir) from None
+
+
+def _unreadable(part: Path, e: Exception, run_dir: Path | None = None) -> TraceError:
+    return TraceError(f"{part}: unreadable trace part ({e}); run `harness run --resume "
+                      f"{Path(run_dir or Path(part).parent.parent)}` to set it aside and replay its turns")
 
 
 def read_traces(run_dir: Path, columns: list[str] | None = None) -> pa.Table:
@@ -283,3 +287,33 @@ def read_traces(run_dir: Path, columns: list[str] | None = None) -> pa.Table:
     read = None if columns is None else list(dict.fromkeys([*columns, *KEY]))
     table = pa.concat_tables([read_part(p, read, run_dir) for p in parts]).sort_by([(k, "ascending") for k in KEY])
     return table if columns is None else table.select(list(columns))
+
+
+RANKING = pa.list_(pa.dictionary(pa.int32(), pa.string()))  # a ranking as read for scoring: ids as dictionary codes
+STREAM = ".arrows"  # a session group's trace rows (harness.metrics.groups): an Arrow IPC stream
+
+
+def read_trace_file(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """`columns` (None: all) of a trace file as scoring reads it, the rankings' ids as dictionaries
+    (RANKING): a run's Parquet part (an older part's missing columns as nulls), or a session
+    group's Arrow stream written by the scoring step (`STREAM`)."""
+    path = Path(path)
+    if path.suffix == STREAM:
+        with pa.memory_map(str(path)) as f:
+            t = pa.ipc.open_stream(f).read_all()
+        return t if columns is None else t.select(columns)
+    names = SCHEMA.names if columns is None else list(columns)
+    rest = [c for c in names if c != "ranking"]
+    t = read_part(path, rest)
+    if "ranking" in names:
+        try:
+            rank = pq.read_table(path, columns=["ranking"], read_dictionary=["ranking.list.element"]).column(0)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise _unreadable(path, e) from None
+        t = t.append_column("ranking", rank.cast(RANKING))
+    return t.select(names)
+
+
+def has_rows(path: Path) -> bool:
+    """Whether a trace file (`read_trace_file`'s) has a row: a group's stream is written only with rows."""
+    return Path(path).suffix == STREAM or pq.ParquetFile(path).metadata.num_rows > 0

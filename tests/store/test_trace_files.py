@@ -1,0 +1,56 @@
+"""harness.store.traces.read_trace_file: a run's Parquet part and a session group's Arrow stream
+(harness.metrics.groups.split_into) read alike, rankings as dictionary codes; a part's missing
+column reads as nulls; an unreadable part names itself."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from harness.metrics.groups import split_into
+from harness.store.traces import RANKING, STREAM, SCHEMA, TraceError, TurnKey, has_rows, read_trace_file, row, \
+    rows_to_table
+from harness.arms.result import ArmResult
+
+
+def _part(path, sessions, arm="a"):
+    rows = [row(TurnKey(run_id="r", arm_id=arm, arm=arm, session_id=s, turn_index=t, round=1, is_final=True),
+                ArmResult(ranking=[f"{s}-{t}-{k}" for k in range(3)] + ["shared"]))
+            for s in sessions for t in (1, 2)]
+    pq.write_table(rows_to_table(rows), path)
+    return path
+
+
+def _plain(t: pa.Table) -> list[dict]:
+    return t.cast(t.schema.set(t.schema.get_field_index("ranking"), pa.field("ranking", pa.list_(pa.string())))
+                  ).to_pylist()
+
+
+def test_a_group_stream_holds_its_sessions_rows_as_the_parts_hold_them(tmp_path):
+    parts = [_part(tmp_path / "p0.parquet", ["s1", "s2", "s3"]), _part(tmp_path / "p1.parquet", ["s3", "s1"], "b")]
+    files = split_into(parts, [["s1"], ["s2", "s3"], ["s9"]], tmp_path, "000")
+    assert files[2] is None and all(f.suffix == STREAM and has_rows(f) for f in files[:2])
+    whole = pa.concat_tables([read_trace_file(p) for p in parts])
+    assert whole.schema.field("ranking").type == RANKING and whole.schema.names == SCHEMA.names
+    for f, sessions in zip(files[:2], [{"s1"}, {"s2", "s3"}]):
+        got = read_trace_file(f)
+        assert got.schema.field("ranking").type == RANKING
+        want = [r for r in _plain(whole) if r["session_id"] in sessions]
+        assert _plain(got) == want  # every column, the parts' order
+    assert read_trace_file(files[0], ["session_id", "ranking"]).column_names == ["session_id", "ranking"]
+
+
+def test_a_part_lacking_a_column_reads_it_as_nulls_and_an_unreadable_one_is_named(tmp_path):
+    p = _part(tmp_path / "p0.parquet", ["s1"])
+    pq.write_table(pq.read_table(p).drop_columns(["verdict_reason"]), p)
+    t = read_trace_file(p, ["session_id", "verdict_reason", "ranking"])
+    assert t.column("verdict_reason").null_count == t.num_rows == 2
+    assert t.column("ranking").to_pylist()[0] == ["s1-1-0", "s1-1-1", "s1-1-2", "shared"]
+    bad = tmp_path / "traces" / "p1.parquet"
+    bad.parent.mkdir()
+    bad.write_bytes(b"not parquet")
+    with pytest.raises(TraceError, match="p1.parquet: unreadable trace part"):
+        read_trace_file(bad)
+    empty = tmp_path / "p2.parquet"
+    pq.write_table(SCHEMA.empty_table(), empty)
+    assert not has_rows(empty)
