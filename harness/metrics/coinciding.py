@@ -4,7 +4,6 @@ traces record one (e.g. the rewrite arms' notes: `HyDE skipped: turn class self_
 the CLI and the report can say so instead of leaving a reader to wonder."""
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 
 import numpy as np
@@ -12,27 +11,36 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from harness.metrics.provenance import digest8
+
 COLUMNS = ["arm_id", "same_as", "n_turns", "reasons"]  # reasons: one per arm of same_as ("" when none recorded)
 TOP = 10
 
 
 def top_keys(ranking, k: int) -> np.ndarray:
-    """A 64-bit key of each ranking's first `k` documents (an Arrow list<string> column): equal lists,
-    equal keys; an empty or missing ranking 0. Vectorised over the rows: each distinct document's
-    own digest is combined by position (a month's final rows cost a gather, not a tuple each)."""
+    """A 64-bit key of each ranking's first `k` documents (an Arrow list<string> column, or list of
+    dictionary codes): equal lists, equal keys; an empty or missing ranking 0. Vectorised over the
+    rows: each distinct document's own digest (`digest8`, cached across calls) is combined by
+    position (a month's final rows cost a gather, not a tuple each)."""
     arr = ranking.combine_chunks() if isinstance(ranking, pa.ChunkedArray) else ranking
-    if pa.types.is_dictionary(arr.type.value_type):
-        arr = pa.ListArray.from_arrays(arr.offsets, arr.values.dictionary_decode(), mask=arr.is_null())
-    top = pc.list_slice(arr, 0, k)
-    lens = np.asarray(pc.fill_null(pc.list_value_length(top), 0), np.int64)
-    flat = pc.list_flatten(top)
+    if pa.types.is_dictionary(arr.type.value_type):  # the first k codes of each row, by its offsets
+        off = np.asarray(arr.offsets, np.int64)
+        lens = np.where(np.asarray(arr.is_valid(), bool), np.minimum(np.diff(off), k), 0)
+        at = np.repeat(off[:-1], lens) + np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+        codes = np.asarray(arr.values.indices.fill_null(-1), np.int64)[at]
+        used, codes = np.unique(codes, return_inverse=True)  # only the documents listed in a top k are digested
+        dictionary = arr.values.dictionary.take(pa.array(np.clip(used, 0, None)))
+        words = np.array([digest8(d) if u >= 0 else 0 for d, u in zip(dictionary.to_pylist(), used.tolist())], np.uint64)
+    else:
+        top = pc.list_slice(arr, 0, k)
+        lens = np.asarray(pc.fill_null(pc.list_value_length(top), 0), np.int64)
+        enc = pc.dictionary_encode(pc.list_flatten(top))
+        words = np.array([digest8(d) for d in enc.dictionary.to_pylist()] + [0], np.uint64)
+        codes = np.asarray(enc.indices.fill_null(-1), np.int64)
     out = np.zeros(len(lens), np.uint64)
-    if not len(flat):
+    if not len(codes):
         return out
-    enc = pc.dictionary_encode(flat)
-    words = np.array([int.from_bytes(hashlib.sha256((d or "").encode()).digest()[:8], "little")
-                      for d in enc.dictionary.to_pylist()] + [0], np.uint64)
-    vals = words[np.asarray(enc.indices.fill_null(-1), np.int64)]
+    vals = words[codes.reshape(-1)]
     pos = np.arange(len(vals)) - np.repeat(np.cumsum(lens) - lens, lens)
     with np.errstate(over="ignore"):
         mixed = vals * _POWERS[pos] + pos.astype(np.uint64) + np.uint64(1)

@@ -61,8 +61,8 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
-@functools.lru_cache(maxsize=1 << 20)  # a month's session ids recur in every block of the metrics file
-def _digest8(v: str | None) -> int:
+@functools.lru_cache(maxsize=1 << 20)  # a month's session ids recur in every block, its documents in every group
+def digest8(v: str | None) -> int:
     """A string's own 64-bit digest (null as the empty string)."""
     return int.from_bytes(hashlib.sha256((v or "").encode()).digest()[:8], "little")
 
@@ -85,7 +85,7 @@ class _Column:
         if (pos < 0).any():
             fresh = pd.unique(values[pos < 0])
             self.seen = self.seen.append(pd.Index(fresh, dtype=object))
-            self.words = np.concatenate([self.words, np.array([_digest8(v) for v in fresh], np.uint64)])
+            self.words = np.concatenate([self.words, np.array([digest8(v) for v in fresh], np.uint64)])
             pos = self.seen.get_indexer(values)
         return self.words[pos]
 
@@ -97,7 +97,7 @@ class _Column:
         self.valid.update(pc.is_valid(arr).to_numpy(zero_copy_only=False).tobytes())
         if text:
             enc = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
-            words = np.append(self._digests(enc.dictionary), np.uint64(_digest8(None)))
+            words = np.append(self._digests(enc.dictionary), np.uint64(digest8(None)))
             self.values.update(words[np.asarray(enc.indices.fill_null(-1), np.int64)].astype("<u8").tobytes())
             return
         if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type) or pa.types.is_boolean(arr.type):
