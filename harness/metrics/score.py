@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import tempfile
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -200,9 +202,28 @@ class _Tables:
 
 
 def _hashing(pieces: Iterator[pa.Table], h: ContentHash) -> Iterator[pa.Table]:
-    for piece in pieces:
-        h.add(piece)
-        yield piece
+    """`pieces` as they come, each hashed in order on a thread of its own while the next is read
+    (and the previous written): at most two pieces wait for the hash."""
+    with ThreadPoolExecutor(1) as ex:
+        pending: deque = deque()
+        for piece in pieces:
+            pending.append(ex.submit(h.add, piece))
+            if len(pending) > 2:
+                pending.popleft().result()
+            yield piece
+        while pending:
+            pending.popleft().result()
+
+
+def _ahead(pieces: Iterator[pa.Table], n: int = 2) -> Iterator[pa.Table]:
+    """`pieces` made on a thread of their own (the spill read and cast), up to `n` ahead of the
+    one taken."""
+    it, end = iter(pieces), object()
+    with ThreadPoolExecutor(1) as ex:
+        pending = deque(ex.submit(next, it, end) for _ in range(n))
+        while (piece := pending.popleft().result()) is not end:
+            pending.append(ex.submit(next, it, end))
+            yield piece
 
 
 def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None, group_turns: int = GROUP_TURNS,
@@ -237,7 +258,7 @@ def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None,
             meta.update(metadata(certify(st, written, {"metrics": h.hexdigest()})))
             return meta
 
-        path = write_pieces(folder.path, _hashing(pieces, h), stamped)
+        path = write_pieces(folder.path, _hashing(_ahead(pieces), h), stamped)
     for name, df in tables.items():
         _write(folder, name, df, meta)
     return Scored(res, tables["comparisons"], tables["abstention"], tables["filter_fields"], tables["coinciding"],
