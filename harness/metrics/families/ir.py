@@ -91,6 +91,9 @@ def tops(tr: Traces, rows: np.ndarray, K: int) -> np.ndarray:
     for s in range(0, len(cand), 32768):
         c = cand[s:s + 32768]
         full = tr.prefix(rows[c], int(lens[c].max()))
+        srt = np.sort(full, axis=1)  # only a row listing some document twice can be suspect
+        twice = ((srt[:, 1:] == srt[:, :-1]) & (srt[:, 1:] >= 0)).any(axis=1)
+        c, full = c[twice], full[twice]
         for j in range(min(K, full.shape[1] - 1)):
             suspect[c] |= (top[c, j] >= 0) & (full[:, j + 1:] == top[c, j:j + 1]).any(axis=1)
     for r in np.nonzero(suspect)[0]:
