@@ -96,7 +96,9 @@ class TurnLookup:
         self.index = pd.Index(self.codes * self.stride + labels["turn_index"].to_numpy(np.int64))
 
     def rows(self, session_ids, turn_index) -> np.ndarray:
-        ls = self.sessions.get_indexer(pd.Index(session_ids).astype(str))
+        codes, uniq = pd.factorize(pd.Index(session_ids))
+        found = self.sessions.get_indexer(pd.Index(uniq).astype(str))  # each distinct id looked up once
+        ls = np.where(codes >= 0, found[np.clip(codes, 0, None)] if len(found) else -1, -1)
         tix = np.asarray(turn_index, np.int64)
         ok = (ls >= 0) & (tix >= 0) & (tix < self.stride)
         return np.where(ok, self.index.get_indexer(np.where(ok, ls * self.stride + tix, -1)), -1)
