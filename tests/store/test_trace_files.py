@@ -1,8 +1,10 @@
 """harness.store.traces.read_trace_file: a run's Parquet part and a session group's Arrow stream
 (harness.metrics.groups.split_into) read alike, rankings as dictionary codes; a part's missing
-column reads as nulls; an unreadable part names itself."""
+column reads as nulls; an unreadable part names itself. RunFolder.labels: the segment labels of
+each distinct text, a missing text none (it raised a TypeError)."""
 from __future__ import annotations
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -54,3 +56,18 @@ def test_a_part_lacking_a_column_reads_it_as_nulls_and_an_unreadable_one_is_name
     empty = tmp_path / "p2.parquet"
     pq.write_table(SCHEMA.empty_table(), empty)
     assert not has_rows(empty)
+
+
+def test_labels_parse_each_segments_text_once_and_a_missing_one_has_no_segment(tmp_path):
+    from harness.store.folder import LABEL_KEYS, LABELS, RunFolder
+
+    texts = ['{"plan": "pro", "n": 2}', "", None, '{"plan": "free", "tags": [1, 2]}', '{"n": 2.5}'] * 3
+    cols = {k: pa.array([f"s{i}" if k == "session_id" else None for i in range(len(texts))], pa.string())
+            for k in LABEL_KEYS if k not in ("turn_index", "segments")}
+    cols.update(turn_index=pa.array(range(len(texts)), pa.int64()), segments=pa.array(texts, pa.string()))
+    pq.write_table(pa.table(cols), tmp_path / LABELS)
+    got = RunFolder(tmp_path).labels()
+    plan = got["seg.plan"].tolist()
+    assert plan[0] == plan[5] == "pro" and plan[3] == "free" and all(pd.isna(plan[i]) for i in (1, 2, 4, 7))
+    assert got["seg.n"].tolist()[:5][0] == 2 and got["seg.n"].tolist()[4] == 2.5
+    assert got["seg.tags"].tolist()[3] == [1, 2] and got["seg.tags"].tolist()[8] == [1, 2]
