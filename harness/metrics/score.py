@@ -157,9 +157,8 @@ class _Tables:
     per-turn rows spilled by (metric, arm) to `spill` for the metrics file, which is written after
     its aggregates)."""
 
-    def __init__(self, folder: RunFolder, man, spill: Path):
+    def __init__(self, labels: pd.DataFrame, man, spill: Path):
         self.settings, self.schema = metric_settings(man.metrics), man.filter_schema
-        labels = folder.labels()
         self.paired = PairedSums(labels, run_arms(man), settings=self.settings)
         self.spread = SpreadSums(settings=self.settings)
         self.filters, self.coinciding, self.holes = [], CoincidingSums(), {}
@@ -215,17 +214,6 @@ def _hashing(pieces: Iterator[pa.Table], h: ContentHash) -> Iterator[pa.Table]:
             pending.popleft().result()
 
 
-def _ahead(pieces: Iterator[pa.Table], n: int = 2) -> Iterator[pa.Table]:
-    """`pieces` made on a thread of their own (the spill read and cast), up to `n` ahead of the
-    one taken."""
-    it, end = iter(pieces), object()
-    with ThreadPoolExecutor(1) as ex:
-        pending = deque(ex.submit(next, it, end) for _ in range(n))
-        while (piece := pending.popleft().result()) is not end:
-            pending.append(ex.submit(next, it, end))
-            yield piece
-
-
 def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None, group_turns: int = GROUP_TURNS,
               workers: int | None = None) -> Scored:
     """Every table of a run folder, written into it; `measures`: ranking measures to compute beyond
@@ -235,13 +223,14 @@ def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None,
     `workers` processes (None: the machine's cores; harness.metrics.fanout)."""
     folder = RunFolder(run_dir)
     man = folder.read_manifest()
-    done = completeness(folder, man)
+    labels = folder.labels()  # read once: a month's labels take seconds
+    done = completeness(folder, man, labels)
     if not done.sound:  # a turn the labels lack, a repeat the manifest does not plan, a key twice
         raise RunFolderError(done.describe())
     qrels = check_qrels(qrels or scored_qrels(folder) or HUMAN)
     st = stamp(folder, man, done)  # the inputs as read now: a later change shows as stale
     with tempfile.TemporaryDirectory(prefix="harness-score-") as tmp:
-        acc = _Tables(folder, man, Path(tmp))
+        acc = _Tables(labels, man, Path(tmp))
         res = compute_metrics(folder.path, measures=measures, qrels=qrels, group_turns=group_turns,
                               each_group=acc, keep=_kept, workers=default_workers() if workers is None else workers)
         st.update(qrels=qrels, llm=dataclasses.asdict(res.llm) if res.llm is not None else None)
@@ -258,7 +247,7 @@ def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None,
             meta.update(metadata(certify(st, written, {"metrics": h.hexdigest()})))
             return meta
 
-        path = write_pieces(folder.path, _hashing(_ahead(pieces), h), stamped)
+        path = write_pieces(folder.path, _hashing(pieces, h), stamped)
     for name, df in tables.items():
         _write(folder, name, df, meta)
     return Scored(res, tables["comparisons"], tables["abstention"], tables["filter_fields"], tables["coinciding"],
