@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,7 @@ import pyarrow.parquet as pq
 from harness.store.armset import run_arms
 from harness.store.folder import JUDGMENTS, LABELS, RunFolder, RunFolderError
 from harness.store.shard import shard_of
-from harness.store.traces import KEY, TraceError, read_traces
+from harness.store.traces import KEY, TraceError, each_part, read_traces
 from harness.store.turn_keys import TURN_KEY, final_keys, plan_keys
 
 SHOW = 3  # sessions named per arm in a message
@@ -178,8 +179,7 @@ def _part_rows(folder: RunFolder) -> tuple[np.ndarray, list[dict]]:
     """64-bit hashes of every row's trace key, and the row count per (arm id, run id, arm name,
     parameters), read a part at a time with the strings as dictionaries (a run of 10^5 turns: a few
     MB where the whole table as strings took hundreds)."""
-    hashes, counts = [], {}
-    for p in folder.parts():
+    def one(p: Path) -> tuple[np.ndarray, list[dict]]:
         try:
             have = set(pq.read_schema(p).names)
             cols = [c for c in dict.fromkeys([*KEY, *IDENTITY]) if c in have]
@@ -189,10 +189,15 @@ def _part_rows(folder: RunFolder) -> tuple[np.ndarray, list[dict]]:
             raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume {folder.path}` to set it "
                              "aside and replay its turns") from None
         keys = t.select([k for k in KEY if k in cols]).to_pandas()
-        hashes.append(pd.util.hash_pandas_object(keys, index=False).to_numpy())
         ident = [c for c in IDENTITY if c in cols]
         # a part of several row groups reads each with its own dictionary: group_by needs one
-        for g in t.select(ident).unify_dictionaries().group_by(ident).aggregate([([], "count_all")]).to_pylist():
+        return (pd.util.hash_pandas_object(keys, index=False).to_numpy(),
+                t.select(ident).unify_dictionaries().group_by(ident).aggregate([([], "count_all")]).to_pylist())
+
+    hashes, counts = [], {}
+    for h, found in each_part(folder.parts(), one):
+        hashes.append(h)
+        for g in found:
             k = tuple(g.get(c) for c in IDENTITY)
             counts[k] = counts.get(k, 0) + g["count_all"]
     groups = [{**dict(zip(IDENTITY, k)), "count_all": n} for k, n in counts.items()]

@@ -4,13 +4,15 @@ and one integer per planned and per final key, equal where the keys are. A month
 final rows: as Python strings their keys alone took GBs."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.store.folder import RunFolder
-from harness.store.traces import KEY, read_part
+from harness.store.traces import KEY, each_part, read_part
 
 TURN_KEY = ["arm_id", "repeat", "session_id", "turn_index"]
 
@@ -20,13 +22,15 @@ def final_keys(folder: RunFolder) -> pd.DataFrame:
     (TraceError when a part is unreadable). Read a part at a time, the ids as dictionaries: the whole
     run's keys as strings held GBs of a month's run."""
     read = [*KEY, "is_final"]
-    pieces = []
-    for p in folder.parts():
+
+    def finals(p: Path) -> pa.Table:
         t = read_part(p, read, folder.path)
         t = t.filter(pc.fill_null(t.column("is_final"), False)).select(list(KEY))
         for c in ("arm_id", "session_id"):
             t = t.set_column(t.schema.get_field_index(c), c, pc.dictionary_encode(t.column(c)))
-        pieces.append(t)
+        return t
+
+    pieces = each_part(folder.parts(), finals)
     if not pieces:
         return pd.DataFrame({c: pd.Series(dtype="category" if c in ("arm_id", "session_id") else int) for c in TURN_KEY})
     f = pa.concat_tables(pieces).unify_dictionaries().to_pandas()
