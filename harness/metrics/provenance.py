@@ -94,14 +94,23 @@ class _Column:
         if pa.types.is_dictionary(arr.type):
             text = pa.types.is_string(arr.type.value_type) or pa.types.is_large_string(arr.type.value_type)
             arr = arr if text else arr.dictionary_decode()
-        self.valid.update(pc.is_valid(arr).to_numpy(zero_copy_only=False).tobytes())
+        n, nulls = len(arr), arr.null_count
+        # a chunk with no null or only nulls (a turn row's aggregate columns) fed its bytes as such
+        self.valid.update(b"\x01" * n if not nulls else bytes(n) if nulls == n
+                          else pc.is_valid(arr).to_numpy(zero_copy_only=False).tobytes())
+        if text and nulls == n:
+            self.values.update(np.full(n, digest8(None), "<u8").tobytes())
+            return
         if text:
             enc = arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
             words = np.append(self._digests(enc.dictionary), np.uint64(digest8(None)))
             self.values.update(words[np.asarray(enc.indices.fill_null(-1), np.int64)].astype("<u8").tobytes())
             return
         if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type) or pa.types.is_boolean(arr.type):
-            self.values.update(pc.fill_null(arr, False if pa.types.is_boolean(arr.type) else 0)
+            if nulls == n:  # what fill_null gives: zeros, a byte per boolean
+                self.values.update(bytes(n * (1 if pa.types.is_boolean(arr.type) else arr.type.bit_width // 8)))
+                return
+            self.values.update((pc.fill_null(arr, False if pa.types.is_boolean(arr.type) else 0) if nulls else arr)
                                .to_numpy(zero_copy_only=False).tobytes())
             return
         # lists, structs, timestamps: their values as JSON, each with its length
