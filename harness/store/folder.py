@@ -181,17 +181,9 @@ class RunFolder:
         if lack:
             raise RunFolderError(f"{self.path / LABELS}: unreadable (no column {', '.join(lack)}: not a labels snapshot "
                                  "written by `harness run`)")
-        if "segments" not in labels:
-            return labels
-        import pandas as pd
+        from harness.store.label_segments import with_segments
 
-        codes, texts = pd.factorize(labels["segments"])  # each distinct text parsed once (a month: 10^6 rows)
-        segs = [json.loads(s or "{}") for s in texts] + [{}]  # the last: a missing text's
-        at = codes.copy()
-        at[codes < 0] = len(segs) - 1
-        for k in sorted({k for s in segs for k in s}):
-            labels[f"seg.{k}"] = pd.Series([s.get(k) for s in segs]).array.take(at)
-        return labels
+        return with_segments(labels) if "segments" in labels else labels
 
     # --- traces ---------------------------------------------------------------------------
     @property
