@@ -29,8 +29,8 @@ def top_keys(ranking, k: int) -> np.ndarray:
         at = np.repeat(off[:-1], lens) + np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
         codes = np.asarray(arr.values.indices.fill_null(-1), np.int64)[at]
         used, codes = np.unique(codes, return_inverse=True)  # only the documents listed in a top k are digested
-        dictionary = arr.values.dictionary.take(pa.array(np.clip(used, 0, None)))
-        words = np.array([digest8(d) if u >= 0 else 0 for d, u in zip(dictionary.to_pylist(), used.tolist())], np.uint64)
+        listed = arr.values.dictionary.take(pa.array(used[used >= 0])).to_pylist()
+        words = np.array([0] * int((used < 0).sum()) + [digest8(d) for d in listed], np.uint64)  # a null id: 0
     else:
         top = pc.list_slice(arr, 0, k)
         lens = np.asarray(pc.fill_null(pc.list_value_length(top), 0), np.int64)

@@ -38,3 +38,17 @@ def test_equal_top_k_equal_keys_and_empty_or_missing_rankings_zero():
         assert top_keys(arr, 3)[0] != top_keys(arr, 3)[1]
     empty = pa.array([], pa.list_(pa.dictionary(pa.int32(), pa.string())))
     assert top_keys(empty, 10).tolist() == []
+
+
+def test_chunks_of_their_own_dictionaries_and_a_dictionary_of_no_id():
+    text = _rankings(7)
+    a, b = text.slice(0, 200), text.slice(200)
+    own = [pa.ListArray.from_arrays(pa.array([o - x.offsets[0].as_py() for o in x.offsets.to_pylist()], pa.int32()),
+                                    pc.dictionary_encode(x.values.slice(x.offsets[0].as_py(),
+                                                                        x.offsets[-1].as_py() - x.offsets[0].as_py())),
+                                    mask=x.is_null()) for x in (a, b)]
+    assert own[0].values.dictionary != own[1].values.dictionary
+    assert (top_keys(pa.chunked_array(own), 10) == top_keys(text, 10)).all()
+    nothing = pa.ListArray.from_arrays(pa.array([0, 2, 2], pa.int32()), pa.DictionaryArray.from_arrays(
+        pa.array([None, None], pa.int32()), pa.array([], pa.string())))
+    assert top_keys(nothing, 10).tolist() == top_keys(pa.array([[None, None], []], pa.list_(pa.string())), 10).tolist()
