@@ -11,6 +11,11 @@ import time
 from pathlib import Path
 
 
+def usable_cores() -> int:
+    """The cores this process may use (its affinity where the platform says, else the machine's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def start_method() -> str:
     """How the workers start: forked from this process where that is safe, else fresh interpreters
     (spawn). A forked worker begins with the harness imported and this process's memory shared

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from harness.errors import Infrastructure
-from harness.forking import leave_with_parent, start_method
+from harness.forking import leave_with_parent, start_method, usable_cores
 from harness.metrics.aggregate import TurnSpill
 from harness.metrics.groups import label_groups, score_group
 from harness.store.record import Manifest
@@ -98,7 +98,7 @@ class ScoringWorkerDied(Infrastructure):
 
 def default_workers() -> int:
     """Processes that score a run's session groups unless told: the cores this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return usable_cores()
 
 
 _INPUTS: Inputs | None = None  # a worker's, set once when it starts
