@@ -17,7 +17,7 @@ import pyarrow as pa
 from harness.metrics.kernel import Long, Scoring, Traces, scoring, to_frame
 from harness.metrics.registry import families, lookup
 from harness.store.record import Manifest
-from harness.store.traces import KEY, SCHEMA, STREAM, read_trace_file, has_rows
+from harness.store.traces import KEY, RANKING, SCHEMA, STREAM, has_rows, read_trace_file
 
 GROUP_TURNS = 5_000  # labelled turns per session group: bounds the memory of one group's arrays (a worker's)
 
@@ -56,6 +56,7 @@ def split_into(parts: list[Path], groups: list[list[str]], out: Path, tag: str) 
     index = pd.Index([s for g in groups for s in g])
     group_of = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
     paths = [out / f"group-{i:05d}-{tag}{STREAM}" for i in range(len(groups))]
+    files: dict[int, pa.NativeFile] = {}
     writers: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
     try:
         for p in parts:
@@ -64,13 +65,37 @@ def split_into(parts: list[Path], groups: list[list[str]], out: Path, tag: str) 
             g = np.where(pos >= 0, group_of[np.clip(pos, 0, None)], 0)
             for i in np.unique(g).tolist():
                 if i not in writers:  # compressed: a month's group files take a third of the space
-                    writers[i] = pa.ipc.new_stream(str(paths[i]), t.schema,
-                                                   options=pa.ipc.IpcWriteOptions(compression="lz4"))
-                writers[i].write_table(t.filter(pa.array(g == i)))
+                    files[i] = pa.OSFile(str(paths[i]), "wb")
+                    writers[i] = pa.ipc.new_stream(files[i], t.schema, options=pa.ipc.IpcWriteOptions(compression="lz4"))
+                mine = t.filter(pa.array(g == i))
+                writers[i].write_table(mine.set_column(mine.schema.get_field_index("ranking"), "ranking",
+                                                       compact(mine.column("ranking"))))
     finally:
         for w in writers.values():
             w.close()
+        for f in files.values():  # a stream writer leaves the file it was given open
+            f.close()
     return [paths[i] if i in writers else None for i in range(len(groups))]
+
+
+def compact(ranking: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Rankings of dictionary codes (RANKING), each chunk's dictionary cut to the ids its rows list: a
+    part's row group's dictionary would otherwise travel whole into every group its rows feed."""
+    out = []
+    for ch in ranking.chunks:
+        off = np.asarray(ch.offsets, np.int64)
+        vals = ch.values.slice(off[0], off[-1] - off[0])
+        idx = np.asarray(vals.indices.fill_null(-1), np.int64)
+        used = np.zeros(len(vals.dictionary) + 1, bool)
+        used[idx] = True  # a null id marks the last slot, which is no id
+        keep = np.flatnonzero(used[:-1])
+        new = np.full(len(vals.dictionary) + 1, -1, np.int64)
+        new[keep] = np.arange(len(keep))
+        codes = new[idx]
+        ids = pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32), mask=codes < 0),
+                                             vals.dictionary.take(pa.array(keep, pa.int64())))
+        out.append(pa.ListArray.from_arrays(pa.array(off - off[0], pa.int32()), ids, mask=ch.is_null()))
+    return pa.chunked_array(out, RANKING)
 
 
 def split_parts(parts: list[Path], groups: list[list[str]], out: Path, pool: Executor | None = None, n: int = 1

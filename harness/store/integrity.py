@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from harness.store.armset import run_arms
 from harness.store.folder import JUDGMENTS, LABELS, RunFolder, RunFolderError
 from harness.store.shard import shard_of
-from harness.store.traces import KEY, TraceError, each_part, read_traces
+from harness.store.traces import KEY, each_part, read_traces, unreadable
 from harness.store.turn_keys import TURN_KEY, final_keys, plan_keys
 
 SHOW = 3  # sessions named per arm in a message
@@ -177,7 +177,7 @@ IDENTITY = ("arm_id", "run_id", "arm", "params")  # what every trace row says of
 
 def _part_rows(folder: RunFolder) -> tuple[np.ndarray, list[dict]]:
     """64-bit hashes of every row's trace key, and the row count per (arm id, run id, arm name,
-    parameters), read a part at a time with the strings as dictionaries (a run of 10^5 turns: a few
+    parameters), read a part at a time on each thread with the strings as dictionaries (a run of 10^5 turns: a few
     MB where the whole table as strings took hundreds)."""
     def one(p: Path) -> tuple[np.ndarray, list[dict]]:
         try:
@@ -186,8 +186,7 @@ def _part_rows(folder: RunFolder) -> tuple[np.ndarray, list[dict]]:
             t = pq.read_table(p, columns=cols, read_dictionary=[c for c in cols if c not in (
                 "repeat", "turn_index", "round")]).unify_dictionaries()  # row groups: a dictionary each
         except (pa.ArrowException, OSError, ValueError) as e:
-            raise TraceError(f"{p}: unreadable trace part ({e}); run `harness run --resume {folder.path}` to set it "
-                             "aside and replay its turns") from None
+            raise unreadable(p, e, folder.path) from None
         keys = t.select([k for k in KEY if k in cols]).to_pandas()
         ident = [c for c in IDENTITY if c in cols]
         # a part of several row groups reads each with its own dictionary: group_by needs one

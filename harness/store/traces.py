@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import operator
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -20,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.errors import BadInput
+from harness.forking import usable_cores
 from harness.arms.result import ArmResult, Candidates, LLMStats, Timings, col
 from harness.store.folder import RunFolder
 
@@ -272,18 +272,19 @@ def read_part(part: Path, columns: list[str] | None, run_dir: Path | None = None
     try:
         return pq.read_table(part, columns=columns, schema=SCHEMA, filters=filters)
     except (pa.ArrowException, OSError, ValueError) as e:
-        raise _unreadable(part, e, run_dir) from None
+        raise unreadable(part, e, run_dir) from None
 
 
-def _unreadable(part: Path, e: Exception, run_dir: Path | None = None) -> TraceError:
+def unreadable(part: Path, e: Exception, run_dir: Path | None = None) -> TraceError:
+    """The error of a trace part that cannot be read, with what to run."""
     return TraceError(f"{part}: unreadable trace part ({e}); run `harness run --resume "
                       f"{Path(run_dir or Path(part).parent.parent)}` to set it aside and replay its turns")
 
 
 def each_part(parts: list[Path], f: Callable[[Path], T]) -> list[T]:
-    """`f` of every part, in the parts' order, on threads (Arrow reads and decodes outside the GIL):
-    a month's parts are read on every core."""
-    with ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as ex:
+    """`f` of every part, in the parts' order, on up to four threads, one per core this process may
+    use (Arrow reads and decodes outside the GIL)."""
+    with ThreadPoolExecutor(min(4, usable_cores())) as ex:
         return list(ex.map(f, parts))
 
 
@@ -317,9 +318,10 @@ def read_trace_file(path: Path, columns: list[str] | None = None) -> pa.Table:
     t = read_part(path, rest)
     if "ranking" in names:
         try:
-            rank = pq.read_table(path, columns=["ranking"], read_dictionary=["ranking.list.element"]).column(0)
+            rank = (pq.read_table(path, columns=["ranking"], read_dictionary=["ranking.list.element"]).column(0)
+                    if "ranking" in pq.read_schema(path).names else pa.nulls(t.num_rows, RANKING))
         except (pa.ArrowException, OSError, ValueError) as e:
-            raise _unreadable(path, e) from None
+            raise unreadable(path, e) from None
         t = t.append_column("ranking", rank.cast(RANKING))
     return t.select(names)
 
