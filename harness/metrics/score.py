@@ -223,7 +223,7 @@ def score_run(run_dir: Path, measures: list[str] = (), qrels: str | None = None,
     `workers` processes (None: the machine's cores; harness.metrics.fanout)."""
     folder = RunFolder(run_dir)
     man = folder.read_manifest()
-    labels = folder.labels()  # read once: a month's labels take seconds
+    labels = folder.labels()  # for the check and the tables both: a month's labels take a second to read
     done = completeness(folder, man, labels)
     if not done.sound:  # a turn the labels lack, a repeat the manifest does not plan, a key twice
         raise RunFolderError(done.describe())
