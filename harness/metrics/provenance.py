@@ -40,7 +40,7 @@ PACKAGE = Path(__file__).resolve().parents[1]  # harness/
 # loads is here or in NEUTRAL)
 SOURCES = ("metrics", "guards/identifiers.py", "guards/units.py", "store/armset.py", "store/traces.py", "store/folder.py",
            "arms/result.py", "arms/spelling.py", "defaults.py", "store/record.py", "roles/relevance.py", "store/holes.py",
-           "store/turns.py", "arms/capability.py", "unmeasured.py")
+           "store/turns.py", "arms/capability.py", "unmeasured.py", "store/label_segments.py")
 # loaded by scoring, and no value it writes depends on them (integrity and shard decide whether the
 # run is complete, which every reader checks anew)
 NEUTRAL = ("__init__.py", "analysis/__init__.py", "arms/__init__.py", "guards/__init__.py", "store/__init__.py",
