@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from harness.defaults import metric_settings
 from harness.metrics.coinciding import TOP, CoincidingSums, top_keys
-from harness.metrics.compute import SPILL_SCHEMA, MetricsResult, compute_metrics, metrics_pieces, write_pieces
+from harness.metrics.blocks import Blocks
+from harness.metrics.compute import MetricsResult, compute_metrics, metrics_pieces, write_pieces
 from harness.metrics.fanout import default_workers
 from harness.metrics.families.answers import abstention_table
 from harness.metrics.families.guards import filter_fields_table, merge_filter_fields
@@ -42,7 +41,6 @@ TRACE_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "round", "is_fi
 COINCIDING_COLUMNS = ["arm_id", "repeat", "session_id", "turn_index", "ranking", "verdict_reason", "not_applicable",
                       "error"]
 
-SPILL_IDS = [f.name for f in SPILL_SCHEMA if pa.types.is_large_string(f.type)]  # read back as dictionaries
 TURN_GROUP = 131_072  # per-turn rows of one row group of the metrics file: `harness show` reads one per block
 
 
@@ -82,76 +80,6 @@ def _kept(metric: str) -> bool:
     return metric in ("abstained", "answered", "rounds_used")
 
 
-class _Blocks:
-    """The groups' per-turn rows spilled per (metric, arm), a temporary file per group named by
-    `prefix` with a row group per (metric, arm), so that the metrics file holds each metric's rows
-    of each arm together (in session order) and a reader of one metric reads its blocks only, by
-    the row groups' statistics (harness.store.folder.RunFolder)."""
-
-    def __init__(self, spill: Path, prefix: str = ""):
-        self.spill, self.prefix = spill, prefix
-        self.paths: dict[tuple[str, str], list[tuple[Path, int]]] = {}  # (metric, arm) -> (file, row group)s,
-        # in session order
-        self.files = 0
-
-    def add(self, per_turn: pd.DataFrame) -> None:
-        mc, metrics = pd.factorize(per_turn["metric"])
-        ac, arms = pd.factorize(per_turn["arm_id"])
-        block = mc * max(len(arms), 1) + ac
-        order = np.argsort(block, kind="stable")  # one gather, then a slice per block (rows in their order)
-        t = pa.Table.from_pandas(per_turn, schema=SPILL_SCHEMA, preserve_index=False).take(pa.array(order))
-        bounds = np.flatnonzero(np.diff(block[order])) + 1
-        path = self.spill / f"block-{self.prefix}{self.files:05d}.parquet"
-        self.files += 1
-        spans = [(a, b) for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)]) if a < b]
-        with pq.ParquetWriter(path, SPILL_SCHEMA, write_statistics=False) as w:  # compressed: a month
-            for a, b in spans:  # uncompressed filled /tmp
-                w.write_table(t.slice(a, b - a), row_group_size=b - a)  # a row group (more past pyarrow's cap)
-        md = pq.read_metadata(path)  # each block's row groups, as the file holds them
-        starts = np.cumsum([0] + [md.row_group(j).num_rows for j in range(md.num_row_groups)])[:-1]
-        for a, b in spans:
-            key = (str(metrics[block[order[a]] // max(len(arms), 1)]), str(arms[block[order[a]] % max(len(arms), 1)]))
-            self.paths.setdefault(key, []).extend((path, int(j)) for j in np.flatnonzero((starts >= a) & (starts < b)))
-
-    def close(self) -> None:
-        """Nothing is left open (each group's file is closed as it is written)."""
-
-    def merge(self, other: "_Blocks") -> None:
-        """The files of another (the next session group's, written in another process)."""
-        for key, paths in other.paths.items():
-            self.paths.setdefault(key, []).extend(paths)
-
-    def turns(self, metrics: list[str], arms: list[str], chunk_rows: int = 1_000_000) -> Iterator[pa.Table]:
-        """The spilled rows block by block (metrics in `metrics`' order, arms in `arms`', any other
-        after), `chunk_rows` at a time (a block's last piece fewer), never two blocks in one piece."""
-        rank_m, rank_a = {m: i for i, m in enumerate(metrics)}, {a: i for i, a in enumerate(arms)}
-        footers: dict[Path, pq.FileMetaData] = {}  # each group file's, read once (about 0.75 MB in memory each)
-        for key in sorted(self.paths, key=lambda k: (rank_m.get(k[0], len(rank_m)), k[0] if k[0] not in rank_m else "",
-                                                     rank_a.get(k[1], len(rank_a)), k[1])):
-            yield from _pieces(self.paths[key], chunk_rows, footers)
-
-
-def _pieces(refs: list[tuple[Path, int]], rows: int, footers: dict) -> Iterator[pa.Table]:
-    """The rows of the row groups `refs` in order, `rows` at a time (the last piece fewer), however
-    the row groups fall; `footers` caches each file's metadata."""
-    held: list[pa.RecordBatch] = []
-    n = 0
-    for path, group in refs:  # the ids as dictionaries: what is hashed and cast per distinct id, not per row
-        if path not in footers:
-            footers[path] = pq.read_metadata(path)
-        f = pq.ParquetFile(path, metadata=footers[path], read_dictionary=SPILL_IDS)
-        for batch in f.read_row_group(group).to_batches(max_chunksize=rows):
-            held.append(batch)
-            n += batch.num_rows
-            while n >= rows:
-                t = pa.Table.from_batches(held)
-                yield t.slice(0, rows)
-                rest = t.slice(rows)
-                held, n = rest.to_batches(), rest.num_rows
-    if n:
-        yield pa.Table.from_batches(held)
-
-
 class _Tables:
     """Every table of the scoring step but the metrics, fed a session group at a time (the groups'
     per-turn rows spilled by (metric, arm) to `spill` for the metrics file, which is written after
@@ -162,7 +90,7 @@ class _Tables:
         self.paired = PairedSums(labels, run_arms(man), settings=self.settings)
         self.spread = SpreadSums(settings=self.settings)
         self.filters, self.coinciding, self.holes = [], CoincidingSums(), {}
-        self.blocks = _Blocks(spill)
+        self.blocks = Blocks(spill)
 
     def empty(self, prefix: str) -> "_Tables":
         """One of the same settings with nothing fed yet, spilling to files named by `prefix`: a
@@ -170,11 +98,11 @@ class _Tables:
         out = copy.copy(self)
         out.paired, out.spread = self.paired.empty(), self.spread.empty()
         out.filters, out.coinciding, out.holes = [], CoincidingSums(), {}
-        out.blocks = _Blocks(self.blocks.spill, prefix)
+        out.blocks = Blocks(self.blocks.spill, prefix)
         return out
 
     def close(self) -> None:
-        self.blocks.close()
+        """Nothing is left open: each group's spill file is closed as it is written."""
 
     def merge(self, other: "_Tables") -> None:
         """What an `empty` one was fed (the next session group), added in the groups' order."""
