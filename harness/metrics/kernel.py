@@ -176,7 +176,7 @@ class Labels:
             + labels["turn_index"].to_numpy(np.int64)
         self.lookup = pd.Index(lab_key)
         self.trace_sess = self.usess.get_indexer(pd.Index(tr.sessions, dtype=object))  # trace session code -> label's
-        judged = [{d: int(g) for d, g in json.loads(q).items()} for q in labels["qrels"]]
+        judged = [{d: int(g) for d, g in json.loads(q).items()} for q in labels["qrels"].tolist()]
         self.qrels = [{d: g for d, g in q.items() if g >= 1} for q in judged]
         self.measured = labels["qrels_measured"].to_numpy(bool)
         self.n_rel = np.array([len(q) for q in self.qrels], np.int64)

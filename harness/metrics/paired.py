@@ -122,7 +122,7 @@ class PairedSums:
                 rows[(m, arm)] = lookup.rows(s.index.get_level_values(0), s.index.get_level_values(1))
             return s[lookup.within(rows[(m, arm)], mask)]
 
-        measured = set(pt["metric"])
+        measured = set(pt["metric"].unique().tolist())  # the distinct names, not a string per row
         for seg in self.segments:
             mask = seg.mask(labels).to_numpy(bool)
             if not mask.any():

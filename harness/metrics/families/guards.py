@@ -107,8 +107,8 @@ def filter_fields_table(rounds: pd.DataFrame, labels: pd.DataFrame, schema: list
     """Precision and recall per filter field and arm (micro-averaged over turns)."""
     entitlement = {f["field"] for f in schema if f.get("kind") == "entitlement"}
     units = {f["field"]: f.get("unit") for f in schema}
-    expected_by_turn = {(sid, tix): {_norm_filter(f, units) for f in json.loads(ef or "[]")}
-                        for sid, tix, ef in zip(labels["session_id"], labels["turn_index"], labels["expected_filters"])}
+    cols = (labels[c].tolist() for c in ("session_id", "turn_index", "expected_filters"))  # not a scalar per cell
+    expected_by_turn = {(sid, tix): {_norm_filter(f, units) for f in json.loads(ef or "[]")} for sid, tix, ef in zip(*cols)}
     counts: dict[tuple, list[int]] = {}
     final = rounds[rounds["is_final"]]
     parsed: dict[str | None, set] = {}  # a run's turns apply a few distinct filter lists: each parsed once
