@@ -41,12 +41,14 @@ class Blocks:
         self.files = 0
 
     def add(self, per_turn: pd.DataFrame) -> None:
-        mc, metrics = pd.factorize(per_turn["metric"])
-        ac, arms = pd.factorize(per_turn["arm_id"])
+        t = _spilled(per_turn)
+        # the blocks by the dictionaries' codes: the ids are encoded once, for the file and the order
+        (mc, metrics), (ac, arms) = ((np.asarray(c.indices, np.int64), c.dictionary.to_pylist())
+                                     for c in (t.column("metric").chunk(0), t.column("arm_id").chunk(0)))
         width = max(len(arms), 1)
         block = mc * width + ac
         order = np.argsort(block, kind="stable")  # one gather, then a slice per block (rows in their order)
-        t = _spilled(per_turn).take(pa.array(order)).combine_chunks()
+        t = t.take(pa.array(order)).combine_chunks()
         bounds = np.flatnonzero(np.diff(block[order])) + 1
         spans = [(a, b) for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)]) if a < b]
         path = self.spill / f"block-{self.prefix}{self.files:05d}.arrow"
@@ -55,7 +57,7 @@ class Blocks:
             for j, (a, b) in enumerate(spans):
                 w.write_batch(t.slice(a, b - a).to_batches()[0])
                 key = block[order[a]]
-                self.paths.setdefault((str(metrics[key // width]), str(arms[key % width])), []).append((path, j))
+                self.paths.setdefault((metrics[key // width], arms[key % width]), []).append((path, j))
 
     def merge(self, other: "Blocks") -> None:
         """The files of another (the next session group's, written in another process)."""
