@@ -14,14 +14,14 @@ from harness.errors import BadInput
 from harness.analysis.evidence import (EvidenceError, Incomplete, check_run, coverage_notes, eval_set_files_differ,
                                        label_differences, lost_turns)
 from harness.store.folder import RunData
-from harness.store.turns import categorical, concat
 from harness.metrics.registry import Metric, UnknownMetric, is_coverage, on_request, resolve
-from harness.metrics.segments import SegmentError, check_segment, segment_keys
+from harness.metrics.segments import SegmentError, check_segment
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
+from harness.analysis.split import Split
 from harness.analysis.unchanged import collapse, kept, said as unchanged_said, unchanged
 from harness.store.armset import changes
 from harness.metrics.signflip import p_said
-from harness.metrics.stats import STATS, TurnMeans, compare_arms, holm_over, holm_said, p_cells
+from harness.metrics.stats import STATS, compare_arms, holm_over, holm_said, p_cells
 
 
 class CompareError(BadInput, ValueError):
@@ -111,60 +111,6 @@ def check_metrics(names: list[str], runs: list[RunData], where: str = "-m/--metr
     return out
 
 
-def combined(base: RunData, cand: RunData, metrics: list[str] | None = None) -> pd.DataFrame:
-    """Both runs' per-turn rows of `metrics` (None: every metric either measured) in one table, the
-    baseline's arms as `A:arm`, the candidate's as `B:arm` (categorical, session ids sorted)."""
-    ms = sorted(base.metrics | cand.metrics) if metrics is None else metrics
-    a, b = base.turns(ms), cand.turns(ms)
-    cols = ["arm_id", "repeat", "session_id", "turn_index", "metric", "value"]
-    cols += ["unmeasured"] if "unmeasured" in a and "unmeasured" in b else []
-    return concat([categorical(t[cols].assign(arm_id=_prefixed(t["arm_id"], p))) for t, p in ((a, "A:"), (b, "B:"))])
-
-
-def _prefixed(arms: pd.Series, prefix: str) -> pd.Categorical:
-    cat = pd.Categorical(arms)
-    return cat.rename_categories([prefix + str(c) for c in cat.categories])
-
-
-class Split(TurnMeans):
-    """Both runs' per-turn rows, read a metric at a time as comparisons ask for them (`combined`)
-    and split by metric and arm: a comparison reads only its pair's rows. Masking the whole table
-    again for every pair, metric and segment took two thirds of a report's time (the b2b baseline
-    against a candidate: 294 comparisons over 58,000 rows); reading every metric of a month's runs
-    at once would not fit in memory. As TurnMeans, each arm's turn means of a metric are computed
-    once for every segment and check that compares them, and each segment's turns (`keys`) are
-    found once."""
-
-    def __init__(self, base: RunData, cand: RunData):
-        self.base, self.cand = base, cand
-        self._groups: dict[str, dict] = {}  # metric -> arm -> rows
-        self._frames: dict[str, pd.DataFrame] = {}
-        self._means = {}
-        self._labels = base.labels
-        self._keys: dict = {}
-
-    @property
-    def frame(self) -> pd.DataFrame:
-        """The rows of the metrics read so far."""
-        return pd.concat(list(self._frames.values()), ignore_index=True) if self._frames else combined(
-            self.base, self.cand, [])
-
-    def rows_of(self, metric: str, arm: str) -> pd.DataFrame:
-        if metric not in self._groups:
-            f = self._frames[metric] = combined(self.base, self.cand, [metric])
-            self._groups[metric] = {str(k): g for k, g in f.groupby("arm_id", sort=False, observed=True)}
-        return self._groups[metric].get(arm, self._frames[metric].iloc[:0])
-
-    def keys(self, segment) -> set:
-        """segment_keys of the baseline's labels."""
-        if segment not in self._keys:
-            self._keys[segment] = segment_keys(self._labels, segment)
-        return self._keys[segment]
-
-    def sides(self, pair: Pair, metric: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """The rows of `metric` of the pair's baseline arm and of its candidate arm."""
-        return self.rows_of(metric, "A:" + pair.baseline.arm_id), self.rows_of(metric, "B:" + pair.candidate.arm_id)
-
 def compare_pair(base: RunData, cand: RunData, pair: Pair, metric: str, segment: str,
                  n_resamples: int = STATS.n_resamples, seed: int = STATS.seed, alpha: float = STATS.alpha,
                  split: Split | None = None, direction: str | None = None,
@@ -215,7 +161,8 @@ def _rows(base: RunData, cand: RunData, pairs: list[Pair], ms: list[Metric], seg
                 continue
             rows += [compare_pair(base, cand, p, m.name, s, n_resamples, seed, split=split,
                                   n_permutations=n_permutations) for s in segments]
-            lost = lost_turns(base, cand, p.baseline.arm_id, p.candidate.arm_id, m.name, "all", split.sides(p, m.name))
+            lost = lost_turns(base, cand, p.baseline.arm_id, p.candidate.arm_id, m.name, "all", split.sides(p, m.name),
+                              split.where)
             if lost.n:
                 notes.append(f"{p.label} {m.name}: {lost.describe(cand.name)}; those turns are not paired")
     return rows

@@ -17,12 +17,13 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from harness.analysis.pool_warnings import llm_labels_said
 from harness.errors import BadInput
 from harness.metrics.provenance import freshness
-from harness.metrics.segments import segment_keys
+from harness.analysis.label_rows import LabelRows
 from harness.store.folder import NotARunFolder, NotScored, RunData, RunFolder, RunFolderError
 from harness.store.integrity import Completeness, completeness, inputs
 from harness.store.traces import TraceError
@@ -200,31 +201,33 @@ class Lost:
 
 
 def lost_turns(base: RunData, cand: RunData, base_arm: str, cand_arm: str, metric: str, segment: str,
-               rows_of: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> Lost:
-    """`rows_of`: the per-turn rows of `metric` of the baseline arm and of the candidate arm, when
-    the caller has them at hand (harness.analysis.compare.Split.sides): picking them out of each
-    run's whole table again for every check was a third of a gate's time."""
-    keys = segment_keys(base.labels, segment)
+               rows_of: tuple[pd.DataFrame, pd.DataFrame] | None = None, where: LabelRows | None = None) -> Lost:
+    """`rows_of`: the per-turn rows of `metric` of the baseline arm and of the candidate arm, and
+    `where`: the baseline's labelled turns, when the caller has them at hand
+    (harness.analysis.split.Split: its `sides` and `where`). Turns are positions among the labelled
+    turns, never a tuple per turn."""
+    where = LabelRows(base.labels) if where is None else where
+    inside = where.mask(segment)
 
-    def pick(run: RunData, arm: str) -> pd.DataFrame:
-        pt = run.turns([metric])
-        return pt[pt["arm_id"] == arm]
+    def positions(df: pd.DataFrame) -> np.ndarray:
+        return where.positions(df["session_id"], df["turn_index"])
 
-    def turns(df: pd.DataFrame) -> set:
-        """The segment's turns among the rows of `df` (a set of a few hundred keys: building a
-        MultiIndex to test membership took most of a call, 146 calls a report)."""
-        return set(zip(df["session_id"], df["turn_index"])) & keys
+    def turns(df: pd.DataFrame) -> np.ndarray:
+        """The segment's turns among the rows of `df`, each once."""
+        pos = positions(df)
+        return np.unique(pos[(pos >= 0) & inside[np.clip(pos, 0, None)]]) if len(pos) else pos
 
-    b, c = rows_of if rows_of is not None else (pick(base, base_arm), pick(cand, cand_arm))
+    b, c = rows_of if rows_of is not None else (base.arm_turns(metric, base_arm), cand.arm_turns(metric, cand_arm))
     measured = turns(b[b["value"].notna().to_numpy(bool)])
     if "unmeasured" not in c:
         return Lost(0, len(measured))
     unm = c[(c["value"].isna() & c["unmeasured"].notna()).to_numpy(bool)]
-    lost = (turns(unm) - turns(c[c["value"].notna().to_numpy(bool)])) & measured if len(unm) else set()
-    if not lost:
+    lost = np.intersect1d(np.setdiff1d(turns(unm), turns(c[c["value"].notna().to_numpy(bool)])), measured) \
+        if len(unm) else []
+    if not len(lost):
         return Lost(0, len(measured))
-    mask = [k in lost for k in zip(unm["session_id"], unm["turn_index"])]
-    why = unm[mask].drop_duplicates(["session_id", "turn_index"])
+    pos = positions(unm)
+    why = unm.assign(_at=pos)[np.isin(pos, lost)].drop_duplicates("_at")
     return Lost(len(lost), len(measured), why["unmeasured"].astype(str).value_counts().to_dict())
 
 

@@ -23,8 +23,6 @@ import dataclasses
 import math
 from pathlib import Path
 
-import pandas as pd
-
 from harness.analysis.bound_values import missing_values, not_finite
 from harness.analysis.compare import CompareError, RunData, Split, compare_pair
 from harness.analysis.evidence import lost_turns
@@ -37,7 +35,7 @@ from harness.analysis.unchanged import unchanged
 from harness.analysis.verdict_types import CheckKind, CheckResult, CheckStatus, GateVerdict, PairSaid, Reason, \
     Statistics, Verdict
 from harness.errors import Exit
-from harness.metrics.segments import SegmentError, segment_keys
+from harness.metrics.segments import SegmentError
 from harness.metrics.signflip import p_said
 from harness.metrics.stats import STATS, sessions_needed
 from harness.store.armset import EXTERNAL
@@ -82,7 +80,7 @@ def _lost(out: CheckResult, base: RunData, cand: RunData, pair: Pair, policy: Po
     """The check failed when the candidate left more of the turns the baseline measured unmeasured
     than limits.max_lost_rate allows; else the count is said beside the result."""
     lost = lost_turns(base, cand, pair.baseline.arm_id, pair.candidate.arm_id, out.metric.name, out.segment,
-                      split.sides(pair, out.metric.name))
+                      split.sides(pair, out.metric.name), split.where)
     if not lost.n:
         return out
     said = lost.describe(cand.name)
@@ -159,16 +157,6 @@ def rule_result(i: int, rule, pair: Pair, base: RunData, cand: RunData, policy: 
     return _lost(out, base, cand, pair, policy, split)
 
 
-def _candidate_values(base: RunData, cand: RunData, arm_id: str, metric: str, segment: str) -> pd.Series:
-    """The candidate arm's values per turn of the segment, on the baseline's labelled turns only: the
-    turns the verdict says it compared (turns the candidate holds beyond them are named, not read)."""
-    keys = segment_keys(base.labels, segment)
-    pt = cand.turns([metric])
-    pt = pt[pt["arm_id"] == arm_id]
-    inside = pd.MultiIndex.from_arrays([pt["session_id"], pt["turn_index"]]).isin(list(keys))
-    return pt[inside].groupby(["session_id", "turn_index"])["value"].mean()
-
-
 def _bound_name(kind: str, i: int, item, pair: Pair) -> str:
     if kind == "floor":
         return f"{kind} {i + 1}: {item.m.name} [{getattr(item, 'segment', 'all')}] {pair.label}"
@@ -183,7 +171,9 @@ def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunDa
     stat = getattr(item, "stat", "mean")
     if not m.applies_to(pair.candidate.capabilities):
         return _dropped(kind, name, pair, m, seg) or _na(kind, name, pair, m, seg)
-    turns = _candidate_values(base, cand, pair.candidate.arm_id, m.name, seg)
+    # the candidate arm's turn means on the baseline's labelled turns of the segment: the turns the verdict says it
+    # compared (turns the candidate holds beyond them are named, not read)
+    turns = split.of(m.name, "B:" + pair.candidate.arm_id, split.keys(seg))
     gone, beside = missing_values(base, cand, pair, m.name, seg, policy.limits.max_lost_rate)
     gone = gone or not_finite(turns.dropna(), m.name)  # a metric no longer measured, an infinite value: failed
     if gone:
@@ -209,11 +199,11 @@ def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunDa
     return _lost(out, base, cand, pair, policy, split) if m.applies_to(pair.baseline.capabilities) else out
 
 
-def _moved(results: list[CheckResult], pairs: list[Pair], pt: pd.DataFrame, base: RunData) -> list[CheckResult]:
+def _moved(results: list[CheckResult], pairs: list[Pair], split: Split) -> list[CheckResult]:
     """Each failed check with the turns that moved most in its bad direction."""
     by_label = {p.label: p for p in pairs}
-    return [r.but(moved=moved_turns(pt, base, by_label[r.label], r.metric.name, r.segment, r.direction)) if not r.ok
-            else r for r in results]
+    return [r.but(moved=moved_turns(split.pair_rows(by_label[r.label], r.metric.name), split.where, by_label[r.label],
+                                    r.metric.name, r.segment, r.direction)) if not r.ok else r for r in results]
 
 
 def _checks(prep: dict, policy: Policy, split: Split) -> list[CheckResult]:
@@ -225,7 +215,7 @@ def _checks(prep: dict, policy: Policy, split: Split) -> list[CheckResult]:
     if results and all(r.status is CheckStatus.NA for r in results):
         raise GateUsageError("no check of the policy applies to these runs (every one is n/a: "
                              + "; ".join(sorted({r.detail for r in results})) + "): nothing would be compared")
-    return _moved(results, prep["pairs"], split.frame, base)
+    return _moved(results, prep["pairs"], split)
 
 
 def _verdict(status: Exit, failed: list[CheckResult]) -> Verdict:

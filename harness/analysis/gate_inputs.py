@@ -13,7 +13,7 @@ from harness.analysis.evidence import coverage, describe_gaps, same_evidence, sh
 from harness.analysis.pairing import Pair, PairingError, find_arm, pair_runs
 from harness.analysis.policy import GateUsageError, Policy
 from harness.metrics.registry import on_request
-from harness.metrics.segments import SegmentError, check_segment, segment_keys
+from harness.metrics.segments import SegmentError, check_segment, parse_segment
 from harness.store.integrity import failures
 from harness.unmeasured import Unmeasured
 
@@ -73,7 +73,7 @@ def _segment(where: str, seg: str, runs: list[RunData]) -> None:
         check_segment(seg, runs[0].labels)
     except SegmentError as e:
         raise GateUsageError(f"{where}.segment: {e}") from None
-    if not any(segment_keys(r.labels, seg) for r in runs):
+    if not any(parse_segment(seg).mask(r.labels).to_numpy(bool).any() for r in runs):
         raise GateUsageError(f"{where}.segment: {seg} matches no labelled turn of {runs[0].name} or "
                              f"{runs[1].name}: the check would compare nothing (remove it or name a segment "
                              "these runs have)")
@@ -117,8 +117,7 @@ def infrastructure(policy: Policy, runs: list[RunData], pairs: list[Pair]) -> li
     for run, side in zip(runs, ("baseline", "candidate")):
         for p in pairs:
             for m in metrics:
-                rows = run.turns([m])
-                rows = rows[rows["arm_id"] == getattr(p, side).arm_id]
+                rows = run.arm_turns(m, getattr(p, side).arm_id)
                 if rows.empty or "unmeasured" not in rows:
                     continue
                 bad = Unmeasured.each(rows["unmeasured"].astype(object)).isin([k for k in Unmeasured if k.infrastructure])

@@ -8,11 +8,11 @@ import os
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+import numpy as np
 import pandas as pd
 
 from harness.analysis.unchanged import said
 from harness.analysis.verdict_types import CheckKind, CheckResult, CheckStatus, GateVerdict, PairSaid, Verdict
-from harness.metrics.segments import segment_keys
 from harness.metrics.stats import paired_frame
 
 ICON = {Verdict.PASS: "✅ pass", Verdict.REGRESSION: "❌ regression", Verdict.INSUFFICIENT: "❌ insufficient data",
@@ -21,12 +21,14 @@ STATUS = {CheckStatus.PASS: "pass", CheckStatus.FAIL: "**FAIL**", CheckStatus.IN
           CheckStatus.NA: "n/a"}
 
 
-def moved_turns(pt: pd.DataFrame, base, pair, metric: str, segment: str, direction: str, n: int = 10) -> list[dict]:
+def moved_turns(pt: pd.DataFrame, where, pair, metric: str, segment: str, direction: str,
+                n: int = 10) -> list[dict]:
     """The `n` turns whose value moved most in the bad direction (any direction for a metric
-    without one), from the combined per-turn table of both runs."""
-    keys = segment_keys(base.labels, segment)
-    idx = pd.MultiIndex.from_arrays([pt["session_id"], pt["turn_index"]])
-    frame, _ = paired_frame(pt[idx.isin(list(keys))], metric, "A:" + pair.baseline.arm_id, "B:" + pair.candidate.arm_id)
+    without one), from both arms' per-turn rows (`A:arm`, `B:arm`: harness.analysis.split.Split's
+    `pair_rows`) on the segment's labelled turns (`where`: harness.analysis.label_rows.LabelRows)."""
+    pos = where.positions(pt["session_id"], pt["turn_index"])
+    inside = (pos >= 0) & where.mask(segment)[np.clip(pos, 0, None)] if len(pos) else np.zeros(0, bool)
+    frame, _ = paired_frame(pt[inside], metric, "A:" + pair.baseline.arm_id, "B:" + pair.candidate.arm_id)
     if frame.empty:
         return []
     d = frame["b"] - frame["a"]

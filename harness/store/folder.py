@@ -350,26 +350,17 @@ class RunData:
         return self._metrics
 
     def turns(self, metrics) -> pd.DataFrame | None:
-        """The per-turn rows (TURN_COLUMNS) of `metrics`, read once per metric and kept; None when
-        the run is not scored."""
-        import pandas as pd
+        """The per-turn rows (TURN_COLUMNS) of `metrics`, the last few read kept
+        (harness.store.turns.kept_rows); None when the run is not scored."""
+        from harness.store.turns import kept_rows
 
-        if not self.scored:
-            return None
-        wanted = [m for m in dict.fromkeys(metrics) if m in self.metrics]
-        new = [m for m in wanted if m not in self._turns]
-        from harness.store.turns import turn_rows
+        return kept_rows(self.folder, self._turns, [m for m in metrics if m in self.metrics]) if self.scored else None
 
-        if new:
-            got = turn_rows(self.folder, new, TURN_COLUMNS)
-            for m, g in got.groupby("metric", sort=False, observed=True):
-                self._turns[m] = g
-            for m in new:
-                self._turns.setdefault(m, got.iloc[:0])
-        frames = [self._turns[m] for m in wanted]
-        if not frames:
-            return turn_rows(self.folder, [], TURN_COLUMNS)
-        return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    def arm_turns(self, metric: str, arm_id: str) -> pd.DataFrame:
+        """The per-turn rows (TURN_COLUMNS) of one metric of one arm, read from its own row groups."""
+        from harness.store.turns import arm_rows
+
+        return arm_rows(self.folder, self._turns, metric if metric in self.metrics else None, arm_id)
 
     @property
     def per_turn(self) -> pd.DataFrame | None:

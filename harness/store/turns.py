@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 STRINGS = ["kind", "arm_id", "session_id", "metric", "unmeasured"]  # read dictionary-encoded
+TURNS_KEPT = 2  # metrics whose per-turn rows a run's reader keeps once read (kept_rows)
 
 
 def _stats(rg, name: str):
@@ -28,15 +29,16 @@ def _stats(rg, name: str):
     return None
 
 
-def _may_hold(rg, metrics: set[str] | None, session: str | None = None) -> bool:
+def _may_hold(rg, metrics: set[str] | None, session: str | None = None, arm: str | None = None) -> bool:
     """Whether a row group can hold per-turn rows of `metrics` (None: of any metric) and, when
-    given, of `session`."""
+    given, of `session` and of `arm`."""
     kind = _stats(rg, "kind")
     if kind is not None and kind[0] == kind[1] == "aggregate":
         return False
-    sessions = _stats(rg, "session_id") if session is not None else None
-    if sessions is not None and not sessions[0] <= session <= sessions[1]:
-        return False
+    for name, value in (("session_id", session), ("arm_id", arm)):
+        span = _stats(rg, name) if value is not None else None
+        if span is not None and not span[0] <= value <= span[1]:
+            return False
     if metrics is None:
         return True
     span = _stats(rg, "metric")
@@ -44,21 +46,22 @@ def _may_hold(rg, metrics: set[str] | None, session: str | None = None) -> bool:
 
 
 def row_groups(folder, metrics: list[str] | None, columns: list[str],
-               session: str | None = None) -> Iterator[pa.Table]:
-    """`columns` of the per-turn rows of `metrics` (None: every metric), of one `session` when
-    given, a row group at a time."""
+               session: str | None = None, arm: str | None = None) -> Iterator[pa.Table]:
+    """`columns` of the per-turn rows of `metrics` (None: every metric), of one `session` and of one
+    `arm` when given, a row group at a time."""
     f = folder.metrics_file(read_dictionary=[c for c in STRINGS if c in columns or c == "kind"])
     wanted = None if metrics is None else set(metrics)
     have = set(f.schema_arrow.names)
-    read = [c for c in dict.fromkeys(["kind", "metric", *columns]) if c in have]
+    read = [c for c in dict.fromkeys(["kind", "metric", *columns, *(["session_id"] if session is not None else []),
+                                     *(["arm_id"] if arm is not None else [])]) if c in have]
     for i in range(f.num_row_groups):
-        if not _may_hold(f.metadata.row_group(i), wanted, session):
+        if not _may_hold(f.metadata.row_group(i), wanted, session, arm):
             continue
-        t = f.read_row_group(i, columns=[*read, *(["session_id"] if session is not None and "session_id" not in read
-                                                   else [])])
+        t = f.read_row_group(i, columns=read)
         keep = pc.equal(t.column("kind"), "turn")
-        if session is not None:
-            keep = pc.and_(keep, pc.equal(t.column("session_id"), session))
+        for name, value in (("session_id", session), ("arm_id", arm)):
+            if value is not None:
+                keep = pc.and_(keep, pc.equal(t.column(name), value))
         if wanted is not None:
             keep = pc.and_(keep, pc.is_in(t.column("metric"), pa.array(sorted(wanted), pa.string())))
         t = t.filter(pc.fill_null(keep, False))
@@ -101,12 +104,13 @@ def aggregates(folder) -> pd.DataFrame:
 
 
 def turn_rows(folder, metrics: list[str] | None, columns: list[str],
-              session: str | None = None) -> pd.DataFrame:
-    """The per-turn rows of `metrics` as a DataFrame (`columns` the file has; categorical strings,
-    session ids sorted, integer turn index and repeat, float values)."""
+              session: str | None = None, arm: str | None = None) -> pd.DataFrame:
+    """The per-turn rows of `metrics` (of one `session`, of one `arm` when given) as a DataFrame
+    (`columns` the file has; categorical strings, session ids sorted, integer turn index and
+    repeat, float values)."""
     import pandas as pd
 
-    tables = list(row_groups(folder, metrics, columns, session))
+    tables = list(row_groups(folder, metrics, columns, session, arm))
     if not tables:
         return pd.DataFrame({c: pd.Series(dtype="float64" if c == "value" else "int64" if c in (
             "turn_index", "repeat") else "category") for c in columns if c in folder.metrics_file().schema_arrow.names})
@@ -121,6 +125,40 @@ def turn_rows(folder, metrics: list[str] | None, columns: list[str],
     if "value" in df:
         df["value"] = df["value"].astype(float)
     return df
+
+
+def kept_rows(folder, kept: dict, metrics: list[str]) -> pd.DataFrame:
+    """The per-turn rows of `metrics` (TURN_COLUMNS), read once per metric into `kept` (metric ->
+    rows), which holds the last TURNS_KEPT metrics read (or the ones asked, when more)."""
+    import pandas as pd
+
+    from harness.store.folder import TURN_COLUMNS
+
+    wanted = list(dict.fromkeys(metrics))
+    new = [m for m in wanted if m not in kept]
+    if new:
+        got = turn_rows(folder, new, TURN_COLUMNS)
+        for m, g in got.groupby("metric", sort=False, observed=True):
+            kept[m] = g
+        for m in new:
+            kept.setdefault(m, got.iloc[:0])
+    frames = [kept[m] for m in wanted]
+    for m in [m for m in kept if m not in wanted][:max(0, len(kept) - max(TURNS_KEPT, len(wanted)))]:
+        del kept[m]  # the oldest first
+    if not frames:
+        return turn_rows(folder, [], TURN_COLUMNS)
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+def arm_rows(folder, kept: dict, metric: str | None, arm_id: str) -> pd.DataFrame:
+    """The per-turn rows (TURN_COLUMNS) of one metric (None: none) of one arm: from `kept` (as
+    kept_rows fills it) when the metric is there, else from the file's row groups of that arm."""
+    from harness.store.folder import TURN_COLUMNS
+
+    if metric in kept:
+        rows = kept[metric]
+        return rows[(rows["arm_id"] == arm_id).to_numpy(bool)]
+    return turn_rows(folder, [] if metric is None else [metric], TURN_COLUMNS, arm=arm_id)
 
 
 def turn_metrics(folder) -> set[str]:
