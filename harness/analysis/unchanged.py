@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pyarrow.compute as pc
 
+from harness.analysis.final_rows import answered, final_rows, same_rows
 from harness.analysis.pairing import Pair
 from harness.metrics.registry import resolve
 from harness.store.folder import RunData
-from harness.store.traces import read_traces
 
 IDENTICAL = "identical rankings on every turn"
 IDENTICAL_ANSWERS = "identical rankings and answers on every turn"
 ZERO = "every difference exactly zero"
 TOL = 1e-12  # as a tie of wins/ties/losses (harness.metrics.stats.wins_ties_losses)
 TURN = ["repeat", "session_id", "turn_index"]
-FINAL = ["ranking", "answer", "abstained", "not_applicable"]  # and whether the turn failed
 
 
 def _same_values(a: pd.DataFrame, b: pd.DataFrame) -> bool:
@@ -50,28 +48,16 @@ def _quality(base: RunData, cand: RunData) -> list[str]:
     return sorted(m for m in base.metrics & cand.metrics if not resolve(m).operational)
 
 
-def _finals(run: RunData, arms: set[str]) -> pa.Table:
-    """The final trace rows of `arms`, in key order, with what `FINAL` names and whether they failed."""
-    t = read_traces(run.path, ["arm_id", *TURN, "is_final", *FINAL, "error"])
-    t = t.filter(pc.and_(pc.equal(t["is_final"], True), pc.is_in(t["arm_id"], value_set=pa.array(sorted(arms)))))
-    return t.append_column("failed", pc.is_valid(t["error"])).drop_columns(["is_final", "error"])
-
-
-def _same_finals(a: pa.Table, b: pa.Table) -> bool:
-    return a.num_rows == b.num_rows > 0 and all(a[c].combine_chunks().equals(b[c].combine_chunks())
-                                            for c in [*TURN, *FINAL, "failed"])
-
-
 def _identical(base: RunData, cand: RunData, pairs: list[Pair]) -> dict[str, str]:
     """label -> IDENTICAL (or IDENTICAL_ANSWERS) for the pairs whose final trace rows are the same."""
-    tb = _finals(base, {p.baseline.arm_id for p in pairs})
-    tc = tb if cand.path.resolve() == base.path.resolve() else _finals(cand, {p.candidate.arm_id for p in pairs})
+    tb = final_rows(base, {p.baseline.arm_id for p in pairs})
+    tc = tb if cand.path.resolve() == base.path.resolve() else final_rows(cand, {p.candidate.arm_id for p in pairs})
     out = {}
     for p in pairs:
         a = tb.filter(pc.equal(tb["arm_id"], p.baseline.arm_id))
         b = tc.filter(pc.equal(tc["arm_id"], p.candidate.arm_id))
-        if _same_finals(a, b):
-            out[p.label] = IDENTICAL_ANSWERS if pc.any(pc.is_valid(a["answer"])).as_py() else IDENTICAL
+        if same_rows(a, b):
+            out[p.label] = IDENTICAL_ANSWERS if answered(a) else IDENTICAL
     return out
 
 
