@@ -22,11 +22,13 @@ DIGESTS = ["ranking_1", "ranking_2", "answer_1", "answer_2"]
 _BASES = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F)  # odd 64-bit multipliers, one per digest
 
 
-@functools.lru_cache(maxsize=1 << 20)  # a month's documents recur in every part
-def _words(text: str) -> tuple[int, int]:
+def _digest(text: str) -> tuple[int, int]:
     """Two 64-bit digests of a string, from one sha256."""
     d = hashlib.sha256(text.encode()).digest()
     return int.from_bytes(d[:8], "little"), int.from_bytes(d[8:16], "little")
+
+
+_words = functools.lru_cache(maxsize=1 << 20)(_digest)  # a document's: a month's documents recur in every part
 
 
 def ranking_digests(ranking: pa.ChunkedArray) -> list[pa.Array]:
@@ -54,7 +56,7 @@ def _answer_digests(answer: pa.ChunkedArray) -> list[pa.Array]:
     if answer.null_count == len(answer):  # arms that retrieve only
         return [pa.nulls(len(answer), pa.uint64())] * 2
     texts = answer.to_pylist()
-    words = [None if t is None else _words(t) for t in texts]
+    words = [None if t is None else _digest(t) for t in texts]  # answers do not recur: not cached
     return [pa.array([None if w is None else w[i] for w in words], pa.uint64()) for i in range(2)]
 
 

@@ -174,7 +174,7 @@ def bound_result(kind: str, i: int, item, pair: Pair, base: RunData, cand: RunDa
     # the candidate arm's turn means on the baseline's labelled turns of the segment: the turns the verdict says it
     # compared (turns the candidate holds beyond them are named, not read)
     turns = split.of(m.name, "B:" + pair.candidate.arm_id, split.keys(seg))
-    gone, beside = missing_values(base, cand, pair, m.name, seg, policy.limits.max_lost_rate)
+    gone, beside = missing_values(base, cand, pair, m.name, seg, policy.limits.max_lost_rate, split.where)
     gone = gone or not_finite(turns.dropna(), m.name)  # a metric no longer measured, an infinite value: failed
     if gone:
         return _check(kind, name, pair, m, seg, CheckStatus.FAIL, Reason.VALUES_MISSING, gone)

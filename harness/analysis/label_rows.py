@@ -36,6 +36,8 @@ class LabelRows:
         """The position of each (session id, turn index) among the labelled turns, -1 for a turn
         without a label row."""
         rows = self.lookup.rows(session_ids, turn_index)
+        if not len(self.position):  # no labelled turn
+            return np.full(len(rows), -1, np.int64)
         return np.where(rows >= 0, self.position[np.clip(rows, 0, None)], -1) if len(rows) else rows
 
     def mask(self, segment: str | Segment | AllOf) -> np.ndarray:

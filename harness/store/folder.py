@@ -354,13 +354,14 @@ class RunData:
         (harness.store.turns.kept_rows); None when the run is not scored."""
         from harness.store.turns import kept_rows
 
-        return kept_rows(self.folder, self._turns, [m for m in metrics if m in self.metrics]) if self.scored else None
+        wanted = [m for m in metrics if m in self.metrics]
+        return kept_rows(self.folder, self._turns, wanted, TURN_COLUMNS) if self.scored else None
 
     def arm_turns(self, metric: str, arm_id: str) -> pd.DataFrame:
         """The per-turn rows (TURN_COLUMNS) of one metric of one arm, read from its own row groups."""
         from harness.store.turns import arm_rows
 
-        return arm_rows(self.folder, self._turns, metric if metric in self.metrics else None, arm_id)
+        return arm_rows(self.folder, self._turns, metric if metric in self.metrics else None, arm_id, TURN_COLUMNS)
 
     @property
     def per_turn(self) -> pd.DataFrame | None:

@@ -127,17 +127,15 @@ def turn_rows(folder, metrics: list[str] | None, columns: list[str],
     return df
 
 
-def kept_rows(folder, kept: dict, metrics: list[str]) -> pd.DataFrame:
-    """The per-turn rows of `metrics` (TURN_COLUMNS), read once per metric into `kept` (metric ->
+def kept_rows(folder, kept: dict, metrics: list[str], columns: list[str]) -> pd.DataFrame:
+    """`columns` of the per-turn rows of `metrics`, read once per metric into `kept` (metric ->
     rows), which holds the last TURNS_KEPT metrics read (or the ones asked, when more)."""
     import pandas as pd
-
-    from harness.store.folder import TURN_COLUMNS
 
     wanted = list(dict.fromkeys(metrics))
     new = [m for m in wanted if m not in kept]
     if new:
-        got = turn_rows(folder, new, TURN_COLUMNS)
+        got = turn_rows(folder, new, columns)
         for m, g in got.groupby("metric", sort=False, observed=True):
             kept[m] = g
         for m in new:
@@ -146,19 +144,17 @@ def kept_rows(folder, kept: dict, metrics: list[str]) -> pd.DataFrame:
     for m in [m for m in kept if m not in wanted][:max(0, len(kept) - max(TURNS_KEPT, len(wanted)))]:
         del kept[m]  # the oldest first
     if not frames:
-        return turn_rows(folder, [], TURN_COLUMNS)
+        return turn_rows(folder, [], columns)
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
-def arm_rows(folder, kept: dict, metric: str | None, arm_id: str) -> pd.DataFrame:
-    """The per-turn rows (TURN_COLUMNS) of one metric (None: none) of one arm: from `kept` (as
+def arm_rows(folder, kept: dict, metric: str | None, arm_id: str, columns: list[str]) -> pd.DataFrame:
+    """`columns` of the per-turn rows of one metric (None: none) of one arm: from `kept` (as
     kept_rows fills it) when the metric is there, else from the file's row groups of that arm."""
-    from harness.store.folder import TURN_COLUMNS
-
     if metric in kept:
         rows = kept[metric]
         return rows[(rows["arm_id"] == arm_id).to_numpy(bool)]
-    return turn_rows(folder, [] if metric is None else [metric], TURN_COLUMNS, arm=arm_id)
+    return turn_rows(folder, [] if metric is None else [metric], columns, arm=arm_id)
 
 
 def turn_metrics(folder) -> set[str]:

@@ -61,6 +61,9 @@ def test_an_arm_without_rows_has_no_means():
     where = LabelRows(_labels())
     assert ArmMeans(where, _rows().iloc[:0]).series(where.mask("all")).empty
     assert where.positions(pd.Series(["nope", "s2"]), np.array([1, 9])).tolist() == [-1, -1]
+    none = LabelRows(_labels().iloc[:0])  # an eval set without a labelled turn: nothing is compared
+    assert none.positions(pd.Series(["s2"]), np.array([1])).tolist() == [-1]
+    assert ArmMeans(none, _rows()).series(none.mask("all")).empty
 
 
 def _keys_lost(b: pd.DataFrame, c: pd.DataFrame, keys: set) -> tuple[int, int]:
