@@ -43,10 +43,11 @@ def table(rows: list[dict]) -> list[str]:
 
 
 def series(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
-    """(stage, run read) -> its successful measurements by size, stages in their order."""
+    """(stage, run read) -> its successful measurements by size, stages in their order (a gate's
+    exit 1 is a verdict, regression or insufficient data, as much a measurement as a pass)."""
     out: dict[tuple[str, str], list[dict]] = {}
     for r in sorted(rows, key=lambda r: (STAGE_ORDER.index(r["stage"]), r.get("source", "replay"), r["turns"])):
-        if r["exit"] == 0:
+        if r["exit"] == 0 or (r["stage"] == "gate" and r["exit"] == 1):
             out.setdefault((r["stage"], r.get("source", "replay")), []).append(r)
     return out
 
